@@ -1,0 +1,90 @@
+// Consumer: a training process's connection to a batchcast server.
+//
+//   batchcast::ConsumerOptions options;
+//   options.endpoint = "demo";          // a server name or ipc:// / tcp:// endpoint
+//   options.batch_size = 48;            // independent of the producer's batch
+//   auto consumer = batchcast::Consumer::Connect(options);
+//   if (!consumer.ok()) { ... consumer.status().ToString() ... }
+//   while (true) {
+//     batchcast::Result<batchcast::Batch> batch = (*consumer)->Next();
+//     if (!batch.ok()) break;                   // server gone, stream ended, ...
+//     if (batch->end_of_epoch()) continue;      // the next Next() starts a new epoch
+//     auto image = batch->field("image");       // zero-copy view of the ring
+//   }
+//
+// Semantics (DESIGN.md "Consumer semantics"): each consumer counts its own
+// epochs of epoch_len() samples; batches_per_epoch() batches then an
+// end-of-epoch marker. Up to `prefetch` requests are kept in flight. A
+// background thread sends heartbeats, so a consumer may take long between
+// Next() calls; a server that dies or stops answering makes Next() fail with
+// Unavailable within heartbeat_timeout (2 s by default).
+//
+// Thread-safety: Next() and Stats() may be called from one thread at a time;
+// Batches may be destroyed on any thread. Batches may outlive the Consumer:
+// the connection stays open (without a window position) until the last one is
+// gone.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "batchcast/client/batch.h"
+#include "batchcast/core/field_spec.h"
+#include "batchcast/core/protocol.h"
+#include "batchcast/core/status.h"
+
+namespace batchcast {
+
+class Connection;
+
+struct ConsumerOptions {
+  std::string endpoint = "batchcast";  // server name, ipc://PATH or tcp://HOST:PORT
+  uint32_t batch_size = 64;
+  bool drop_last = true;
+  JoinPolicy join = JoinPolicy::kImmediate;
+  uint16_t prefetch = 2;
+  // Limit on one Next(); 0 = wait as long as the server is alive.
+  std::chrono::milliseconds timeout{0};
+  std::chrono::milliseconds connect_timeout{10000};
+  std::string name;  // shown in server stats; default "<program>:<pid>"
+};
+
+class Consumer {
+ public:
+  // Connects and joins the stream. NotFound when no server of that name runs,
+  // Unavailable when it does not answer, InvalidArgument for options the server
+  // refuses (with its reason).
+  static Result<std::unique_ptr<Consumer>> Connect(ConsumerOptions options);
+
+  ~Consumer();  // leaves the stream (BYE)
+  Consumer(const Consumer&) = delete;
+  Consumer& operator=(const Consumer&) = delete;
+
+  // The next batch, or the end-of-epoch marker. Errors: Unavailable (server
+  // gone or stopped), OutOfRange (the stream ended), DeadlineExceeded (timeout),
+  // ResourceExhausted (evicted, or too many unreleased batches).
+  Result<Batch> Next();
+
+  uint64_t batches_per_epoch() const;
+  uint64_t epoch_len() const;
+  uint64_t consumer_id() const;
+  uint32_t producer_batch_size() const;
+  uint32_t window() const;
+  const std::vector<FieldSpec>& fields() const;
+  // The server's stats as JSON text.
+  Result<std::string> Stats();
+
+ private:
+  explicit Consumer(std::shared_ptr<Connection> connection);
+  std::shared_ptr<Connection> connection_;
+};
+
+// Asks the server at `endpoint_or_name` for its stats (JSON text) without
+// joining the stream.
+Result<std::string> QueryStats(const std::string& endpoint_or_name,
+                               std::chrono::milliseconds timeout);
+
+}  // namespace batchcast

@@ -1,0 +1,327 @@
+#include "batchcast/core/protocol.h"
+
+#include "wire.h"
+
+namespace batchcast::proto {
+namespace {
+
+using wire::Reader;
+using wire::Writer;
+
+constexpr uint8_t kMagic0 = 'B';
+constexpr uint8_t kMagic1 = 'C';
+constexpr size_t kHeaderBytes = 6;
+
+template <typename T>
+constexpr MessageType TypeOf();
+template <> constexpr MessageType TypeOf<Hello>() { return MessageType::kHello; }
+template <> constexpr MessageType TypeOf<Welcome>() { return MessageType::kWelcome; }
+template <> constexpr MessageType TypeOf<Next>() { return MessageType::kNext; }
+template <> constexpr MessageType TypeOf<Batch>() { return MessageType::kBatch; }
+template <> constexpr MessageType TypeOf<EndOfEpoch>() { return MessageType::kEndOfEpoch; }
+template <> constexpr MessageType TypeOf<Error>() { return MessageType::kError; }
+template <> constexpr MessageType TypeOf<Release>() { return MessageType::kRelease; }
+template <> constexpr MessageType TypeOf<Heartbeat>() { return MessageType::kHeartbeat; }
+template <> constexpr MessageType TypeOf<Bye>() { return MessageType::kBye; }
+template <> constexpr MessageType TypeOf<Stats>() { return MessageType::kStats; }
+template <> constexpr MessageType TypeOf<StatsReply>() { return MessageType::kStatsReply; }
+
+// ---- bodies: Write ----
+
+void Write(Writer& w, const Hello& m) {
+  w.PutString(m.name);
+  w.Put(m.pid);
+  w.Put(m.batch_size);
+  w.Put<uint8_t>(m.drop_last ? 1 : 0);
+  w.Put(static_cast<uint8_t>(m.join));
+  w.Put(m.prefetch);
+  w.PutString(m.device);
+}
+
+void Write(Writer& w, const FieldSpec& f) {
+  w.PutString(f.name);
+  w.Put(static_cast<uint8_t>(f.dtype));
+  w.Put(static_cast<uint8_t>(f.memory));
+  w.Put(static_cast<uint32_t>(f.shape.size()));
+  for (int64_t d : f.shape) w.Put(d);
+}
+
+void Write(Writer& w, const Allocation& a) {
+  w.Put(static_cast<uint8_t>(a.kind));
+  w.Put(a.bytes);
+  w.PutString(a.shm_name);
+  w.Put(a.device_index);
+  w.PutBytes(a.mem_handle.data(), a.mem_handle.size());
+  w.Put(static_cast<uint32_t>(a.event_handles.size()));
+  for (const IpcHandle& h : a.event_handles) w.PutBytes(h.data(), h.size());
+}
+
+void Write(Writer& w, const Welcome& m) {
+  w.Put(m.consumer_id);
+  w.Put(m.server_pid);
+  w.PutString(m.server_name);
+  w.Put(m.window);
+  w.Put(m.producer_batch_size);
+  w.Put(static_cast<uint32_t>(m.fields.size()));
+  for (const FieldSpec& f : m.fields) Write(w, f);
+  w.Put(static_cast<uint32_t>(m.allocations.size()));
+  for (const Allocation& a : m.allocations) Write(w, a);
+  w.Put(m.epoch_len);
+  w.Put(m.batches_per_epoch);
+  w.Put(m.heartbeat_interval_ms);
+  w.Put(m.heartbeat_timeout_ms);
+}
+
+void Write(Writer& w, const Next& m) { w.Put(m.request_id); }
+
+void Write(Writer& w, const Batch& m) {
+  w.Put(m.request_id);
+  w.Put(m.lease_id);
+  w.Put(m.epoch);
+  w.Put(m.step);
+  w.Put(m.first_seq);
+  w.Put(m.skipped);
+  w.Put(static_cast<uint32_t>(m.segments.size()));
+  for (const Segment& s : m.segments) {
+    w.Put(s.slot);
+    w.Put(s.offset);
+    w.Put(s.count);
+    w.Put(s.producer_epoch);
+  }
+  w.Put(static_cast<uint32_t>(m.indices.size()));
+  w.PutBytes(m.indices.data(), m.indices.size() * sizeof(int64_t));
+}
+
+void Write(Writer& w, const EndOfEpoch& m) {
+  w.Put(m.request_id);
+  w.Put(m.epoch);
+  w.Put(m.batches);
+  w.Put(m.skipped);
+}
+
+void Write(Writer& w, const Error& m) {
+  w.Put(m.request_id);
+  w.Put(static_cast<uint8_t>(m.code));
+  w.PutString(m.message);
+}
+
+void Write(Writer& w, const Release& m) {
+  w.Put(static_cast<uint32_t>(m.lease_ids.size()));
+  w.PutBytes(m.lease_ids.data(), m.lease_ids.size() * sizeof(uint64_t));
+}
+
+void Write(Writer&, const Heartbeat&) {}
+void Write(Writer&, const Bye&) {}
+void Write(Writer&, const Stats&) {}
+void Write(Writer& w, const StatsReply& m) { w.PutString(m.json); }
+
+// ---- bodies: Read ----
+
+bool ReadBool(Reader& r, bool& out, const char* what) {
+  uint8_t v = 0;
+  if (!r.Get(v)) return false;
+  if (v > 1) return r.Fail(std::string(what) + " must be 0 or 1");
+  out = v == 1;
+  return true;
+}
+
+bool Read(Reader& r, Hello& m) {
+  uint8_t join = 0;
+  if (!r.GetString(m.name, kMaxString) || !r.Get(m.pid) || !r.Get(m.batch_size) ||
+      !ReadBool(r, m.drop_last, "drop_last") || !r.Get(join) || !r.Get(m.prefetch) ||
+      !r.GetString(m.device, kMaxString)) {
+    return false;
+  }
+  if (join > static_cast<uint8_t>(JoinPolicy::kNextEpoch)) return r.Fail("unknown join policy");
+  m.join = static_cast<JoinPolicy>(join);
+  return true;
+}
+
+bool Read(Reader& r, FieldSpec& f) {
+  uint8_t dtype = 0, memory = 0;
+  uint32_t dims = 0;
+  if (!r.GetString(f.name, kMaxString) || !r.Get(dtype) || !r.Get(memory) ||
+      !r.GetCount(dims, kMaxDims, sizeof(int64_t), "shape")) {
+    return false;
+  }
+  if (!IsValidDType(dtype)) return r.Fail("unknown dtype " + std::to_string(dtype));
+  if (memory > static_cast<uint8_t>(MemoryKind::kCuda)) return r.Fail("unknown memory kind");
+  f.dtype = static_cast<DType>(dtype);
+  f.memory = static_cast<MemoryKind>(memory);
+  f.shape.resize(dims);
+  for (int64_t& d : f.shape) {
+    if (!r.Get(d)) return false;
+    if (d <= 0 || d > (int64_t{1} << 31)) return r.Fail("bad dimension " + std::to_string(d));
+  }
+  return true;
+}
+
+bool Read(Reader& r, Allocation& a) {
+  uint8_t kind = 0;
+  uint32_t events = 0;
+  if (!r.Get(kind) || !r.Get(a.bytes) || !r.GetString(a.shm_name, kMaxString) ||
+      !r.Get(a.device_index) || !r.GetBytes(a.mem_handle.data(), a.mem_handle.size()) ||
+      !r.GetCount(events, kMaxWindow, kIpcHandleBytes, "event handle")) {
+    return false;
+  }
+  if (kind > static_cast<uint8_t>(MemoryKind::kCuda)) return r.Fail("unknown memory kind");
+  a.kind = static_cast<MemoryKind>(kind);
+  a.event_handles.resize(events);
+  for (IpcHandle& h : a.event_handles) {
+    if (!r.GetBytes(h.data(), h.size())) return false;
+  }
+  return true;
+}
+
+bool Read(Reader& r, Welcome& m) {
+  uint32_t n = 0;
+  if (!r.Get(m.consumer_id) || !r.Get(m.server_pid) || !r.GetString(m.server_name, kMaxString) ||
+      !r.Get(m.window) || !r.Get(m.producer_batch_size) ||
+      !r.GetCount(n, kMaxFields, 10, "field")) {
+    return false;
+  }
+  if (m.window == 0 || m.window > kMaxWindow) return r.Fail("bad window");
+  if (m.producer_batch_size == 0 || m.producer_batch_size > kMaxBatch) {
+    return r.Fail("bad producer batch size");
+  }
+  m.fields.resize(n);
+  for (FieldSpec& f : m.fields) {
+    if (!Read(r, f)) return false;
+  }
+  if (!r.GetCount(n, kMaxAllocations, 13 + kIpcHandleBytes, "allocation")) return false;
+  m.allocations.resize(n);
+  for (Allocation& a : m.allocations) {
+    if (!Read(r, a)) return false;
+  }
+  return r.Get(m.epoch_len) && r.Get(m.batches_per_epoch) && r.Get(m.heartbeat_interval_ms) &&
+         r.Get(m.heartbeat_timeout_ms);
+}
+
+bool Read(Reader& r, Next& m) { return r.Get(m.request_id); }
+
+bool Read(Reader& r, Batch& m) {
+  uint32_t n = 0;
+  if (!r.Get(m.request_id) || !r.Get(m.lease_id) || !r.Get(m.epoch) || !r.Get(m.step) ||
+      !r.Get(m.first_seq) || !r.Get(m.skipped) ||
+      !r.GetCount(n, kMaxSegments, 4 * sizeof(uint32_t), "segment")) {
+    return false;
+  }
+  m.segments.resize(n);
+  uint64_t total = 0;
+  for (Segment& s : m.segments) {
+    if (!r.Get(s.slot) || !r.Get(s.offset) || !r.Get(s.count) || !r.Get(s.producer_epoch)) {
+      return false;
+    }
+    if (s.count == 0) return r.Fail("empty segment");
+    total += s.count;
+  }
+  if (!r.GetCount(n, kMaxBatch, sizeof(int64_t), "index")) return false;
+  if (n != total) return r.Fail("index count does not match the segments");
+  m.indices.resize(n);
+  return r.GetBytes(m.indices.data(), n * sizeof(int64_t));
+}
+
+bool Read(Reader& r, EndOfEpoch& m) {
+  return r.Get(m.request_id) && r.Get(m.epoch) && r.Get(m.batches) && r.Get(m.skipped);
+}
+
+bool Read(Reader& r, Error& m) {
+  uint8_t code = 0;
+  if (!r.Get(m.request_id) || !r.Get(code) || !r.GetString(m.message, kMaxString)) return false;
+  if (code == 0 || code > static_cast<uint8_t>(StatusCode::kDataLoss)) {
+    return r.Fail("unknown error code " + std::to_string(code));
+  }
+  m.code = static_cast<StatusCode>(code);
+  return true;
+}
+
+bool Read(Reader& r, Release& m) {
+  uint32_t n = 0;
+  if (!r.GetCount(n, kMaxReleases, sizeof(uint64_t), "lease")) return false;
+  m.lease_ids.resize(n);
+  return r.GetBytes(m.lease_ids.data(), n * sizeof(uint64_t));
+}
+
+bool Read(Reader&, Heartbeat&) { return true; }
+bool Read(Reader&, Bye&) { return true; }
+bool Read(Reader&, Stats&) { return true; }
+bool Read(Reader& r, StatsReply& m) { return r.GetString(m.json, kMaxJson); }
+
+template <typename T>
+Result<Message> DecodeBody(Reader& r) {
+  T m;
+  if (!Read(r, m)) {
+    return InvalidArgumentError("malformed " + std::string(MessageName(Message(T{}))) + ": " +
+                                r.error());
+  }
+  if (r.remaining() != 0) {
+    return InvalidArgumentError("malformed " + std::string(MessageName(Message(T{}))) + ": " +
+                                std::to_string(r.remaining()) + " trailing bytes");
+  }
+  return Message(std::move(m));
+}
+
+}  // namespace
+
+std::string_view MessageName(const Message& message) {
+  static constexpr std::string_view kNames[] = {"HELLO",   "WELCOME", "NEXT",  "BATCH",
+                                                "END_OF_EPOCH", "ERROR", "RELEASE",
+                                                "HEARTBEAT", "BYE",   "STATS", "STATS_REPLY"};
+  return kNames[message.index()];
+}
+
+void EncodeTo(const Message& message, std::string& out) {
+  Writer w(out);
+  std::visit(
+      [&](const auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        w.Put(kMagic0);
+        w.Put(kMagic1);
+        w.Put(kProtocolVersion);
+        w.Put(static_cast<uint8_t>(TypeOf<T>()));
+        w.Put<uint8_t>(0);
+        Write(w, m);
+      },
+      message);
+}
+
+std::string Encode(const Message& message) {
+  std::string out;
+  EncodeTo(message, out);
+  return out;
+}
+
+Result<Message> Decode(std::span<const uint8_t> frame) {
+  if (frame.size() < kHeaderBytes) {
+    return InvalidArgumentError("malformed message: " + std::to_string(frame.size()) +
+                                " bytes, shorter than the 6-byte header");
+  }
+  if (frame[0] != kMagic0 || frame[1] != kMagic1) {
+    return InvalidArgumentError("malformed message: not a batchcast message (bad magic)");
+  }
+  uint16_t version = 0;
+  std::memcpy(&version, frame.data() + 2, sizeof(version));
+  if (version != kProtocolVersion) {
+    return InvalidArgumentError("protocol version mismatch: peer speaks version " +
+                                std::to_string(version) + ", this build speaks " +
+                                std::to_string(kProtocolVersion) +
+                                "; use the same batchcast release on both sides");
+  }
+  Reader r(frame.subspan(kHeaderBytes));
+  switch (static_cast<MessageType>(frame[4])) {
+    case MessageType::kHello: return DecodeBody<Hello>(r);
+    case MessageType::kWelcome: return DecodeBody<Welcome>(r);
+    case MessageType::kNext: return DecodeBody<Next>(r);
+    case MessageType::kBatch: return DecodeBody<Batch>(r);
+    case MessageType::kEndOfEpoch: return DecodeBody<EndOfEpoch>(r);
+    case MessageType::kError: return DecodeBody<Error>(r);
+    case MessageType::kRelease: return DecodeBody<Release>(r);
+    case MessageType::kHeartbeat: return DecodeBody<Heartbeat>(r);
+    case MessageType::kBye: return DecodeBody<Bye>(r);
+    case MessageType::kStats: return DecodeBody<Stats>(r);
+    case MessageType::kStatsReply: return DecodeBody<StatsReply>(r);
+  }
+  return InvalidArgumentError("malformed message: unknown type " + std::to_string(frame[4]));
+}
+
+}  // namespace batchcast::proto

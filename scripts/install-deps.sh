@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian packages batchcast needs to build, test and run its demo.
+# Idempotent: does nothing when everything is already installed.
+set -euo pipefail
+PKGS=(build-essential cmake ninja-build pkg-config
+      libzmq3-dev cppzmq-dev libboost-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
+      libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libdlpack-dev
+      libturbojpeg0-dev libjpeg62-turbo-dev libopencv-dev
+      pybind11-dev python3-dev python3-numpy python3-pytest python3-torch python3-torchvision
+      python3-pil python3-setuptools python3-pip)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  echo "installing: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

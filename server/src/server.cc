@@ -1,0 +1,488 @@
+#include "batchcast/server/server.h"
+
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <zmq.hpp>
+
+#include "batchcast/core/logging.h"
+#include "batchcast/core/protocol.h"
+#include "batchcast/core/ring_layout.h"
+#include "batchcast/core/runtime_dir.h"
+#include "batchcast/core/sampler.h"
+#include "batchcast/server/synthetic_source.h"
+#include "batchcast/server/thread_pool.h"
+#include "ring_memory.h"
+#include "scheduler.h"
+
+namespace batchcast {
+
+Result<std::unique_ptr<Source>> MakeImageSource(const ServerOptions& options);  // image_source.cc
+
+Result<std::unique_ptr<Source>> MakeSource(const ServerOptions& options) {
+  if (options.synthetic > 0) {
+    return std::unique_ptr<Source>(new SyntheticSource(options.synthetic, options.size));
+  }
+  return MakeImageSource(options);
+}
+
+namespace {
+
+// An eventfd the producer side writes to wake the control loop's zmq_poll.
+class WakeFd {
+ public:
+  WakeFd() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+  ~WakeFd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  bool ok() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  void Signal() const {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = write(fd_, &one, sizeof(one));
+  }
+  void Drain() const {
+    uint64_t v;
+    [[maybe_unused]] ssize_t n = read(fd_, &v, sizeof(v));
+  }
+
+ private:
+  int fd_;
+};
+
+std::string IpcPath(const std::string& endpoint) {
+  return endpoint.starts_with("ipc://") ? endpoint.substr(6) : std::string();
+}
+
+}  // namespace
+
+struct Server::Impl {
+  ServerOptions options;
+  std::optional<InstanceLock> lock;
+  std::string endpoint;
+  std::unique_ptr<Source> source;  // null for external production
+  std::vector<FieldSpec> fields;
+  std::optional<RingLayout> layout;
+  std::unique_ptr<RingMemory> memory;
+  std::unique_ptr<Scheduler> scheduler;
+  std::optional<Sampler> sampler;
+  std::unique_ptr<ThreadPool> pool;
+  WakeFd wake;
+  zmq::context_t context{1};
+  std::optional<zmq::socket_t> router;
+  std::thread control_thread;
+  std::thread pipeline_thread;
+  std::atomic<bool> stopping{false};
+
+  mutable std::mutex done_mu;
+  std::condition_variable done_cv;
+  bool done = false;
+  Status final_status;
+
+  ~Impl() { Shutdown(); }
+
+  Status Init(std::vector<FieldSpec> specs, uint64_t epoch_len);
+  void ControlLoop();
+  void HandleMessage(const std::string& identity, std::span<const uint8_t> payload);
+  void SendTo(const std::string& identity, const proto::Message& message);
+  void FlushOutbox();
+  void PipelineLoop();
+  void Finish(Status status);
+  void Shutdown();
+  std::string StatsJson() const;
+
+  // Malformed-message logging is rate limited per peer.
+  std::unordered_map<std::string, uint64_t> bad_messages;
+  std::string send_buffer;
+};
+
+Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len) {
+  BATCHCAST_ASSIGN_OR_RETURN(InstanceLock l, InstanceLock::Acquire(options.name));
+  lock.emplace(std::move(l));
+  if (options.endpoint.empty()) {
+    BATCHCAST_ASSIGN_OR_RETURN(endpoint, DefaultEndpoint(options.name));
+  } else {
+    BATCHCAST_ASSIGN_OR_RETURN(endpoint, ResolveEndpoint(options.endpoint));
+  }
+  if (options.device != "cpu") {
+    return InvalidArgumentError("--device " + options.device +
+                                ": this build serves host memory only (device cpu)");
+  }
+  for (FieldSpec& f : specs) f.memory = MemoryKind::kHost;
+  fields = specs;
+  BATCHCAST_ASSIGN_OR_RETURN(RingLayout l2, RingLayout::Make(specs, options.window, options.batch_size));
+  layout.emplace(std::move(l2));
+  BATCHCAST_ASSIGN_OR_RETURN(memory, RingMemory::Create(*layout, options.name));
+
+  SchedulerConfig sc;
+  sc.window = options.window;
+  sc.batch_size = options.batch_size;
+  sc.epoch_len = epoch_len;
+  if (options.epochs > 0) sc.stream_end = options.epochs * epoch_len;
+  sc.lag_policy = options.lag_policy;
+  sc.lag_timeout = options.lag_timeout;
+  sc.min_consumers = options.min_consumers;
+  sc.max_consumers = options.max_consumers;
+  sc.max_leases = options.max_leases;
+  scheduler = std::make_unique<Scheduler>(sc);
+  if (!wake.ok()) return InternalError("eventfd failed");
+  scheduler->set_wakeup([this] { wake.Signal(); });
+
+  router.emplace(context, zmq::socket_type::router);
+  router->set(zmq::sockopt::router_mandatory, 1);
+  router->set(zmq::sockopt::linger, 0);
+  router->set(zmq::sockopt::sndhwm, 100000);
+  router->set(zmq::sockopt::rcvhwm, 100000);
+  router->set(zmq::sockopt::maxmsgsize, int64_t{1} << 20);
+  std::string bind_endpoint = endpoint;
+  if (const std::string path = IpcPath(endpoint); !path.empty()) {
+    unlink(path.c_str());  // a leftover of a dead server (we hold the instance lock)
+  }
+  try {
+    router->bind(bind_endpoint);
+  } catch (const zmq::error_t& e) {
+    return UnavailableError("cannot bind " + endpoint + ": " + e.what());
+  }
+  if (const std::string path = IpcPath(endpoint); !path.empty()) chmod(path.c_str(), 0600);
+  // tcp://*:port binds every interface: say so, since the ring is local anyway.
+  if (endpoint.starts_with("tcp://*") || endpoint.starts_with("tcp://0.0.0.0")) {
+    BC_LOG_WARN("{} listens on every interface; consumers must still run on this machine",
+                endpoint);
+  }
+  return Status::Ok();
+}
+
+void Server::Impl::SendTo(const std::string& identity, const proto::Message& message) {
+  send_buffer.clear();
+  proto::EncodeTo(message, send_buffer);
+  try {
+    auto r1 = router->send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    auto r2 = r1 ? router->send(zmq::buffer(send_buffer), zmq::send_flags::dontwait)
+                 : zmq::send_result_t{};
+    if (!r1 || !r2) {
+      scheduler->Remove(identity, "its connection is not reading (send queue full)");
+    }
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EHOSTUNREACH) {
+      scheduler->Remove(identity, "its connection is gone");
+    } else {
+      BC_LOG_WARN("send to a consumer failed: {}", e.what());
+    }
+  }
+}
+
+void Server::Impl::FlushOutbox() {
+  std::vector<Outgoing> out;
+  scheduler->TakeOutbox(out);
+  for (const Outgoing& o : out) SendTo(o.identity, o.message);
+}
+
+void Server::Impl::HandleMessage(const std::string& identity, std::span<const uint8_t> payload) {
+  Result<proto::Message> decoded = proto::Decode(payload);
+  if (!decoded.ok()) {
+    uint64_t& n = bad_messages[identity];
+    if (n++ < 5 || n % 1000 == 0) {
+      BC_LOG_WARN("ignored a message from a peer ({} so far from it): {}", n,
+                  decoded.status().message());
+    }
+    SendTo(identity, proto::Error{0, StatusCode::kInvalidArgument, decoded.status().message()});
+    return;
+  }
+  proto::Message& m = *decoded;
+  if (auto* hello = std::get_if<proto::Hello>(&m)) {
+    if (!hello->device.empty() && hello->device != options.device) {
+      SendTo(identity, proto::Error{0, StatusCode::kInvalidArgument,
+                                    "this server's ring is on " + options.device +
+                                        ", the consumer asked for " + hello->device});
+      return;
+    }
+    const bool local = endpoint.starts_with("ipc://");
+    const bool pid_visible = local && ProcessAlive(static_cast<int>(hello->pid));
+    Result<Scheduler::Admission> a = scheduler->AddConsumer(identity, *hello, pid_visible);
+    if (!a.ok()) {
+      BC_LOG_WARN("refused consumer '{}' (pid {}): {}", hello->name, hello->pid,
+                  a.status().message());
+      SendTo(identity, proto::Error{0, a.status().code(), a.status().message()});
+      return;
+    }
+    proto::Welcome w;
+    w.consumer_id = a->consumer_id;
+    w.server_pid = static_cast<uint32_t>(getpid());
+    w.server_name = options.name;
+    w.window = options.window;
+    w.producer_batch_size = options.batch_size;
+    w.fields = fields;
+    w.allocations = memory->allocations();
+    w.epoch_len = scheduler->config().epoch_len;
+    w.batches_per_epoch = a->batches_per_epoch;
+    w.heartbeat_interval_ms = static_cast<uint32_t>(options.heartbeat_interval.count());
+    w.heartbeat_timeout_ms = static_cast<uint32_t>(options.heartbeat_timeout.count());
+    SendTo(identity, w);
+    return;
+  }
+  if (std::holds_alternative<proto::Stats>(m)) {
+    SendTo(identity, proto::StatsReply{StatsJson()});
+    return;
+  }
+  if (!scheduler->HasConsumer(identity)) {
+    if (!std::holds_alternative<proto::Bye>(m) && !std::holds_alternative<proto::Release>(m) &&
+        !std::holds_alternative<proto::Heartbeat>(m)) {
+      SendTo(identity, proto::Error{0, StatusCode::kNotFound,
+                                    "unknown consumer: say HELLO first (or the server dropped "
+                                    "this consumer after missed heartbeats)"});
+    }
+    return;
+  }
+  std::visit(
+      [&](auto& msg) {
+        using T = std::decay_t<decltype(msg)>;
+        if constexpr (std::is_same_v<T, proto::Next>) {
+          scheduler->Next(identity, msg.request_id);
+        } else if constexpr (std::is_same_v<T, proto::Release>) {
+          scheduler->Release(identity, msg.lease_ids);
+        } else if constexpr (std::is_same_v<T, proto::Heartbeat>) {
+          scheduler->Touch(identity);
+        } else if constexpr (std::is_same_v<T, proto::Bye>) {
+          scheduler->Bye(identity);
+        } else {
+          SendTo(identity, proto::Error{0, StatusCode::kInvalidArgument,
+                                        std::string("a consumer may not send ") +
+                                            std::string(proto::MessageName(proto::Message(msg)))});
+        }
+      },
+      m);
+}
+
+void Server::Impl::ControlLoop() {
+  auto next_heartbeat = Clock::now();
+  auto next_liveness = Clock::now();
+  std::vector<zmq::pollitem_t> items = {{router->handle(), 0, ZMQ_POLLIN, 0},
+                                        {nullptr, wake.fd(), ZMQ_POLLIN, 0}};
+  while (!stopping.load()) {
+    try {
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(20));
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      Finish(InternalError(std::string("zmq_poll failed: ") + e.what()));
+      break;
+    }
+    if (items[1].revents & ZMQ_POLLIN) wake.Drain();
+    // Drain every pending message (bounded so the outbox gets flushed too).
+    for (int i = 0; i < 1024; ++i) {
+      zmq::message_t identity, payload;
+      auto r = router->recv(identity, zmq::recv_flags::dontwait);
+      if (!r) break;
+      bool extra = false;
+      if (identity.more()) {
+        (void)router->recv(payload, zmq::recv_flags::none);
+        while (payload.more()) {  // more frames than the protocol has: drain them
+          zmq::message_t rest;
+          (void)router->recv(rest, zmq::recv_flags::none);
+          extra = true;
+          if (!rest.more()) break;
+        }
+      }
+      std::string id(static_cast<const char*>(identity.data()), identity.size());
+      if (extra) {
+        SendTo(id, proto::Error{0, StatusCode::kInvalidArgument,
+                                "malformed message: more than one frame"});
+        continue;
+      }
+      HandleMessage(id, std::span<const uint8_t>(static_cast<const uint8_t*>(payload.data()),
+                                                 payload.size()));
+    }
+    FlushOutbox();
+    const auto now = Clock::now();
+    if (now >= next_heartbeat) {
+      for (const std::string& id : scheduler->Identities()) SendTo(id, proto::Heartbeat{});
+      next_heartbeat = now + options.heartbeat_interval;
+    }
+    if (now >= next_liveness) {
+      scheduler->CheckLiveness(options.heartbeat_timeout);
+      FlushOutbox();
+      next_liveness = now + std::chrono::milliseconds(100);
+    }
+    if (scheduler->Finished()) {
+      BC_LOG_INFO("the stream ended and every consumer left: server '{}' is done", options.name);
+      Finish(Status::Ok());
+      break;
+    }
+  }
+  // Tell every consumer, so that nobody waits for a heartbeat timeout.
+  for (const std::string& id : scheduler->Identities()) {
+    SendTo(id, proto::Error{0, StatusCode::kUnavailable,
+                            "server '" + options.name + "' stopped"});
+  }
+}
+
+void Server::Impl::PipelineLoop() {
+  const uint64_t L = sampler->epoch_len();
+  const uint32_t B = options.batch_size;
+  for (uint64_t epoch = 0; options.epochs == 0 || epoch < options.epochs; ++epoch) {
+    const std::vector<int64_t> order = sampler->EpochOrder(epoch);
+    for (uint64_t off = 0; off < L; off += B) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(B, L - off));
+      Result<SlotGrant> grant = scheduler->BeginBatch(
+          static_cast<uint32_t>(epoch), std::span<const int64_t>(order.data() + off, n),
+          Clock::time_point::max());
+      if (!grant.ok()) {
+        if (grant.status().code() != StatusCode::kCancelled) Finish(grant.status());
+        return;
+      }
+      BatchTarget target;
+      target.epoch = static_cast<uint32_t>(epoch);
+      target.indices = std::span<int64_t>(grant->indices, n);
+      for (size_t f = 0; f < fields.size(); ++f) {
+        target.field_data.push_back(memory->base(fields[f].memory) +
+                                    layout->SampleOffset(f, grant->slot, 0));
+        target.field_bytes.push_back(fields[f].bytes_per_sample());
+      }
+      Status s = source->FillBatch(*pool, target);
+      if (!s.ok()) {
+        BC_LOG_ERROR("producer stopped: {}", s.ToString());
+        Finish(s);
+        return;
+      }
+      scheduler->Commit(grant->slot);
+    }
+  }
+  scheduler->EndStream();
+}
+
+void Server::Impl::Finish(Status status) {
+  {
+    std::lock_guard lock(done_mu);
+    if (done) return;
+    done = true;
+    final_status = std::move(status);
+  }
+  stopping = true;
+  scheduler->Stop();
+  wake.Signal();
+  done_cv.notify_all();
+}
+
+void Server::Impl::Shutdown() {
+  if (scheduler) Finish(Status::Ok());
+  if (pipeline_thread.joinable()) pipeline_thread.join();
+  if (control_thread.joinable()) control_thread.join();
+  if (router) {
+    router->close();
+    router.reset();
+    if (const std::string path = IpcPath(endpoint); !path.empty()) unlink(path.c_str());
+  }
+}
+
+std::string Server::Impl::StatsJson() const {
+  nlohmann::json j = scheduler->Stats();
+  j["name"] = options.name;
+  j["endpoint"] = endpoint;
+  j["device"] = options.device;
+  j["pid"] = getpid();
+  if (source) {
+    j["source"] = source->description();
+    nlohmann::json counters = nlohmann::json::object();
+    for (const auto& [k, v] : source->counters()) counters[k] = v;
+    j["source_counters"] = counters;
+  }
+  return j.dump();
+}
+
+// ---- Server ----
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Server::~Server() { Stop(); }
+
+Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
+  BATCHCAST_RETURN_IF_ERROR(options.Validate());
+  BATCHCAST_ASSIGN_OR_RETURN(std::unique_ptr<Source> source, MakeSource(options));
+  return Start(std::move(options), std::move(source));
+}
+
+Result<std::unique_ptr<Server>> Server::Start(ServerOptions options,
+                                              std::unique_ptr<Source> source) {
+  if (options.data.empty() && options.synthetic == 0) options.synthetic = source->size();
+  BATCHCAST_RETURN_IF_ERROR(options.Validate());
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  SamplerOptions so{options.seed, options.shuffle, options.shard_rank, options.num_shards};
+  BATCHCAST_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Make(source->size(), so));
+  impl->sampler.emplace(sampler);
+  BATCHCAST_RETURN_IF_ERROR(impl->Init(source->fields(), sampler.epoch_len()));
+  impl->source = std::move(source);
+  int workers = options.workers > 0 ? options.workers
+                                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  impl->pool = std::make_unique<ThreadPool>(workers);
+  BC_LOG_INFO("server '{}' on {}: {}, epoch of {} samples, batch {}, window {}, lag policy {}",
+              options.name, impl->endpoint, impl->source->description(), sampler.epoch_len(),
+              options.batch_size, options.window, LagPolicyName(options.lag_policy));
+  Impl* p = impl.get();
+  impl->control_thread = std::thread([p] { p->ControlLoop(); });
+  impl->pipeline_thread = std::thread([p] { p->PipelineLoop(); });
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+Result<std::unique_ptr<Server>> Server::StartExternal(ServerOptions options,
+                                                      std::vector<FieldSpec> fields,
+                                                      uint64_t epoch_len) {
+  if (options.data.empty() && options.synthetic == 0) options.synthetic = epoch_len;
+  BATCHCAST_RETURN_IF_ERROR(options.Validate());
+  if (epoch_len == 0) return InvalidArgumentError("epoch_len must be positive");
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  BATCHCAST_RETURN_IF_ERROR(impl->Init(std::move(fields), epoch_len));
+  BC_LOG_INFO("server '{}' on {}: external producer, epoch of {} samples, batch {}, window {}",
+              options.name, impl->endpoint, epoch_len, options.batch_size, options.window);
+  Impl* p = impl.get();
+  impl->control_thread = std::thread([p] { p->ControlLoop(); });
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+const std::string& Server::endpoint() const { return impl_->endpoint; }
+const ServerOptions& Server::options() const { return impl_->options; }
+uint64_t Server::epoch_len() const { return impl_->scheduler->config().epoch_len; }
+std::string Server::StatsJson() const { return impl_->StatsJson(); }
+
+Result<WriteSlot> Server::BeginBatch(uint32_t epoch, std::span<const int64_t> indices,
+                                     std::chrono::milliseconds timeout) {
+  BATCHCAST_ASSIGN_OR_RETURN(SlotGrant g,
+                             impl_->scheduler->BeginBatch(epoch, indices, Clock::now() + timeout));
+  WriteSlot w;
+  w.slot = g.slot;
+  w.first_seq = g.first_seq;
+  w.count = g.count;
+  for (size_t f = 0; f < impl_->fields.size(); ++f) {
+    w.field_data.push_back(impl_->memory->base(impl_->fields[f].memory) +
+                           impl_->layout->SampleOffset(f, g.slot, 0));
+    w.field_bytes.push_back(impl_->fields[f].bytes_per_sample());
+  }
+  return w;
+}
+
+Status Server::CommitBatch(const WriteSlot& slot) {
+  if (slot.slot >= impl_->options.window) return InvalidArgumentError("bad slot");
+  impl_->scheduler->Commit(slot.slot);
+  return Status::Ok();
+}
+
+void Server::EndStream() { impl_->scheduler->EndStream(); }
+
+bool Server::WaitFor(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(impl_->done_mu);
+  return impl_->done_cv.wait_for(lock, timeout, [&] { return impl_->done; });
+}
+
+Status Server::status() const {
+  std::lock_guard lock(impl_->done_mu);
+  return impl_->final_status;
+}
+
+void Server::Stop() {
+  if (impl_) impl_->Shutdown();
+}
+
+}  // namespace batchcast

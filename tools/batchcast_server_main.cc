@@ -1,0 +1,222 @@
+// batchcast-server: run a batchcast producer, or query a running one.
+//
+//   batchcast-server serve [DATA] [options]   serve a dataset (or --synthetic N)
+//   batchcast-server stat NAME [--json]       print a running server's stats
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "batchcast/client/consumer.h"
+#include "batchcast/core/logging.h"
+#include "batchcast/server/server.h"
+
+namespace {
+
+std::atomic<int> g_signal{0};
+void OnSignal(int sig) { g_signal = sig; }
+
+std::string FormatRate(double v) {
+  char buf[32];
+  if (v >= 1e6) std::snprintf(buf, sizeof(buf), "%.2fM", v / 1e6);
+  else if (v >= 1e3) std::snprintf(buf, sizeof(buf), "%.1fk", v / 1e3);
+  else std::snprintf(buf, sizeof(buf), "%.0f", v);
+  return buf;
+}
+
+// One line: "demo: 12.3k samples/s | epoch 2 | 3 consumers | slowest lag 1.5 slots | ..."
+std::string StatusLine(const nlohmann::json& j, double rate) {
+  std::ostringstream out;
+  out << j.value("name", "?") << ": " << FormatRate(rate) << " samples/s | producer epoch "
+      << j.value("producer_epoch", 0) << " | " << j["consumers"].size() << " consumer"
+      << (j["consumers"].size() == 1 ? "" : "s") << " | slowest lag ";
+  char lag[32];
+  std::snprintf(lag, sizeof(lag), "%.1f", j.value("slowest_lag_slots", 0.0));
+  out << lag << " slots | published " << j.value("samples_published", 0);
+  if (j.contains("source_counters")) {
+    for (const auto& [k, v] : j["source_counters"].items()) out << " | " << k << " " << v;
+  }
+  return out.str();
+}
+
+void PrintStats(const nlohmann::json& j) {
+  std::cout << "server " << j.value("name", "?") << " (pid " << j.value("pid", 0) << ") on "
+            << j.value("endpoint", "?") << "\n";
+  if (j.contains("source")) std::cout << "  source:    " << j["source"].get<std::string>() << "\n";
+  std::cout << "  device:    " << j.value("device", "?") << "\n"
+            << "  ring:      " << j.value("window", 0) << " slots x " << j.value("batch_size", 0)
+            << " samples; free " << j["slots"].value("free", 0) << ", writing "
+            << j["slots"].value("writing", 0) << ", ready " << j["slots"].value("ready", 0)
+            << ", leased " << j["slots"].value("leased", 0) << "\n"
+            << "  stream:    " << j.value("samples_published", 0) << " samples published, epoch "
+            << j.value("producer_epoch", 0) << " (epoch_len " << j.value("epoch_len", 0) << ")"
+            << (j.value("stream_ended", false) ? ", ended" : "") << "\n"
+            << "  policy:    lag " << j.value("lag_policy", "?") << "; producer blocked "
+            << j.value("producer_blocked_s", 0.0) << " s; evicted "
+            << j.value("consumers_evicted", 0) << "; lost " << j.value("consumers_lost", 0)
+            << "; skip events " << j.value("skip_events", 0) << "\n";
+  if (j.contains("source_counters") && !j["source_counters"].empty()) {
+    std::cout << "  source counters:";
+    for (const auto& [k, v] : j["source_counters"].items()) std::cout << " " << k << "=" << v;
+    std::cout << "\n";
+  }
+  std::cout << "  consumers: " << j["consumers"].size() << "\n";
+  for (const auto& c : j["consumers"]) {
+    std::cout << "    #" << c.value("id", 0) << " " << c.value("name", "?") << " (pid "
+              << c.value("pid", 0) << "): batch " << c.value("batch_size", 0) << ", epoch "
+              << c.value("epoch", 0) << " step " << c.value("step", 0) << ", "
+              << c.value("batches", 0) << " batches, lag " << c.value("lag_samples", 0)
+              << " samples, skipped " << c.value("skipped", 0) << ", leases "
+              << c.value("leases", 0) << (c.value("attached", true) ? "" : " (detached)") << "\n";
+  }
+}
+
+int Serve(batchcast::ServerOptions options, double status_interval) {
+  auto server = batchcast::Server::Start(options);
+  if (!server.ok()) {
+    std::cerr << "batchcast-server: " << server.status().ToString() << "\n";
+    return 1;
+  }
+  std::cerr << "batchcast-server: serving '" << options.name << "' on " << (*server)->endpoint()
+            << " (Ctrl-C stops)\n";
+  const bool tty = isatty(STDERR_FILENO);
+  uint64_t last_published = 0;
+  auto last_time = std::chrono::steady_clock::now();
+  auto next_status = last_time;
+  while (g_signal == 0) {
+    if ((*server)->WaitFor(std::chrono::milliseconds(100))) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (status_interval > 0 && now >= next_status) {
+      auto j = nlohmann::json::parse((*server)->StatsJson());
+      const uint64_t published = j.value("samples_published", uint64_t{0});
+      const double dt = std::chrono::duration<double>(now - last_time).count();
+      const double rate = dt > 0 ? static_cast<double>(published - last_published) / dt : 0.0;
+      last_published = published;
+      last_time = now;
+      if (tty) {
+        std::cerr << "\r\033[K" << StatusLine(j, rate) << std::flush;
+      } else {
+        std::cerr << StatusLine(j, rate) << "\n";
+      }
+      next_status = now + std::chrono::milliseconds(static_cast<int64_t>(status_interval * 1000));
+    }
+  }
+  if (tty && status_interval > 0) std::cerr << "\n";
+  if (g_signal != 0) std::cerr << "batchcast-server: stopping (signal " << g_signal << ")\n";
+  (*server)->Stop();
+  batchcast::Status s = (*server)->status();
+  if (!s.ok()) {
+    std::cerr << "batchcast-server: " << s.ToString() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"batchcast-server: decode and augment each sample once, share batches with "
+               "several training processes"};
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+
+  batchcast::ServerOptions o;
+  double lag_timeout_s = 1.0, heartbeat_timeout_s = 2.0, status_interval = 1.0;
+  std::string lag_policy = "block";
+  std::vector<float> mean, stdv;
+  CLI::App* serve = app.add_subcommand("serve", "serve a dataset to consumers");
+  serve->add_option("data", o.data, "image folder (class subfolders) or .tsv list (path<TAB>label)");
+  serve->add_option("--synthetic", o.synthetic, "serve COUNT synthetic samples instead of DATA");
+  serve->add_option("--name", o.name, "server name (endpoint, lock, shared memory)")
+      ->capture_default_str();
+  serve->add_option("--endpoint", o.endpoint, "ipc://PATH or tcp://127.0.0.1:PORT (default: by name)");
+  serve->add_option("--device", o.device, "cpu or cuda:N")->capture_default_str();
+  serve->add_option("--batch-size", o.batch_size, "producer batch (one ring slot)")->capture_default_str();
+  serve->add_option("--window", o.window, "ring slots")->capture_default_str();
+  serve->add_option("--transform", o.transform, "train or eval")->capture_default_str();
+  serve->add_option("--size", o.size, "output image size")->capture_default_str();
+  serve->add_option("--dtype", o.dtype, "float32, float16, bfloat16 or uint8")->capture_default_str();
+  serve->add_option("--layout", o.layout, "nchw or nhwc")->capture_default_str();
+  serve->add_option("--mean", mean, "normalization mean (3 values)")->expected(3);
+  serve->add_option("--std", stdv, "normalization std (3 values)")->expected(3);
+  serve->add_option("--seed", o.seed, "shuffle and augmentation seed")->capture_default_str();
+  serve->add_flag("!--no-shuffle", o.shuffle, "keep the dataset order");
+  serve->add_option("--epochs", o.epochs, "producer epochs (0 = no limit)")->capture_default_str();
+  serve->add_option("--workers", o.workers, "worker threads (0 = one per core)")->capture_default_str();
+  serve->add_option("--decode", o.decode, "auto, cpu or gpu")->capture_default_str();
+  serve->add_option("--lag-policy", lag_policy, "block, skip or evict")->capture_default_str();
+  serve->add_option("--lag-timeout", lag_timeout_s, "seconds before skip/evict")->capture_default_str();
+  serve->add_option("--heartbeat-timeout", heartbeat_timeout_s, "seconds before a silent consumer is dropped")
+      ->capture_default_str();
+  serve->add_option("--min-consumers", o.min_consumers, "consumers to wait for before the first write")
+      ->capture_default_str();
+  serve->add_option("--on-error", o.on_error, "skip or fail on undecodable files")->capture_default_str();
+  serve->add_option("--max-pixels", o.max_pixels, "largest image (width*height) to decode")
+      ->capture_default_str();
+  serve->add_option("--shard-rank", o.shard_rank, "this server's shard")->capture_default_str();
+  serve->add_option("--num-shards", o.num_shards, "number of shards")->capture_default_str();
+  serve->add_option("--max-leases", o.max_leases, "unreleased batches one consumer may hold")
+      ->capture_default_str();
+  serve->add_option("--status-interval", status_interval, "seconds between status lines (0 = none)")
+      ->capture_default_str();
+
+  std::string stat_name;
+  bool stat_json = false;
+  CLI::App* stat = app.add_subcommand("stat", "print a running server's stats");
+  stat->add_option("name", stat_name, "server name or endpoint")->required();
+  stat->add_flag("--json", stat_json, "print JSON");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  batchcast::SetLogLevel(log_level);
+
+  if (*stat) {
+    auto r = batchcast::QueryStats(stat_name, std::chrono::milliseconds(3000));
+    if (!r.ok()) {
+      std::cerr << "batchcast-server stat: " << r.status().ToString() << "\n";
+      return 1;
+    }
+    if (stat_json) {
+      std::cout << nlohmann::json::parse(*r).dump(2) << "\n";
+    } else {
+      PrintStats(nlohmann::json::parse(*r));
+    }
+    return 0;
+  }
+
+  auto policy = batchcast::ParseLagPolicy(lag_policy);
+  if (!policy.ok()) {
+    std::cerr << "batchcast-server: " << policy.status().message() << "\n";
+    return 2;
+  }
+  o.lag_policy = *policy;
+  if (lag_timeout_s <= 0 || heartbeat_timeout_s <= 0) {
+    std::cerr << "batchcast-server: --lag-timeout and --heartbeat-timeout must be positive\n";
+    return 2;
+  }
+  o.lag_timeout = std::chrono::milliseconds(static_cast<int64_t>(lag_timeout_s * 1000));
+  o.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(heartbeat_timeout_s * 1000));
+  o.heartbeat_interval = std::max(std::chrono::milliseconds(10), o.heartbeat_timeout / 8);
+  if (!mean.empty()) std::copy(mean.begin(), mean.end(), o.mean.begin());
+  if (!stdv.empty()) std::copy(stdv.begin(), stdv.end(), o.std.begin());
+  if (o.synthetic > 0 && o.dtype == "float32") o.dtype = "uint8";
+  if (batchcast::Status s = o.Validate(); !s.ok()) {
+    std::cerr << "batchcast-server: " << s.message() << "\n";
+    return 2;
+  }
+  signal(SIGINT, OnSignal);
+  signal(SIGTERM, OnSignal);
+  signal(SIGPIPE, SIG_IGN);
+  return Serve(o, status_interval);
+}
