@@ -1,0 +1,86 @@
+"""batchcast: one process decodes and augments every sample once; several
+training processes read the batches zero-copy from shared memory.
+
+Two lines replace a DataLoader in a training script::
+
+    import batchcast
+    loader = batchcast.Loader("demo", batch_size=64)     # instead of DataLoader(...)
+    for epoch in range(epochs):
+        for images, labels in loader:                     # torch tensors, zero-copy
+            ...
+
+The server runs as ``batchcast-server serve DATA --name demo ...``, in-process
+(:class:`Server`), or fed from any Python iterable such as an existing
+DataLoader (:class:`Producer`). See DESIGN.md ("Consumer semantics") for
+epochs, join policies, the window and leases.
+
+Public API:
+
+- :class:`Loader` (consumer), :class:`Server` (built-in pipeline in-process),
+  :class:`Producer` (serve a Python iterable);
+- :func:`query_stats` (a server's stats without joining it);
+  :func:`set_log_level` (the native library's log level);
+- exceptions, all subclasses of :class:`BatchcastError` (a RuntimeError):
+  :class:`InvalidArgument` (also ValueError), :class:`NotFound` (also
+  FileNotFoundError), :class:`ServerUnavailable` (also ConnectionError),
+  :class:`Timeout` (also TimeoutError), :class:`ResourceExhausted` (alias
+  :data:`Evicted`), :class:`EndOfStream`, :class:`Cancelled`,
+  :class:`DataLoss`, :class:`InternalError`.
+"""
+from __future__ import annotations
+
+import json as _json
+from typing import Any, Dict, Optional
+
+from batchcast import _core
+from batchcast._errors import (
+    BatchcastError,
+    Cancelled,
+    DataLoss,
+    EndOfStream,
+    Evicted,
+    InternalError,
+    InvalidArgument,
+    NotFound,
+    ResourceExhausted,
+    ServerUnavailable,
+    Timeout,
+)
+from batchcast._loader import Loader
+from batchcast._producer import Producer
+from batchcast._server import SERVER_OPTIONS, Server
+
+__version__ = _core.__version__
+
+
+def query_stats(endpoint_or_name: str, timeout: Optional[float] = 3.0) -> Dict[str, Any]:
+    """The stats of a running server (as ``batchcast-server stat NAME --json``), without
+    joining its stream. Raises NotFound when no server of that name runs."""
+    return _json.loads(_core.query_stats(str(endpoint_or_name), timeout))
+
+
+def set_log_level(level: str) -> None:
+    """The native library's log level: trace, debug, info (default), warn, error or off."""
+    _core.set_log_level(level)
+
+
+__all__ = [
+    "BatchcastError",
+    "Cancelled",
+    "DataLoss",
+    "EndOfStream",
+    "Evicted",
+    "InternalError",
+    "InvalidArgument",
+    "Loader",
+    "NotFound",
+    "Producer",
+    "ResourceExhausted",
+    "SERVER_OPTIONS",
+    "Server",
+    "ServerUnavailable",
+    "Timeout",
+    "query_stats",
+    "set_log_level",
+    "__version__",
+]

@@ -1,0 +1,221 @@
+"""batchcast.Loader: a zero-copy PyTorch iterable over a batchcast server."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+
+from batchcast import _core
+
+_JOINS = ("immediate", "next_epoch")
+
+
+def _is_tuple_layout(names: Tuple[str, ...]) -> bool:
+    """True for image, label, field2, field3, ... (what a tuple producer makes)."""
+    expected = ["image", "label"] + [f"field{i}" for i in range(2, len(names))]
+    return list(names) == expected[: len(names)]
+
+
+class Loader:
+    """Iterates batches of a running batchcast server as torch tensors, zero-copy.
+
+    Replaces a ``torch.utils.data.DataLoader`` in two lines::
+
+        loader = batchcast.Loader("demo", batch_size=64)      # server name or endpoint
+        for epoch in range(10):
+            for images, labels in loader:                      # one loop = one epoch
+                ...
+
+    Args:
+        endpoint_or_name: a server name (``batchcast-server serve --name NAME``)
+            or an ``ipc://`` / ``tcp://`` endpoint.
+        batch_size: this consumer's batch size; any value from 1 to
+            ``window * producer_batch_size / 2``, independent of the producer's.
+        drop_last: drop the last, incomplete batch of each epoch (default).
+        join: ``"immediate"`` starts at the oldest sample still in the ring, and
+            a consumer epoch is the next ``epoch_len`` samples of the stream, so
+            when joining mid-stream an epoch straddles two producer epochs and
+            its coverage of the dataset is only approximate. ``"next_epoch"``
+            waits for the next producer epoch, so every consumer epoch is
+            exactly one producer epoch (each sample exactly once).
+        prefetch: batch requests kept in flight (default 2).
+        timeout: seconds one batch may take before :class:`batchcast.Timeout`;
+            ``None`` waits as long as the server is alive. A dead server is
+            always reported (:class:`batchcast.ServerUnavailable`) within its
+            heartbeat timeout (2 s by default).
+        connect_timeout: seconds to wait for the server's answer at connection.
+        name: shown in the server's stats (default ``"<program>:<pid>"``).
+        as_dict: yield ``{field: tensor}`` dicts instead of tuples. By default
+            tuples are yielded when the fields are ``image, label[, field2...]``
+            (the built-in pipeline, or a Producer fed tuples) and dicts otherwise.
+
+    Iteration: each ``for`` loop runs to the end of the consumer's current
+    epoch and ends with ``StopIteration``; ``len(loader)`` is the number of
+    batches it yields. Leaving a loop early (``break``) and looping again
+    resumes the same epoch where it stopped: the stream cannot rewind. When the
+    server has produced all of its epochs, iterating raises
+    :class:`batchcast.EndOfStream`.
+
+    Tensors and leases: each batch's tensors view the server's shared ring
+    directly (DLPack) when the batch lies in one ring slot, or a private copy
+    when it spans two. A zero-copy batch *leases* its slot: the server does not
+    overwrite it until the last tensor viewing the batch is freed (the DLPack
+    deleter). Holding on to tensors therefore pins ring slots (at most
+    ``max_leases``, 16 by default, per consumer); ``.clone()`` what you keep.
+
+    Not thread-safe: iterate one Loader from one thread (tensors may be freed
+    on any thread).
+    """
+
+    def __init__(
+        self,
+        endpoint_or_name: Union[str, "os.PathLike[str]"] = "batchcast",
+        batch_size: int = 64,
+        drop_last: bool = True,
+        join: str = "immediate",
+        prefetch: int = 2,
+        timeout: Optional[float] = None,
+        *,
+        connect_timeout: Optional[float] = 10.0,
+        name: Optional[str] = None,
+        as_dict: Optional[bool] = None,
+    ) -> None:
+        import torch  # imported here so that `import batchcast` does not need torch
+        import torch.utils.dlpack
+
+        if join not in _JOINS:
+            raise ValueError(f"join must be 'immediate' or 'next_epoch', got {join!r}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or not 1 <= prefetch <= 65535:
+            raise ValueError(f"prefetch must be a positive integer, got {prefetch!r}")
+        self._torch = torch
+        self._from_dlpack = getattr(torch._C, "_from_dlpack", None) or torch.utils.dlpack.from_dlpack
+        self._endpoint = os.fspath(endpoint_or_name)
+        self._batch_size = batch_size
+        self._core = _core.Consumer(
+            self._endpoint, batch_size, drop_last, join, prefetch, timeout, connect_timeout, name or ""
+        )
+        fields = self._core.fields
+        self._fields: List[Tuple[str, str, Tuple[int, ...]]] = [
+            (n, d, tuple(s)) for n, d, s in fields
+        ]
+        self._names = tuple(f[0] for f in self._fields)
+        self._as_dict = (not _is_tuple_layout(self._names)) if as_dict is None else bool(as_dict)
+        # DLPack (v0.6) has no bool: the ring exports it as uint8, viewed back here.
+        self._bool_fields = frozenset(i for i, f in enumerate(self._fields) if f[1] == "bool")
+        self._epoch = 0
+        self._indices = None
+        self._zero_copy = False
+
+    # ---- iteration ----
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._iterate_epoch()
+
+    def _iterate_epoch(self) -> Iterator[Any]:
+        core = self._core
+        from_dlpack = self._from_dlpack
+        simple_pair = len(self._names) == 2 and not self._as_dict and not self._bool_fields
+        while True:
+            item = core.next()  # raises EndOfStream, ServerUnavailable, ...
+            if item is None:  # end of this consumer's epoch
+                self._epoch = core.marker_epoch
+                return
+            capsules, self._indices, self._epoch, _, self._zero_copy = item
+            if simple_pair:
+                yield from_dlpack(capsules[0]), from_dlpack(capsules[1])
+            else:
+                yield self._convert(capsules)
+
+    def _convert(self, capsules: Tuple[Any, ...]) -> Any:
+        tensors = [self._from_dlpack(c) for c in capsules]
+        for i in self._bool_fields:
+            tensors[i] = tensors[i].view(self._torch.bool)
+        if self._as_dict:
+            return dict(zip(self._names, tensors))
+        return tuple(tensors)
+
+    def __len__(self) -> int:
+        """Batches in one epoch of this consumer."""
+        return int(self._core.batches_per_epoch)
+
+    # ---- state ----
+
+    @property
+    def epoch(self) -> int:
+        """The consumer epoch (from 0) of the last batch, or of the epoch that just ended."""
+        return int(self._epoch)
+
+    @property
+    def indices(self):
+        """Dataset indices (int64 tensor) of the samples of the last batch, or None."""
+        if self._indices is None:
+            return None
+        return self._torch.from_numpy(self._indices)
+
+    @property
+    def zero_copy(self) -> bool:
+        """True when the last batch views the shared ring (False: a private gathered copy)."""
+        return bool(self._zero_copy)
+
+    @property
+    def batch_size(self) -> int:
+        return self._batch_size
+
+    @property
+    def endpoint(self) -> str:
+        return self._endpoint
+
+    @property
+    def epoch_len(self) -> int:
+        """Samples in one epoch (of the producer, and of this consumer)."""
+        return int(self._core.epoch_len)
+
+    @property
+    def producer_batch_size(self) -> int:
+        return int(self._core.producer_batch_size)
+
+    @property
+    def window(self) -> int:
+        """Ring slots of the server."""
+        return int(self._core.window)
+
+    @property
+    def fields(self) -> List[Tuple[str, str, Tuple[int, ...]]]:
+        """[(name, dtype name, per-sample shape)] of the server's samples."""
+        return list(self._fields)
+
+    @property
+    def skipped(self) -> int:
+        """Samples this consumer skipped (lag_policy="skip")."""
+        return int(self._core.skipped)
+
+    @property
+    def consumer_id(self) -> int:
+        return int(self._core.consumer_id)
+
+    def stats(self) -> Dict[str, Any]:
+        """The server's stats (the JSON of ``batchcast-server stat NAME --json``) as a dict."""
+        return json.loads(self._core.stats())
+
+    # ---- lifetime ----
+
+    def close(self) -> None:
+        """Leaves the stream. Tensors already handed out stay valid (their leases
+        keep the connection until they are freed)."""
+        self._core.close()
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._core.closed)
+
+    def __enter__(self) -> "Loader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"epoch {self._epoch}"
+        return f"batchcast.Loader({self._endpoint!r}, batch_size={self._batch_size}, {state})"

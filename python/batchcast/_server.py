@@ -1,0 +1,127 @@
+"""batchcast.Server: the built-in pipeline, in-process."""
+from __future__ import annotations
+
+import json
+import os
+import time
+import weakref
+from typing import Any, Dict, Optional, Union
+
+from batchcast import _core
+
+#: Keyword arguments of batchcast.Server: the ServerOptions names
+#: (server/include/batchcast/server/server_options.h). Durations in seconds.
+SERVER_OPTIONS = frozenset(
+    {
+        "name", "endpoint", "device", "batch_size", "window", "transform", "size", "dtype",
+        "layout", "mean", "std", "seed", "shuffle", "epochs", "workers", "decode",
+        "lag_policy", "lag_timeout", "min_consumers", "on_error", "max_pixels", "synthetic",
+        "shard_rank", "num_shards", "heartbeat_timeout", "heartbeat_interval", "max_leases",
+        "max_consumers",
+    }
+)
+
+
+def _check_options(where: str, options: Dict[str, Any], allowed: frozenset) -> None:
+    for key in options:
+        if key not in allowed:
+            raise TypeError(f"{where}() got an unexpected keyword argument {key!r}")
+
+
+def _wait(core_server: Any, timeout: Optional[float]) -> bool:
+    """Waits in short slices so that Ctrl-C (KeyboardInterrupt) gets through."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        step = 0.1 if deadline is None else max(0.0, min(0.1, deadline - time.monotonic()))
+        if core_server.wait_for(step if step > 0 else 0.001):
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+
+
+class Server:
+    """A batchcast server running in this process (background threads).
+
+    Same options as ``batchcast-server serve`` (snake_case; durations in
+    seconds)::
+
+        with batchcast.Server("/data/imagenet/train", name="imagenet", batch_size=256,
+                              size=224, dtype="float16", window=8) as server:
+            server.wait()          # serve until the stream ends, close() or Ctrl-C
+
+        with batchcast.Server(synthetic=10000, size=32, name="demo") as server:
+            loader = batchcast.Loader(server.endpoint, batch_size=64)
+
+    Args:
+        data: an ImageFolder directory or a ``.tsv`` list (``path<TAB>label``);
+            or leave it None and give ``synthetic=COUNT``.
+        **options: name, endpoint, device, batch_size, window, transform, size,
+            dtype, layout, mean, std, seed, shuffle, epochs, workers, decode,
+            lag_policy, lag_timeout, min_consumers, on_error, max_pixels,
+            synthetic, shard_rank, num_shards, heartbeat_timeout,
+            heartbeat_interval, max_leases, max_consumers. An unknown name is a
+            TypeError; a bad value a :class:`batchcast.InvalidArgument`. With
+            ``synthetic`` the dtype defaults to uint8 (as on the command line).
+
+    The server stops (consumers get a clear "server stopped" error, the shared
+    memory is removed) on :meth:`close`, on leaving the ``with`` block
+    (including by KeyboardInterrupt), when the object is garbage-collected, or
+    at interpreter exit.
+    """
+
+    def __init__(self, data: Union[None, str, "os.PathLike[str]"] = None, **options: Any) -> None:
+        _check_options("Server", options, SERVER_OPTIONS)
+        opts = dict(options)
+        if data is not None:
+            opts["data"] = os.fspath(data)
+        if opts.get("synthetic") and opts.get("dtype") is None:
+            opts["dtype"] = "uint8"  # the synthetic source makes uint8 images
+        self._core = _core.Server.start(opts)
+        self._endpoint = self._core.endpoint
+        self._name = self._core.name
+        self._finalizer = weakref.finalize(self, self._core.close)
+
+    @property
+    def endpoint(self) -> str:
+        """Where Loaders connect (``batchcast.Loader(server.endpoint, ...)``; the name works too)."""
+        return self._endpoint
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def epoch_len(self) -> int:
+        return int(self._core.epoch_len)
+
+    def stats(self) -> Dict[str, Any]:
+        """The stats (as ``batchcast-server stat NAME --json``) as a dict."""
+        return json.loads(self._core.stats())
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Blocks until the server finished: the stream ended (``epochs=``) and
+        every consumer left, or a producer error (raised here), or close().
+        Returns False when `timeout` seconds passed first."""
+        done = _wait(self._core, timeout)
+        if done:
+            self._core.check_status()
+        return done
+
+    def close(self) -> None:
+        """Stops the server (idempotent)."""
+        self._finalizer()
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"batchcast.Server(name={self._name!r}, endpoint={self._endpoint!r}" + (
+            ", closed)" if self.closed else ")"
+        )

@@ -1,0 +1,247 @@
+// batchcast._core.Consumer: Consumer::Connect / Next marshalled for Python.
+//
+// Next() returns, for a batch, (capsules, indices, epoch, step, zero_copy)
+// where `capsules` holds one DLPack PyCapsule per field (in the server's
+// field order) and `indices` is an int64 numpy array (a copy: it does not pin
+// the batch); for the end-of-epoch marker it returns None and the marker's
+// values are readable as marker_epoch / marker_step / skipped.
+//
+// Note [DLPack capsules]
+// Each capsule follows the DLPack Python protocol: named "dltensor", holding a
+// DLManagedTensor* from Batch::ToDLPack (which owns a reference to the batch,
+// so the lease lives until the DLManagedTensor's deleter runs). A consumer
+// (torch.utils.dlpack.from_dlpack) renames it "used_dltensor" and becomes
+// responsible for calling the deleter when the last tensor viewing the memory
+// is freed; a capsule that is garbage-collected unconsumed calls the deleter
+// itself. So the lease ends exactly when the last tensor viewing the batch is
+// freed.
+//
+// TODO(gpu): for CUDA rings the deleter must not release at once: the tensor's
+// memory may still be read by kernels queued on the consumer's stream. The hook
+// is WrapForDevice() below: wrap the DLManagedTensor in one whose deleter
+// records a cudaEvent on the stream the Python side was using when the batch
+// was handed out (pass torch.cuda.current_stream().cuda_stream into next()),
+// and hands (event, inner tensor) to a release thread that calls the inner
+// deleter once cudaEventQuery says the event completed. CPU rings need none of
+// this (the deleter runs when the memory can no longer be read).
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include <dlpack/dlpack.h>
+
+#include "batchcast/client/consumer.h"
+#include "batchcast/core/ring_layout.h"
+#include "batchcast/core/runtime_dir.h"
+#include "common.h"
+
+namespace batchcast::pybind {
+namespace {
+
+constexpr const char* kCapsuleName = "dltensor";
+constexpr const char* kUsedCapsuleName = "used_dltensor";
+
+// The standard destructor of a DLPack capsule (DLPack's python_spec).
+void DLPackCapsuleDestructor(PyObject* capsule) {
+  if (PyCapsule_IsValid(capsule, kUsedCapsuleName)) return;  // a consumer owns it now
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);  // do not clobber a pending exception
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, kCapsuleName));
+  if (managed == nullptr) {
+    PyErr_WriteUnraisable(capsule);
+  } else if (managed->deleter != nullptr) {
+    managed->deleter(managed);
+  }
+  PyErr_Restore(type, value, traceback);
+}
+
+// See TODO(gpu) above: the place where CUDA tensors get stream-ordered release.
+DLManagedTensor* WrapForDevice(DLManagedTensor* managed) {
+  // CPU: nothing to order. (The client library refuses CUDA rings for now.)
+  return managed;
+}
+
+py::object MakeCapsule(DLManagedTensor* managed) {
+  PyObject* capsule = PyCapsule_New(managed, kCapsuleName, DLPackCapsuleDestructor);
+  if (capsule == nullptr) {
+    managed->deleter(managed);
+    throw py::error_already_set();
+  }
+  return py::reinterpret_steal<py::object>(capsule);
+}
+
+py::tuple FieldTuple(const FieldSpec& f) {
+  py::tuple shape(f.shape.size());
+  for (size_t i = 0; i < f.shape.size(); ++i) shape[i] = py::int_(f.shape[i]);
+  return py::make_tuple(f.name, std::string(DTypeName(f.dtype)), shape);
+}
+
+class PyConsumer {
+ public:
+  PyConsumer(const std::string& endpoint, uint32_t batch_size, bool drop_last,
+             const std::string& join, uint16_t prefetch, const py::object& timeout,
+             const py::object& connect_timeout, const std::string& name) {
+    ConsumerOptions o;
+    o.endpoint = endpoint;
+    o.batch_size = batch_size;
+    o.drop_last = drop_last;
+    if (join == "immediate") {
+      o.join = JoinPolicy::kImmediate;
+    } else if (join == "next_epoch") {
+      o.join = JoinPolicy::kNextEpoch;
+    } else {
+      throw StatusError(
+          InvalidArgumentError("join must be 'immediate' or 'next_epoch', got '" + join + "'"));
+    }
+    o.prefetch = prefetch;
+    o.timeout = SecondsToMs(timeout);
+    if (!connect_timeout.is_none()) o.connect_timeout = SecondsToMs(connect_timeout);
+    o.name = name;
+    std::optional<Result<std::unique_ptr<Consumer>>> r;
+    {
+      py::gil_scoped_release nogil;
+      r.emplace(Consumer::Connect(std::move(o)));
+    }
+    consumer_ = Unwrap(std::move(*r));
+    for (const FieldSpec& f : consumer_->fields()) names_.push_back(f.name);
+  }
+
+  ~PyConsumer() {
+    py::gil_scoped_release nogil;
+    consumer_.reset();
+  }
+
+  Consumer& get() {
+    if (!consumer_) throw StatusError(CancelledError("the loader was closed"));
+    return *consumer_;
+  }
+
+  py::object Next() {
+    Consumer& c = get();
+    std::optional<Result<Batch>> r;
+    {
+      py::gil_scoped_release nogil;
+      r.emplace(c.Next());
+    }
+    Batch batch = Unwrap(std::move(*r));
+    skipped_ = batch.skipped();
+    if (batch.end_of_epoch()) {
+      marker_epoch_ = batch.epoch();
+      marker_step_ = batch.step();
+      return py::none();
+    }
+    py::tuple capsules(names_.size());
+    for (size_t i = 0; i < names_.size(); ++i) {
+      DLManagedTensor* managed = Unwrap(batch.ToDLPack(names_[i]));
+      capsules[i] = MakeCapsule(WrapForDevice(managed));
+    }
+    const std::span<const int64_t> idx = batch.indices();
+    py::array_t<int64_t> indices(static_cast<py::ssize_t>(idx.size()));
+    if (!idx.empty()) std::memcpy(indices.mutable_data(), idx.data(), idx.size_bytes());
+    return py::make_tuple(std::move(capsules), std::move(indices), batch.epoch(), batch.step(),
+                          batch.zero_copy());
+  }
+
+  std::string Stats() {
+    Consumer& c = get();
+    std::optional<Result<std::string>> r;
+    {
+      py::gil_scoped_release nogil;
+      r.emplace(c.Stats());
+    }
+    return Unwrap(std::move(*r));
+  }
+
+  void Close() {
+    py::gil_scoped_release nogil;
+    consumer_.reset();
+  }
+
+  bool closed() const { return !consumer_; }
+  py::list fields() {
+    py::list out;
+    for (const FieldSpec& f : get().fields()) out.append(FieldTuple(f));
+    return out;
+  }
+  uint32_t marker_epoch() const { return marker_epoch_; }
+  uint32_t marker_step() const { return marker_step_; }
+  uint64_t skipped() const { return skipped_; }
+
+ private:
+  std::unique_ptr<Consumer> consumer_;
+  std::vector<std::string> names_;
+  uint32_t marker_epoch_ = 0;
+  uint32_t marker_step_ = 0;
+  uint64_t skipped_ = 0;
+};
+
+}  // namespace
+
+void RegisterConsumer(py::module_& m) {
+  py::class_<PyConsumer>(m, "Consumer",
+                         "A connection to a batchcast server (batchcast::Consumer). Use "
+                         "batchcast.Loader instead.")
+      .def(py::init<const std::string&, uint32_t, bool, const std::string&, uint16_t,
+                    const py::object&, const py::object&, const std::string&>(),
+           py::arg("endpoint"), py::arg("batch_size"), py::arg("drop_last") = true,
+           py::arg("join") = "immediate", py::arg("prefetch") = 2, py::arg("timeout") = py::none(),
+           py::arg("connect_timeout") = py::none(), py::arg("name") = "")
+      .def("next", &PyConsumer::Next,
+           "(capsules, indices, epoch, step, zero_copy) for a batch, None at the end of an epoch")
+      .def("stats", &PyConsumer::Stats, "the server's stats as JSON text")
+      .def("close", &PyConsumer::Close)
+      .def_property_readonly("closed", &PyConsumer::closed)
+      .def_property_readonly("batches_per_epoch",
+                             [](PyConsumer& c) { return c.get().batches_per_epoch(); })
+      .def_property_readonly("epoch_len", [](PyConsumer& c) { return c.get().epoch_len(); })
+      .def_property_readonly("consumer_id", [](PyConsumer& c) { return c.get().consumer_id(); })
+      .def_property_readonly("producer_batch_size",
+                             [](PyConsumer& c) { return c.get().producer_batch_size(); })
+      .def_property_readonly("window", [](PyConsumer& c) { return c.get().window(); })
+      .def_property_readonly("fields", &PyConsumer::fields,
+                             "[(name, dtype name, per-sample shape)] in ring order")
+      .def_property_readonly("marker_epoch", &PyConsumer::marker_epoch)
+      .def_property_readonly("marker_step", &PyConsumer::marker_step)
+      .def_property_readonly("skipped", &PyConsumer::skipped);
+
+  m.def(
+      "query_stats",
+      [](const std::string& endpoint, const py::object& timeout) {
+        const auto ms = SecondsToMs(timeout);
+        std::optional<Result<std::string>> r;
+        {
+          py::gil_scoped_release nogil;
+          r.emplace(QueryStats(endpoint, ms.count() > 0 ? ms : std::chrono::milliseconds(3000)));
+        }
+        return Unwrap(std::move(*r));
+      },
+      py::arg("endpoint"), py::arg("timeout") = py::none(),
+      "A running server's stats (JSON text) without joining its stream.");
+
+  m.def(
+      "ring_layout",
+      [](const std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>>& fields,
+         uint32_t window, uint32_t batch_size) {
+        std::vector<FieldSpec> specs;
+        for (const auto& [name, dtype, shape] : fields) {
+          specs.push_back(FieldSpec{name, Unwrap(ParseDType(dtype)), shape, MemoryKind::kHost});
+        }
+        RingLayout layout = Unwrap(RingLayout::Make(specs, window, batch_size));
+        py::dict out;
+        for (size_t f = 0; f < specs.size(); ++f) {
+          out[py::str(specs[f].name)] =
+              py::make_tuple(layout.SampleOffset(f, 0, 0), layout.field_slot_stride(f));
+        }
+        return py::make_tuple(out, layout.allocation_bytes(MemoryKind::kHost));
+      },
+      py::arg("fields"), py::arg("window"), py::arg("batch_size"),
+      "({field: (offset of slot 0, slot stride)}, host allocation bytes): the ring layout "
+      "(core/ring_layout.h) a server with these fields uses; for tests and tools.");
+  m.def("host_ring_shm_name", [](const std::string& name) { return HostRingShmName(name); },
+        "The POSIX shared memory name of server `name`'s host ring.");
+}
+
+}  // namespace batchcast::pybind

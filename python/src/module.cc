@@ -1,0 +1,12 @@
+// batchcast._core: the thin pybind11 layer under the `batchcast` package.
+// See common.h for the rules (GIL released on blocking calls, Status ->
+// exceptions) and python/batchcast/ for the user-facing API.
+#include "common.h"
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "batchcast native module (use the `batchcast` package instead)";
+  batchcast::pybind::RegisterErrors(m);
+  batchcast::pybind::RegisterConsumer(m);
+  batchcast::pybind::RegisterServer(m);
+  m.attr("__version__") = "0.1.0";
+}

@@ -1,0 +1,278 @@
+// batchcast._core.Server: Server::Start / StartExternal (+ BeginBatch,
+// CommitBatch, EndStream) marshalled for Python.
+//
+// Options arrive as a dict of ServerOptions names (the Python keyword
+// arguments of batchcast.Server); an unknown name is a TypeError naming it.
+// Durations are seconds (lag_timeout, heartbeat_timeout, heartbeat_interval).
+//
+// External production (batchcast.Producer): begin_batch() returns a WriteSlot
+// whose field(i) is a writable buffer-protocol object over that field's
+// samples in the slot; it keeps the server (and so the ring mapping) alive, so
+// a stray view never points at unmapped memory. Writing after commit_batch()
+// is a bug of the caller (consumers may be reading).
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+
+#include "batchcast/core/dtype.h"
+#include "batchcast/core/logging.h"
+#include "batchcast/server/server.h"
+#include "common.h"
+
+namespace batchcast::pybind {
+namespace {
+
+std::chrono::milliseconds Seconds(const py::handle& v, const char* name) {
+  const double s = v.cast<double>();
+  if (!(s > 0)) throw py::value_error(std::string(name) + " must be a positive number of seconds");
+  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0 + 0.5));
+}
+
+std::array<float, 3> Three(const py::handle& v, const char* name) {
+  auto values = v.cast<std::vector<float>>();
+  if (values.size() != 3) throw py::value_error(std::string(name) + " needs 3 values (R, G, B)");
+  return {values[0], values[1], values[2]};
+}
+
+ServerOptions ParseOptions(const py::dict& kwargs) {
+  ServerOptions o;
+  bool interval_given = false;
+  for (const auto& [key, value] : kwargs) {
+    const std::string k = key.cast<std::string>();
+    if (value.is_none()) continue;  // None = the default
+    if (k == "data") o.data = py::str(value).cast<std::string>();  // str or os.PathLike
+    else if (k == "synthetic") o.synthetic = value.cast<uint64_t>();
+    else if (k == "name") o.name = value.cast<std::string>();
+    else if (k == "endpoint") o.endpoint = value.cast<std::string>();
+    else if (k == "device") o.device = value.cast<std::string>();
+    else if (k == "batch_size") o.batch_size = value.cast<uint32_t>();
+    else if (k == "window") o.window = value.cast<uint32_t>();
+    else if (k == "transform") o.transform = value.cast<std::string>();
+    else if (k == "size") o.size = value.cast<int>();
+    else if (k == "dtype") o.dtype = value.cast<std::string>();
+    else if (k == "layout") o.layout = value.cast<std::string>();
+    else if (k == "mean") o.mean = Three(value, "mean");
+    else if (k == "std") o.std = Three(value, "std");
+    else if (k == "decode") o.decode = value.cast<std::string>();
+    else if (k == "on_error") o.on_error = value.cast<std::string>();
+    else if (k == "max_pixels") o.max_pixels = value.cast<uint64_t>();
+    else if (k == "seed") o.seed = value.cast<uint64_t>();
+    else if (k == "shuffle") o.shuffle = value.cast<bool>();
+    else if (k == "epochs") o.epochs = value.cast<uint64_t>();
+    else if (k == "shard_rank") o.shard_rank = value.cast<uint32_t>();
+    else if (k == "num_shards") o.num_shards = value.cast<uint32_t>();
+    else if (k == "workers") o.workers = value.cast<int>();
+    else if (k == "lag_policy") o.lag_policy = Unwrap(ParseLagPolicy(value.cast<std::string>()));
+    else if (k == "lag_timeout") o.lag_timeout = Seconds(value, "lag_timeout");
+    else if (k == "min_consumers") o.min_consumers = value.cast<uint32_t>();
+    else if (k == "heartbeat_timeout") o.heartbeat_timeout = Seconds(value, "heartbeat_timeout");
+    else if (k == "heartbeat_interval") {
+      o.heartbeat_interval = Seconds(value, "heartbeat_interval");
+      interval_given = true;
+    }
+    else if (k == "max_leases") o.max_leases = value.cast<uint32_t>();
+    else if (k == "max_consumers") o.max_consumers = value.cast<uint32_t>();
+    else throw py::type_error("unexpected server option '" + k + "'");
+  }
+  // As the CLI does: the interval follows the timeout unless given.
+  if (!interval_given) {
+    o.heartbeat_interval = std::max(std::chrono::milliseconds(10), o.heartbeat_timeout / 8);
+  }
+  return o;
+}
+
+std::vector<FieldSpec> ParseFields(
+    const std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>>& fields) {
+  std::vector<FieldSpec> specs;
+  for (const auto& [name, dtype, shape] : fields) {
+    for (int64_t d : shape) {
+      if (d <= 0) {
+        throw StatusError(InvalidArgumentError("field '" + name +
+                                               "' has a per-sample dimension of " +
+                                               std::to_string(d) + "; all must be positive"));
+      }
+    }
+    specs.push_back(FieldSpec{name, Unwrap(ParseDType(dtype)), shape,
+                              MemoryKind::kHost});
+  }
+  return specs;
+}
+
+// A writable view of one field of a slot; keeps the server alive.
+struct SlotBuffer {
+  std::shared_ptr<Server> server;
+  uint8_t* data = nullptr;
+  size_t bytes = 0;
+};
+
+struct PyWriteSlot {
+  std::shared_ptr<Server> server;
+  WriteSlot slot;
+  bool committed = false;
+};
+
+class PyServer {
+ public:
+  explicit PyServer(std::unique_ptr<Server> s) : server_(std::move(s)) {}
+  ~PyServer() { Stop(); }
+
+  static std::unique_ptr<PyServer> Start(const py::dict& kwargs) {
+    ServerOptions o = ParseOptions(kwargs);
+    std::optional<Result<std::unique_ptr<Server>>> r;
+    {
+      py::gil_scoped_release nogil;
+      r.emplace(Server::Start(std::move(o)));
+    }
+    return std::make_unique<PyServer>(Unwrap(std::move(*r)));
+  }
+
+  static std::unique_ptr<PyServer> StartExternal(
+      const py::dict& kwargs,
+      const std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>>& fields,
+      uint64_t epoch_len) {
+    ServerOptions o = ParseOptions(kwargs);
+    std::vector<FieldSpec> specs = ParseFields(fields);
+    std::optional<Result<std::unique_ptr<Server>>> r;
+    {
+      py::gil_scoped_release nogil;
+      r.emplace(Server::StartExternal(std::move(o), std::move(specs), epoch_len));
+    }
+    return std::make_unique<PyServer>(Unwrap(std::move(*r)));
+  }
+
+  Server& get() {
+    if (!server_) throw StatusError(CancelledError("the server was closed"));
+    return *server_;
+  }
+  // For calls that release the GIL: close() on another thread may drop
+  // server_ meanwhile, so they hold their own reference.
+  std::shared_ptr<Server> shared() {
+    if (!server_) throw StatusError(CancelledError("the server was closed"));
+    return server_;
+  }
+
+  PyWriteSlot BeginBatch(uint32_t epoch,
+                         py::array_t<int64_t, py::array::c_style | py::array::forcecast> indices,
+                         const py::object& timeout) {
+    std::shared_ptr<Server> s = shared();
+    if (indices.ndim() != 1) throw py::value_error("indices must be one-dimensional");
+    std::span<const int64_t> idx(indices.data(), static_cast<size_t>(indices.size()));
+    auto ms = SecondsToMs(timeout);
+    if (ms.count() == 0) ms = std::chrono::hours(24 * 365);
+    std::optional<Result<WriteSlot>> r;
+    {
+      py::gil_scoped_release nogil;
+      r.emplace(s->BeginBatch(epoch, idx, ms));
+    }
+    return PyWriteSlot{server_, Unwrap(std::move(*r)), false};
+  }
+
+  void CommitBatch(PyWriteSlot& w) {
+    if (w.committed) throw StatusError(InvalidArgumentError("this slot was committed already"));
+    if (w.server != server_) throw StatusError(InvalidArgumentError("a slot of another server"));
+    ThrowIfError(get().CommitBatch(w.slot));
+    w.committed = true;
+  }
+
+  void EndStream() { get().EndStream(); }
+
+  bool WaitFor(const py::object& timeout) {
+    std::shared_ptr<Server> s = shared();
+    const auto ms = SecondsToMs(timeout);
+    py::gil_scoped_release nogil;
+    return s->WaitFor(ms);
+  }
+
+  std::string Stats() {
+    std::shared_ptr<Server> s = shared();
+    py::gil_scoped_release nogil;
+    return s->StatsJson();
+  }
+
+  // Raises the final error, if any.
+  void CheckStatus() { ThrowIfError(get().status()); }
+
+  void Stop() {
+    if (!server_) return;
+    std::shared_ptr<Server> s = server_;
+    py::gil_scoped_release nogil;
+    s->Stop();
+  }
+
+  // Stop, then drop our reference (a thread still inside begin_batch, or a
+  // SlotBuffer, keeps the object alive a little longer).
+  void Close() {
+    Stop();
+    std::shared_ptr<Server> s = std::move(server_);
+    py::gil_scoped_release nogil;
+    s.reset();
+  }
+
+  bool closed() const { return !server_; }
+
+ private:
+  std::shared_ptr<Server> server_;
+};
+
+}  // namespace
+
+void RegisterServer(py::module_& m) {
+  py::class_<SlotBuffer>(m, "SlotBuffer", py::buffer_protocol(),
+                         "Writable bytes of one field of a slot being written.")
+      .def_buffer([](SlotBuffer& b) {
+        return py::buffer_info(b.data, 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(b.bytes)}, {1}, /*readonly=*/false);
+      })
+      .def("__len__", [](const SlotBuffer& b) { return b.bytes; });
+
+  py::class_<PyWriteSlot>(m, "WriteSlot", "A ring slot handed to an external producer.")
+      .def_property_readonly("slot", [](const PyWriteSlot& w) { return w.slot.slot; })
+      .def_property_readonly("first_seq", [](const PyWriteSlot& w) { return w.slot.first_seq; })
+      .def_property_readonly("count", [](const PyWriteSlot& w) { return w.slot.count; })
+      .def_property_readonly("committed", [](const PyWriteSlot& w) { return w.committed; })
+      .def_property_readonly("num_fields",
+                             [](const PyWriteSlot& w) { return w.slot.field_data.size(); })
+      .def(
+          "field",
+          [](const PyWriteSlot& w, size_t i) {
+            if (i >= w.slot.field_data.size()) throw py::index_error("no such field");
+            if (w.committed) {
+              throw StatusError(InvalidArgumentError("the slot was committed: it is read-only now"));
+            }
+            return SlotBuffer{w.server, w.slot.field_data[i], w.slot.field_bytes[i] * w.slot.count};
+          },
+          py::arg("index"),
+          "A writable buffer over field `index` of the slot's `count` samples.");
+
+  py::class_<PyServer>(m, "Server", "An in-process batchcast server (batchcast::Server).")
+      .def_static("start", &PyServer::Start, py::arg("options"),
+                  "Starts the built-in pipeline; options: a dict of ServerOptions names.")
+      .def_static("start_external", &PyServer::StartExternal, py::arg("options"),
+                  py::arg("fields"), py::arg("epoch_len"),
+                  "Starts a server fed by begin_batch/commit_batch; fields: [(name, dtype, shape)].")
+      .def_property_readonly("endpoint", [](PyServer& s) { return s.get().endpoint(); })
+      .def_property_readonly("name", [](PyServer& s) { return s.get().options().name; })
+      .def_property_readonly("epoch_len", [](PyServer& s) { return s.get().epoch_len(); })
+      .def_property_readonly("batch_size", [](PyServer& s) { return s.get().options().batch_size; })
+      .def_property_readonly("window", [](PyServer& s) { return s.get().options().window; })
+      .def_property_readonly("device", [](PyServer& s) { return s.get().options().device; })
+      .def_property_readonly("closed", &PyServer::closed)
+      .def("begin_batch", &PyServer::BeginBatch, py::arg("epoch"), py::arg("indices"),
+           py::arg("timeout") = py::none(),
+           "Waits for a writable slot for these samples of producer `epoch`.")
+      .def("commit_batch", &PyServer::CommitBatch, py::arg("slot"))
+      .def("end_stream", &PyServer::EndStream)
+      .def("wait_for", &PyServer::WaitFor, py::arg("timeout"),
+           "True once the server finished (stream ended and consumers left, an error, or stop)")
+      .def("stats", &PyServer::Stats, "stats as JSON text")
+      .def("check_status", &PyServer::CheckStatus, "raises the error that stopped the server")
+      .def("stop", &PyServer::Stop)
+      .def("close", &PyServer::Close);
+
+  m.def("set_log_level", [](const std::string& level) { SetLogLevel(level); }, py::arg("level"),
+        "trace, debug, info, warn, error or off");
+}
+
+}  // namespace batchcast::pybind
