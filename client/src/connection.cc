@@ -157,6 +157,7 @@ void Connection::Release(uint64_t lease_id) {
   {
     std::lock_guard lock(release_mu_);
     releases_.push_back(lease_id);
+    held_.erase(lease_id);
   }
   if (sock_mu_.try_lock()) {
     FlushReleasesLocked();
@@ -361,6 +362,8 @@ Result<Batch> Connection::MakeBatch(const std::shared_ptr<Connection>& self, pro
   if (state->zero_copy) {
     state->connection = self;
     state->lease_id = b.lease_id;
+    std::lock_guard lock(release_mu_);
+    held_.insert(b.lease_id);
   } else if (b.lease_id != 0) {
     Release(b.lease_id);  // the copy is private: the ring may move on
   }
@@ -397,7 +400,12 @@ void Connection::Detach() {
   }
   replies_.clear();
   FlushReleasesLocked();
-  if (fatal_.ok()) SendLocked(proto::Bye{});
+  std::vector<uint64_t> kept;
+  {
+    std::lock_guard rl(release_mu_);
+    kept.assign(held_.begin(), held_.end());
+  }
+  if (fatal_.ok()) SendLocked(proto::Bye{std::move(kept)});
 }
 
 void Connection::HeartbeatLoop() {

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 #include <zmq.hpp>
 
@@ -105,6 +106,7 @@ class Connection {
 
   std::mutex release_mu_;
   std::vector<uint64_t> releases_;
+  std::unordered_set<uint64_t> held_;  // leases of zero-copy batches alive now
 
   std::mutex hb_mu_;
   std::condition_variable hb_cv_;

@@ -111,7 +111,10 @@ void Write(Writer& w, const Release& m) {
 }
 
 void Write(Writer&, const Heartbeat&) {}
-void Write(Writer&, const Bye&) {}
+void Write(Writer& w, const Bye& m) {
+  w.Put(static_cast<uint32_t>(m.kept_leases.size()));
+  w.PutBytes(m.kept_leases.data(), m.kept_leases.size() * sizeof(uint64_t));
+}
 void Write(Writer&, const Stats&) {}
 void Write(Writer& w, const StatsReply& m) { w.PutString(m.json); }
 
@@ -243,7 +246,12 @@ bool Read(Reader& r, Release& m) {
 }
 
 bool Read(Reader&, Heartbeat&) { return true; }
-bool Read(Reader&, Bye&) { return true; }
+bool Read(Reader& r, Bye& m) {
+  uint32_t n = 0;
+  if (!r.GetCount(n, kMaxReleases, sizeof(uint64_t), "lease")) return false;
+  m.kept_leases.resize(n);
+  return r.GetBytes(m.kept_leases.data(), n * sizeof(uint64_t));
+}
 bool Read(Reader&, Stats&) { return true; }
 bool Read(Reader& r, StatsReply& m) { return r.GetString(m.json, kMaxJson); }
 

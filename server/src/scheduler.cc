@@ -53,7 +53,7 @@ size_t Scheduler::AttachedCount() const {
 uint64_t Scheduler::MinAttachedCursor() const {
   uint64_t m = UINT64_MAX;
   for (const auto& [_, c] : consumers_) {
-    if (c.attached) m = std::min(m, c.cursor);
+    if (c.attached && !(c.skipping && c.pending.empty())) m = std::min(m, c.cursor);
   }
   return m;
 }
@@ -130,6 +130,15 @@ void Scheduler::Next(const std::string& identity, uint64_t request_id) {
     Send(*c, proto::Error{request_id, StatusCode::kCancelled,
                           "this consumer left the stream (BYE or eviction); connect again"});
     return;
+  }
+  if (c->skipping) {
+    // Back after a skip: what was overwritten meanwhile is skipped too.
+    c->skipping = false;
+    const uint64_t floor = JoinFloor();
+    if (c->cursor < floor) {
+      c->skipped += floor - c->cursor;
+      c->cursor = floor;
+    }
   }
   c->pending.push_back(request_id);
   ServeLocked(*c);
@@ -253,10 +262,17 @@ void Scheduler::DetachLocked(Consumer& c) {
   NotifyProducer();
 }
 
-void Scheduler::Bye(const std::string& identity) {
+void Scheduler::Bye(const std::string& identity, const std::vector<uint64_t>& kept_leases) {
   std::lock_guard lock(mu_);
   Consumer* c = Find(identity);
   if (c == nullptr) return;
+  // Leases the client does not hold (batches in flight or prefetched) end now.
+  std::unordered_map<uint64_t, std::vector<uint32_t>> kept;
+  for (uint64_t id : kept_leases) {
+    if (auto it = c->leases.find(id); it != c->leases.end()) kept.insert(c->leases.extract(it));
+  }
+  DropLeasesLocked(*c);
+  c->leases = std::move(kept);
   BC_LOG_INFO("consumer {} '{}' said goodbye after {} batches ({} leases still held)", c->id,
               c->name, c->batches, c->leases.size());
   DetachLocked(*c);
@@ -357,15 +373,9 @@ void Scheduler::ApplyLagPolicyLocked() {
     }
     return;
   }
-  // Where a skipping consumer lands: the newest published batch.
-  uint64_t target = oldest->end();
-  if (auto it = by_seq_.upper_bound(published_ == 0 ? 0 : published_ - 1); it != by_seq_.begin()) {
-    --it;
-    const Slot& newest = slots_[it->second];
-    if (newest.state == SlotState::kReady && newest.end() <= published_) {
-      target = std::max(target, newest.first_seq);
-    }
-  }
+  // A skipping consumer lands at the head of the stream and pins nothing
+  // until it asks for data again.
+  const uint64_t target = std::max(oldest->end(), published_);
   std::vector<Consumer*> laggards;
   for (auto& [_, c] : consumers_) {
     if (c.attached && c.cursor < oldest->end()) laggards.push_back(&c);
@@ -377,6 +387,7 @@ void Scheduler::ApplyLagPolicyLocked() {
       BC_LOG_WARN("consumer {} '{}' blocked the producer for {} ms: skipping {} samples forward",
                   c->id, c->name, config_.lag_timeout.count(), target - c->cursor);
       c->cursor = target;
+      c->skipping = true;
       ++skip_events_;
       ServeLocked(*c);
     } else {

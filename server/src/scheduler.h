@@ -97,7 +97,7 @@ class Scheduler {
   bool HasConsumer(const std::string& identity) const;
   void Next(const std::string& identity, uint64_t request_id);
   void Release(const std::string& identity, const std::vector<uint64_t>& lease_ids);
-  void Bye(const std::string& identity);
+  void Bye(const std::string& identity, const std::vector<uint64_t>& kept_leases);
   void Touch(const std::string& identity);
   // Drops consumers whose process is gone or whose heartbeats stopped.
   void CheckLiveness(std::chrono::milliseconds heartbeat_timeout);
@@ -144,6 +144,9 @@ class Scheduler {
     bool drop_last = true;
     JoinPolicy join = JoinPolicy::kImmediate;
     bool attached = true;
+    // Skipped by the lag policy and not asking for data: its cursor pins
+    // nothing until its next NEXT (Note [Consumer epochs]).
+    bool skipping = false;
     uint64_t start = 0;
     uint64_t cursor = 0;
     uint32_t epoch = 0;

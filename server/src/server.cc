@@ -185,7 +185,7 @@ void Server::Impl::HandleMessage(const std::string& identity, std::span<const ui
   Result<proto::Message> decoded = proto::Decode(payload);
   if (!decoded.ok()) {
     uint64_t& n = bad_messages[identity];
-    if (n++ < 5 || n % 1000 == 0) {
+    if (n++ < 20 || n % 1000 == 0) {
       BC_LOG_WARN("ignored a message from a peer ({} so far from it): {}", n,
                   decoded.status().message());
     }
@@ -247,7 +247,7 @@ void Server::Impl::HandleMessage(const std::string& identity, std::span<const ui
         } else if constexpr (std::is_same_v<T, proto::Heartbeat>) {
           scheduler->Touch(identity);
         } else if constexpr (std::is_same_v<T, proto::Bye>) {
-          scheduler->Bye(identity);
+          scheduler->Bye(identity, msg.kept_leases);
         } else {
           SendTo(identity, proto::Error{0, StatusCode::kInvalidArgument,
                                         std::string("a consumer may not send ") +

@@ -143,7 +143,10 @@ struct Release {
 struct Heartbeat {
   bool operator==(const Heartbeat&) const = default;
 };
+// Leaves the stream. `kept_leases` are the batches the client still holds
+// (Note [Leases]); every other lease of this consumer ends at once.
 struct Bye {
+  std::vector<uint64_t> kept_leases;
   bool operator==(const Bye&) const = default;
 };
 struct Stats {

@@ -1,0 +1,135 @@
+// bc_test_consumer: a consumer process for the end-to-end tests.
+//
+// Reads --epochs consumer epochs (or --batches batches) from a server, checks
+// every byte of the synthetic `image` field and the `label` field against the
+// formula of core/synthetic.h, and writes what it saw as JSON (--out):
+//   {"epochs": [[indices...], ...], "batches": [[first_seq, size, t_ms], ...],
+//    "mismatches": N, "error": "...", "error_code": "...", "batches_per_epoch": N,
+//    "skipped": N}
+// Prints "READY" after the first batch and "HOLDING" when --hold-at is reached
+// (it then keeps that batch for --hold-ms without asking for more), so tests can
+// synchronize on stdout.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "batchcast/client/consumer.h"
+#include "batchcast/core/synthetic.h"
+
+namespace {
+
+int64_t CheckBatch(const batchcast::Batch& batch) {
+  int64_t bad = 0;
+  auto image = batch.field("image");
+  auto label = batch.field("label");
+  if (!image.ok() || !label.ok()) return static_cast<int64_t>(batch.size());
+  const size_t per = image->bytes / batch.size();
+  const auto* img = static_cast<const uint8_t*>(image->data);
+  const auto* lab = static_cast<const int64_t*>(label->data);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const int64_t index = batch.indices()[i];
+    if (batchcast::synthetic::FirstMismatch(index, {img + i * per, per}) >= 0) ++bad;
+    if (lab[i] != batchcast::synthetic::Label(index)) ++bad;
+  }
+  return bad;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"batchcast test consumer"};
+  std::string endpoint, out_path, join = "immediate";
+  uint32_t batch_size = 32, epochs = 1, prefetch = 2;
+  int64_t max_batches = -1, sleep_ms = 0, hold_at = -1, hold_ms = 0, timeout_ms = 0;
+  bool no_drop_last = false, verify = true;
+  app.add_option("--endpoint", endpoint)->required();
+  app.add_option("--batch-size", batch_size);
+  app.add_option("--epochs", epochs);
+  app.add_option("--batches", max_batches);
+  app.add_option("--join", join);
+  app.add_option("--prefetch", prefetch);
+  app.add_option("--sleep-ms", sleep_ms);
+  app.add_option("--hold-at", hold_at);
+  app.add_option("--hold-ms", hold_ms);
+  app.add_option("--timeout-ms", timeout_ms);
+  app.add_option("--out", out_path);
+  app.add_flag("--no-drop-last", no_drop_last);
+  app.add_flag("!--no-verify", verify);
+  CLI11_PARSE(app, argc, argv);
+
+  nlohmann::json result;
+  result["epochs"] = nlohmann::json::array();
+  result["batches"] = nlohmann::json::array();
+  int64_t mismatches = 0;
+  auto write = [&] {
+    result["mismatches"] = mismatches;
+    if (!out_path.empty()) {
+      std::ofstream(out_path + ".tmp") << result.dump();
+      std::rename((out_path + ".tmp").c_str(), out_path.c_str());
+    }
+  };
+
+  batchcast::ConsumerOptions options;
+  options.endpoint = endpoint;
+  options.batch_size = batch_size;
+  options.drop_last = !no_drop_last;
+  options.prefetch = static_cast<uint16_t>(prefetch);
+  options.join = join == "next_epoch" ? batchcast::JoinPolicy::kNextEpoch
+                                      : batchcast::JoinPolicy::kImmediate;
+  options.timeout = std::chrono::milliseconds(timeout_ms);
+  options.name = "test-consumer-" + std::to_string(batch_size);
+  auto consumer = batchcast::Consumer::Connect(options);
+  if (!consumer.ok()) {
+    result["error"] = consumer.status().message();
+    result["error_code"] = std::string(batchcast::StatusCodeName(consumer.status().code()));
+    write();
+    std::cerr << consumer.status().ToString() << "\n";
+    return 3;
+  }
+  result["batches_per_epoch"] = (*consumer)->batches_per_epoch();
+  const auto t0 = std::chrono::steady_clock::now();
+  nlohmann::json current = nlohmann::json::array();
+  int64_t delivered = 0;
+  uint32_t done_epochs = 0;
+  bool ready_printed = false;
+  while (done_epochs < epochs && (max_batches < 0 || delivered < max_batches)) {
+    auto batch = (*consumer)->Next();
+    const double t_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!batch.ok()) {
+      result["error"] = batch.status().message();
+      result["error_code"] = std::string(batchcast::StatusCodeName(batch.status().code()));
+      result["error_t_ms"] = t_ms;
+      break;
+    }
+    if (batch->end_of_epoch()) {
+      result["epochs"].push_back(current);
+      result["skipped"] = batch->skipped();
+      current = nlohmann::json::array();
+      ++done_epochs;
+      continue;
+    }
+    for (int64_t idx : batch->indices()) current.push_back(idx);
+    result["batches"].push_back({batch->first_seq(), batch->size(), t_ms, batch->epoch(), batch->skipped()});
+    result["skipped"] = batch->skipped();
+    if (verify) mismatches += CheckBatch(*batch);
+    ++delivered;
+    if (!ready_printed) {
+      std::cout << "READY" << std::endl;
+      ready_printed = true;
+    }
+    if (hold_at >= 0 && delivered == hold_at + 1) {
+      std::cout << "HOLDING" << std::endl;
+      std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
+      if (verify) mismatches += CheckBatch(*batch);
+    }
+    if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+  }
+  if (!current.empty()) result["partial_epoch"] = current;
+  write();
+  return result.contains("error") ? 4 : 0;
+}

@@ -1,0 +1,596 @@
+// End-to-end tests of the sharing engine: a real server process (or an
+// in-process Server), consumers in separate processes or threads, checked
+// against the synthetic formula and the sampler's order.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+#include <zmq.hpp>
+
+#include "batchcast/client/consumer.h"
+#include "batchcast/core/protocol.h"
+#include "batchcast/core/runtime_dir.h"
+#include "batchcast/core/sampler.h"
+#include "batchcast/core/synthetic.h"
+#include "batchcast/server/server.h"
+#include "process.h"
+
+namespace batchcast {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Process;
+using testing::ReadJson;
+using testing::TempDir;
+using testing::UniqueName;
+using Ms = std::chrono::milliseconds;
+
+double NowMs() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Waits until a server answers STATS; returns its stats.
+nlohmann::json WaitForServer(const std::string& name, Ms timeout = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto r = QueryStats(name, 500ms);
+    if (r.ok()) return nlohmann::json::parse(*r);
+    std::this_thread::sleep_for(20ms);
+  }
+  ADD_FAILURE() << "server " << name << " did not come up";
+  return {};
+}
+
+nlohmann::json Stats(const std::string& name) {
+  auto r = QueryStats(name, 2s);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? nlohmann::json::parse(*r) : nlohmann::json();
+}
+
+std::unique_ptr<Process> StartServer(const std::string& name, std::vector<std::string> extra,
+                                     const std::string& log = "") {
+  std::vector<std::string> argv = {BC_SERVER_BIN, "serve", "--name", name, "--status-interval",
+                                   "0"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  auto p = std::make_unique<Process>(argv, log);
+  WaitForServer(name);
+  return p;
+}
+
+std::unique_ptr<Process> StartConsumer(const std::string& name, const std::string& out,
+                                       std::vector<std::string> extra) {
+  std::vector<std::string> argv = {BC_CONSUMER_BIN, "--endpoint", name, "--out", out};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return std::make_unique<Process>(argv);
+}
+
+std::unique_ptr<Consumer> Connect(const std::string& name, uint32_t batch, JoinPolicy join,
+                                  uint16_t prefetch = 2) {
+  ConsumerOptions o;
+  o.endpoint = name;
+  o.batch_size = batch;
+  o.join = join;
+  o.prefetch = prefetch;
+  o.timeout = 20s;
+  auto c = Consumer::Connect(o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+bool BatchMatchesFormula(const Batch& b) {
+  auto image = b.field("image");
+  auto label = b.field("label");
+  if (!image.ok() || !label.ok()) return false;
+  const size_t per = image->bytes / b.size();
+  for (size_t i = 0; i < b.size(); ++i) {
+    const int64_t idx = b.indices()[i];
+    if (synthetic::FirstMismatch(idx, {static_cast<const uint8_t*>(image->data) + i * per, per}) >= 0) {
+      return false;
+    }
+    if (static_cast<const int64_t*>(label->data)[i] != synthetic::Label(idx)) return false;
+  }
+  return true;
+}
+
+// 1. Exactly once, in the producer's order, every byte right.
+TEST(Engine, ExactlyOnceThreeBatchSizesNextEpoch) {
+  const std::string name = UniqueName("once");
+  const std::string dir = TempDir();
+  auto server = StartServer(name, {"--synthetic", "1000", "--size", "16", "--batch-size", "64",
+                                   "--window", "4", "--min-consumers", "3", "--epochs", "2",
+                                   "--seed", "7"});
+  std::vector<uint32_t> sizes = {32, 48, 100};
+  std::vector<std::unique_ptr<Process>> consumers;
+  for (uint32_t b : sizes) {
+    consumers.push_back(StartConsumer(name, dir + "/c" + std::to_string(b) + ".json",
+                                      {"--batch-size", std::to_string(b), "--join", "next_epoch",
+                                       "--epochs", "2", "--no-drop-last"}));
+  }
+  auto sampler = Sampler::Make(1000, SamplerOptions{7, true, 0, 1});
+  ASSERT_TRUE(sampler.ok());
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    ASSERT_EQ(consumers[k]->Wait(60s), 0) << "consumer " << sizes[k];
+    nlohmann::json r = ReadJson(dir + "/c" + std::to_string(sizes[k]) + ".json");
+    ASSERT_FALSE(r.contains("error")) << r["error"];
+    EXPECT_EQ(r["mismatches"], 0) << "bytes differ from the formula";
+    ASSERT_EQ(r["epochs"].size(), 2u);
+    for (uint64_t e = 0; e < 2; ++e) {
+      std::vector<int64_t> got = r["epochs"][e].get<std::vector<int64_t>>();
+      EXPECT_EQ(got, sampler->EpochOrder(e)) << "batch " << sizes[k] << " epoch " << e;
+      std::set<int64_t> unique(got.begin(), got.end());
+      EXPECT_EQ(unique.size(), 1000u);
+    }
+    EXPECT_EQ(r["batches_per_epoch"], (1000 + sizes[k] - 1) / sizes[k]);
+  }
+  // The stream ended and every consumer left: the server exits by itself.
+  EXPECT_EQ(server->Wait(10s), 0);
+}
+
+// drop_last: floor(L/B) full batches per epoch, then end of epoch.
+TEST(Engine, DropLastGivesFullBatchesOnly) {
+  const std::string name = UniqueName("droplast");
+  auto server = StartServer(name, {"--synthetic", "250", "--size", "8", "--batch-size", "16",
+                                   "--window", "8", "--epochs", "2"});
+  auto c = Connect(name, 48, JoinPolicy::kNextEpoch);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->batches_per_epoch(), 250u / 48);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    uint64_t batches = 0;
+    while (true) {
+      auto b = c->Next();
+      ASSERT_TRUE(b.ok()) << b.status().ToString();
+      if (b->end_of_epoch()) break;
+      EXPECT_EQ(b->size(), 48u);
+      EXPECT_EQ(b->epoch(), static_cast<uint32_t>(epoch));
+      EXPECT_TRUE(BatchMatchesFormula(*b));
+      ++batches;
+    }
+    EXPECT_EQ(batches, c->batches_per_epoch());
+  }
+  auto end = c->Next();
+  ASSERT_FALSE(end.ok());
+  EXPECT_EQ(end.status().code(), StatusCode::kOutOfRange) << end.status().ToString();
+  c.reset();
+  EXPECT_EQ(server->Wait(10s), 0);
+}
+
+struct Record {
+  double t;
+  uint64_t end;  // first_seq + size
+};
+
+// Reads `batches` batches, sleeping `sleep` after each; records (time, end seq).
+void ReadBatches(Consumer* c, int batches, Ms sleep, std::vector<Record>* out, std::mutex* mu,
+                 Status* error = nullptr) {
+  for (int i = 0; i < batches;) {
+    auto b = c->Next();
+    if (!b.ok()) {
+      if (error) *error = b.status();
+      return;
+    }
+    if (b->end_of_epoch()) continue;
+    EXPECT_TRUE(BatchMatchesFormula(*b));
+    {
+      std::lock_guard lock(*mu);
+      out->push_back({NowMs(), b->first_seq() + b->size()});
+    }
+    ++i;
+    if (sleep.count() > 0) std::this_thread::sleep_for(sleep);
+  }
+}
+
+// 2a. block: the fastest never gets more than `window` slots ahead of the slowest.
+TEST(Engine, WindowBoundsTheFastestUnderBlock) {
+  const std::string name = UniqueName("window");
+  const int window = 4, producer_batch = 16, slow_batch = 16;
+  auto server = StartServer(name, {"--synthetic", "100000", "--size", "8", "--batch-size",
+                                   std::to_string(producer_batch), "--window", std::to_string(window),
+                                   "--min-consumers", "2"});
+  auto fast = Connect(name, 16, JoinPolicy::kImmediate);
+  auto slow = Connect(name, slow_batch, JoinPolicy::kImmediate);
+  ASSERT_TRUE(fast && slow);
+  std::mutex mu;
+  std::vector<Record> f, s;
+  std::thread tf(ReadBatches, fast.get(), 150, 0ms, &f, &mu, nullptr);
+  std::thread ts(ReadBatches, slow.get(), 40, 10ms, &s, &mu, nullptr);
+  ts.join();
+  slow.reset();  // the fast one may now run free
+  tf.join();
+  // For every batch the fast consumer got, compare with what the slow one had
+  // received by then. The server-side cursor of the slow one may be ahead of
+  // what it received by its requests in flight (prefetch 2, plus one top-up).
+  const uint64_t bound = uint64_t{window} * producer_batch + 3 * slow_batch;
+  uint64_t worst = 0;
+  for (const Record& r : f) {
+    if (s.empty() || r.t > s.back().t) break;  // the slow one is gone or done
+    uint64_t slow_end = 0;
+    for (const Record& q : s) {
+      if (q.t <= r.t) slow_end = q.end;
+    }
+    if (r.end > slow_end) worst = std::max(worst, r.end - slow_end);
+  }
+  EXPECT_LE(worst, bound) << "fast consumer ran ahead of the window";
+  EXPECT_GT(worst, 0u);
+}
+
+// 2b. skip: the others are not slowed beyond lag_timeout; the laggard's skip is reported.
+TEST(Engine, SkipPolicyKeepsOthersGoing) {
+  const std::string name = UniqueName("skip");
+  // The laggard may pin prefetch + 1 slots with leases (which skip never
+  // breaks), so the window leaves room for the fast one beyond that.
+  auto server = StartServer(name, {"--synthetic", "100000", "--size", "8", "--batch-size", "16",
+                                   "--window", "8", "--min-consumers", "2", "--lag-policy", "skip",
+                                   "--lag-timeout", "0.2"});
+  auto fast = Connect(name, 16, JoinPolicy::kImmediate);
+  auto slow = Connect(name, 16, JoinPolicy::kImmediate);
+  ASSERT_TRUE(fast && slow);
+  std::mutex mu;
+  std::vector<Record> f, s;
+  std::thread ts([&] {
+    // Sleeps 600 ms per batch: far slower than lag_timeout.
+    for (int i = 0; i < 5; ++i) {
+      auto b = slow->Next();
+      ASSERT_TRUE(b.ok()) << b.status().ToString();
+      if (b->end_of_epoch()) continue;
+      EXPECT_TRUE(BatchMatchesFormula(*b));
+      {
+        std::lock_guard lock(mu);
+        s.push_back({NowMs(), b->skipped()});
+      }
+      std::this_thread::sleep_for(600ms);
+    }
+  });
+  ReadBatches(fast.get(), 300, 1ms, &f, &mu);
+  ts.join();
+  double max_gap = 0;
+  for (size_t i = 1; i < f.size(); ++i) max_gap = std::max(max_gap, f[i].t - f[i - 1].t);
+  EXPECT_LT(max_gap, 200 + 400) << "the fast consumer was held past lag_timeout";
+  ASSERT_FALSE(s.empty());
+  EXPECT_GT(s.back().end, 0u) << "the slow consumer's skipped count was not reported";
+  auto st = Stats(name);
+  EXPECT_GT(st["skip_events"].get<int>(), 0);
+}
+
+// 2c. evict: the laggard gets a clear error; the others go on.
+TEST(Engine, EvictPolicyDisconnectsLaggard) {
+  const std::string name = UniqueName("evict");
+  auto server = StartServer(name, {"--synthetic", "100000", "--size", "8", "--batch-size", "16",
+                                   "--window", "4", "--min-consumers", "2", "--lag-policy", "evict",
+                                   "--lag-timeout", "0.2"});
+  auto fast = Connect(name, 16, JoinPolicy::kImmediate);
+  auto slow = Connect(name, 16, JoinPolicy::kImmediate);
+  ASSERT_TRUE(fast && slow);
+  auto first = slow->Next();
+  ASSERT_TRUE(first.ok());
+  first = Batch();  // release; then stop reading for a while
+  std::mutex mu;
+  std::vector<Record> f;
+  ReadBatches(fast.get(), 200, 0ms, &f, &mu);
+  EXPECT_EQ(f.size(), 200u);
+  Status error;
+  for (int i = 0; i < 20 && error.ok(); ++i) {
+    auto b = slow->Next();
+    if (!b.ok()) error = b.status();
+  }
+  ASSERT_FALSE(error.ok());
+  EXPECT_EQ(error.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(error.message().find("evicted"), std::string::npos) << error.message();
+  EXPECT_GE(Stats(name)["consumers_evicted"].get<int>(), 1);
+}
+
+// 3. Leases: a held batch never changes while the others (and its own
+// consumer) run far past it.
+TEST(Engine, HeldBatchNeverChanges) {
+  for (const char* policy : {"block", "skip"}) {
+    SCOPED_TRACE(policy);
+    const std::string name = UniqueName("lease");
+    auto server = StartServer(name, {"--synthetic", "100000", "--size", "16", "--batch-size", "16",
+                                     "--window", "4", "--min-consumers", "2", "--lag-policy",
+                                     policy, "--lag-timeout", "0.1"});
+    auto holder = Connect(name, 16, JoinPolicy::kImmediate);
+    auto other = Connect(name, 16, JoinPolicy::kImmediate);
+    ASSERT_TRUE(holder && other);
+    auto held = holder->Next();
+    ASSERT_TRUE(held.ok());
+    ASSERT_TRUE(held->zero_copy());
+    auto image = held->field("image");
+    ASSERT_TRUE(image.ok());
+    std::vector<uint8_t> copy(static_cast<const uint8_t*>(image->data),
+                              static_cast<const uint8_t*>(image->data) + image->bytes);
+    std::atomic<bool> done{false};
+    std::mutex mu;
+    std::vector<Record> o;
+    std::thread t([&] { ReadBatches(other.get(), 400, 0ms, &o, &mu); done = true; });
+    // block: the holder keeps reading (its cursor moves on) but keeps batch 0.
+    // skip: the holder stops reading entirely; the producer skips it.
+    const auto until = std::chrono::steady_clock::now() + 2s;
+    while (std::chrono::steady_clock::now() < until && !done) {
+      if (std::string(policy) == "block") {
+        auto b = holder->Next();
+        ASSERT_TRUE(b.ok());
+      } else {
+        std::this_thread::sleep_for(10ms);
+      }
+      ASSERT_EQ(0, std::memcmp(copy.data(), image->data, copy.size())) << "held batch changed";
+    }
+    t.join();
+    EXPECT_EQ(o.size(), 400u);
+    EXPECT_GT(o.back().end, 4u * 16 * 4) << "the others did not run far past the held slot";
+    EXPECT_EQ(0, std::memcmp(copy.data(), image->data, copy.size()));
+    EXPECT_TRUE(BatchMatchesFormula(*held));
+  }
+}
+
+// 4. Late join with `immediate`: the first batch comes at once, and its epoch
+// has batches_per_epoch batches.
+TEST(Engine, LateImmediateJoin) {
+  const std::string name = UniqueName("late");
+  auto server = StartServer(name, {"--synthetic", "640", "--size", "8", "--batch-size", "32",
+                                   "--window", "4"});
+  auto first = Connect(name, 32, JoinPolicy::kImmediate);
+  ASSERT_TRUE(first);
+  std::atomic<bool> stop{false};
+  std::thread t([&] {
+    while (!stop) {
+      auto b = first->Next();
+      if (!b.ok()) return;
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  std::this_thread::sleep_for(300ms);  // the stream is well under way
+  const auto t0 = std::chrono::steady_clock::now();
+  auto late = Connect(name, 40, JoinPolicy::kImmediate);
+  ASSERT_TRUE(late);
+  auto b = late->Next();
+  const auto wait = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(b.ok());
+  EXPECT_LT(wait, 200ms) << "an immediate joiner waited for the producer";
+  EXPECT_GT(b->first_seq(), 0u);
+  uint64_t batches = 1, samples = b->size();
+  while (true) {
+    auto n = late->Next();
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    if (n->end_of_epoch()) break;
+    EXPECT_TRUE(BatchMatchesFormula(*n));
+    ++batches;
+    samples += n->size();
+  }
+  EXPECT_EQ(batches, late->batches_per_epoch());
+  EXPECT_EQ(samples, late->batches_per_epoch() * 40);
+  stop = true;
+  t.join();
+}
+
+// 5a. kill -9 of a consumer holding a batch: the others go on within 2 s and
+// the ring is fully reclaimed.
+TEST(Engine, KilledConsumerIsReclaimed) {
+  const std::string name = UniqueName("killc");
+  const std::string dir = TempDir();
+  auto server = StartServer(name, {"--synthetic", "100000", "--size", "8", "--batch-size", "16",
+                                   "--window", "4", "--min-consumers", "2"});
+  auto victim = StartConsumer(name, dir + "/victim.json",
+                              {"--batch-size", "16", "--hold-at", "3", "--hold-ms", "60000",
+                               "--epochs", "1000"});
+  auto survivor = Connect(name, 16, JoinPolicy::kImmediate);
+  ASSERT_TRUE(survivor);
+  std::mutex mu;
+  std::vector<Record> before;
+  ReadBatches(survivor.get(), 2, 0ms, &before, &mu);
+  ASSERT_TRUE(victim->WaitForLine("HOLDING", 10s));
+  // The victim holds a lease and its cursor pins the ring (block): the
+  // survivor stalls until the victim dies.
+  victim->Kill(SIGKILL);
+  const double killed = NowMs();
+  std::vector<Record> after;
+  ReadBatches(survivor.get(), 50, 0ms, &after, &mu);
+  ASSERT_EQ(after.size(), 50u);
+  EXPECT_LT(after.front().t - killed, 2000) << "survivor resumed too late";
+  auto st = Stats(name);
+  ASSERT_EQ(st["consumers"].size(), 1u);
+  EXPECT_EQ(st["consumers_lost"].get<int>(), 1);
+  EXPECT_LE(st["consumers"][0]["leases"].get<int>(), 2);
+  survivor.reset();
+  std::this_thread::sleep_for(100ms);
+  st = Stats(name);
+  EXPECT_EQ(st["slots"]["leased"].get<int>(), 0) << st.dump();
+  EXPECT_EQ(st["consumers"].size(), 0u);
+}
+
+// 5b/c. kill -9 of the server: every consumer's Next() fails within 2 s; a
+// restarted server with the same name starts cleanly.
+TEST(Engine, KilledServerFailsConsumersAndRestarts) {
+  const std::string name = UniqueName("kills");
+  const std::string dir = TempDir();
+  auto server = StartServer(name, {"--synthetic", "100000", "--size", "8", "--batch-size", "16",
+                                   "--window", "4", "--min-consumers", "2"});
+  std::vector<std::unique_ptr<Process>> consumers;
+  for (int i = 0; i < 2; ++i) {
+    consumers.push_back(StartConsumer(name, dir + "/c" + std::to_string(i) + ".json",
+                                      {"--batch-size", "16", "--epochs", "100000", "--sleep-ms", "2"}));
+  }
+  ASSERT_TRUE(consumers[0]->WaitForLine("READY", 10s));
+  ASSERT_TRUE(consumers[1]->WaitForLine("READY", 10s));
+  server->Kill(SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  for (auto& c : consumers) {
+    EXPECT_EQ(c->Wait(5s), 4) << "consumer did not fail";
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, 2500ms);
+  for (int i = 0; i < 2; ++i) {
+    auto r = ReadJson(dir + "/c" + std::to_string(i) + ".json");
+    EXPECT_EQ(r["error_code"], "Unavailable") << r.dump();
+    EXPECT_EQ(r["mismatches"], 0);
+  }
+  // Restart with the same name: stale socket, lock and shared memory are cleaned up.
+  auto again = StartServer(name, {"--synthetic", "1000", "--size", "8", "--batch-size", "16",
+                                  "--window", "4"});
+  auto c = Connect(name, 16, JoinPolicy::kImmediate);
+  ASSERT_TRUE(c);
+  auto b = c->Next();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_TRUE(BatchMatchesFormula(*b));
+}
+
+// A second server with the same name is refused with a clear message.
+TEST(Engine, SecondServerWithSameNameIsRefused) {
+  const std::string name = UniqueName("dup");
+  auto server = StartServer(name, {"--synthetic", "100", "--size", "8"});
+  Process second({BC_SERVER_BIN, "serve", "--synthetic", "100", "--name", name});
+  EXPECT_EQ(second.Wait(10s), 1);
+}
+
+// 6. Hostile peers: garbage never disturbs the server or the others.
+TEST(Engine, HostilePeersDoNotDisturbOthers) {
+  const std::string name = UniqueName("hostile");
+  const std::string dir = TempDir();
+  auto server = StartServer(name, {"--synthetic", "100000", "--size", "8", "--batch-size", "16",
+                                   "--window", "8", "--max-leases", "4"},
+                            dir + "/server.log");
+  auto good = Connect(name, 16, JoinPolicy::kImmediate);
+  ASSERT_TRUE(good);
+  std::mutex mu;
+  std::vector<Record> got;
+  std::atomic<bool> stop{false};
+  std::thread reader([&] {
+    while (!stop) {
+      auto b = good->Next();
+      ASSERT_TRUE(b.ok()) << b.status().ToString();
+      if (b->end_of_epoch()) continue;
+      ASSERT_TRUE(BatchMatchesFormula(*b));
+      std::lock_guard lock(mu);
+      got.push_back({NowMs(), b->first_seq() + b->size()});
+    }
+  });
+
+  auto endpoint = ResolveEndpoint(name);
+  ASSERT_TRUE(endpoint.ok());
+  zmq::context_t ctx;
+  auto send_all = [&](zmq::socket_t& s, const std::vector<std::string>& frames) {
+    for (const std::string& f : frames) s.send(zmq::buffer(f), zmq::send_flags::dontwait);
+  };
+  std::string next = proto::Encode(proto::Next{1});
+  std::string hello = proto::Encode(proto::Hello{"hostile", 1, 16, true, JoinPolicy::kImmediate, 2, ""});
+  std::vector<std::string> garbage = {"", "B", "BC", "xxxxxxxxxxxxxxxx", next.substr(0, 9)};
+  std::string wrong_version = next;
+  wrong_version[2] = 99;
+  garbage.push_back(wrong_version);
+  std::string huge = proto::Encode(proto::Release{{1, 2, 3}});
+  huge[6] = '\xff';
+  huge[7] = '\xff';
+  huge[8] = '\xff';
+  huge[9] = '\x7f';  // 2^31 lease ids in a 30-byte message
+  garbage.push_back(huge);
+  std::string bad_hello = proto::Encode(proto::Hello{"zero", 1, 0, true, JoinPolicy::kImmediate, 2, ""});
+  garbage.push_back(bad_hello);
+  garbage.push_back(proto::Encode(proto::Welcome{}));  // a message only servers send
+  std::mt19937 rng(42);
+  for (int i = 0; i < 300; ++i) {
+    std::string r(rng() % 200, '\0');
+    for (char& ch : r) ch = static_cast<char>(rng());
+    if (i % 2 == 0 && r.size() >= 6) {  // valid header, random body
+      r[0] = 'B';
+      r[1] = 'C';
+      r[2] = 1;
+      r[3] = 0;
+      r[4] = static_cast<char>(1 + rng() % 11);
+    }
+    garbage.push_back(r);
+  }
+  {
+    zmq::socket_t s(ctx, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.connect(*endpoint);
+    send_all(s, {next});  // NEXT before HELLO
+    send_all(s, garbage);
+    // Multi-frame message.
+    s.send(zmq::buffer(next), zmq::send_flags::sndmore);
+    s.send(zmq::buffer(next), zmq::send_flags::none);
+    std::this_thread::sleep_for(300ms);
+  }
+  // A consumer that takes batches and never releases them (nor heartbeats):
+  // it hits the lease limit and is dropped after the heartbeat timeout.
+  {
+    zmq::socket_t s(ctx, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.connect(*endpoint);
+    send_all(s, {hello});
+    for (uint64_t i = 1; i <= 20; ++i) send_all(s, {proto::Encode(proto::Next{i})});
+    std::this_thread::sleep_for(3500ms);
+  }
+  std::this_thread::sleep_for(300ms);
+  stop = true;
+  reader.join();
+  ASSERT_FALSE(got.empty());
+  double max_gap = 0;
+  for (size_t i = 1; i < got.size(); ++i) max_gap = std::max(max_gap, got[i].t - got[i - 1].t);
+  EXPECT_LT(max_gap, 2600) << "the good consumer was stalled";
+  EXPECT_GT(got.size(), 100u);
+  auto st = Stats(name);
+  EXPECT_EQ(st["consumers"].size(), 1u) << st.dump();
+  EXPECT_EQ(st["consumers_lost"].get<int>(), 1);
+  good.reset();
+  server->Kill(SIGTERM);
+  EXPECT_EQ(server->Wait(10s), 0);
+  std::ifstream log(dir + "/server.log");
+  std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("protocol version mismatch"), std::string::npos) << text;
+  EXPECT_NE(text.find("no heartbeat for"), std::string::npos) << text;
+  EXPECT_NE(text.find("refused consumer 'zero'"), std::string::npos) << text;
+}
+
+// The in-process Server with an external producer (what batchcast.Producer uses).
+TEST(Engine, ExternalProducer) {
+  ServerOptions o;
+  o.name = UniqueName("external");
+  o.batch_size = 10;
+  o.window = 4;
+  std::vector<FieldSpec> fields = {{"x", DType::kInt64, {2}, MemoryKind::kHost}};
+  auto server = Server::StartExternal(o, fields, 25);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  std::thread producer([&] {
+    for (uint32_t epoch = 0; epoch < 2; ++epoch) {
+      for (int64_t off = 0; off < 25; off += 10) {
+        std::vector<int64_t> idx;
+        for (int64_t i = off; i < std::min<int64_t>(25, off + 10); ++i) idx.push_back(i);
+        auto slot = (*server)->BeginBatch(epoch, idx, 10s);
+        ASSERT_TRUE(slot.ok()) << slot.status().ToString();
+        auto* x = reinterpret_cast<int64_t*>(slot->field_data[0]);
+        for (size_t i = 0; i < idx.size(); ++i) {
+          x[2 * i] = idx[i];
+          x[2 * i + 1] = epoch;
+        }
+        ASSERT_TRUE((*server)->CommitBatch(*slot).ok());
+      }
+    }
+    (*server)->EndStream();
+  });
+  auto c = Connect(o.name, 5, JoinPolicy::kNextEpoch);
+  ASSERT_TRUE(c);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    int64_t expect = 0;
+    while (true) {
+      auto b = c->Next();
+      ASSERT_TRUE(b.ok()) << b.status().ToString();
+      if (b->end_of_epoch()) break;
+      auto x = b->field("x");
+      ASSERT_TRUE(x.ok());
+      for (size_t i = 0; i < b->size(); ++i) {
+        EXPECT_EQ(static_cast<const int64_t*>(x->data)[2 * i], expect++);
+        EXPECT_EQ(static_cast<const int64_t*>(x->data)[2 * i + 1], epoch);
+      }
+    }
+    EXPECT_EQ(expect, 25);
+  }
+  EXPECT_EQ(c->Next().status().code(), StatusCode::kOutOfRange);
+  producer.join();
+  c.reset();
+  EXPECT_TRUE((*server)->WaitFor(5s));
+}
+
+}  // namespace
+}  // namespace batchcast
