@@ -123,6 +123,7 @@ int main(int argc, char** argv) {
   CLI::App app{"batchcast-server: decode and augment each sample once, share batches with "
                "several training processes"};
   app.require_subcommand(1);
+  app.fallthrough();  // --log-level may follow the subcommand
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));

@@ -22,6 +22,9 @@ std::string DefaultConsumerName() {
   return exe + ":" + std::to_string(getpid());
 }
 
+// The longest a released lease waits for a NEXT to carry it.
+constexpr std::chrono::milliseconds kReleaseFlush(10);
+
 int64_t MsSince(SteadyClock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - t).count();
 }
@@ -159,13 +162,8 @@ void Connection::Release(uint64_t lease_id) {
     releases_.push_back(lease_id);
     held_.erase(lease_id);
   }
-  if (sock_mu_.try_lock()) {
-    FlushReleasesLocked();
-    sock_mu_.unlock();
-  } else {
-    uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
-  }
+  // The next NEXT carries it; if none comes, the heartbeat thread sends it
+  // within kReleaseFlush.
 }
 
 void Connection::FlushReleasesLocked() {
@@ -248,7 +246,12 @@ void Connection::KeepAliveLocked() {
 
 void Connection::TopUpLocked() {
   while (!detached_ && fatal_.ok() && in_flight_ + replies_.size() < options_.prefetch) {
-    SendLocked(proto::Next{next_request_id_++});
+    proto::Next next{next_request_id_++, {}};
+    {
+      std::lock_guard lock(release_mu_);
+      next.releases.swap(releases_);
+    }
+    SendLocked(next);
     ++in_flight_;
   }
 }
@@ -409,10 +412,9 @@ void Connection::Detach() {
 }
 
 void Connection::HeartbeatLoop() {
-  const auto interval = std::chrono::milliseconds(std::max<uint32_t>(welcome_.heartbeat_interval_ms, 10));
   std::unique_lock lock(hb_mu_);
   while (!hb_stop_) {
-    hb_cv_.wait_for(lock, interval / 2);
+    hb_cv_.wait_for(lock, kReleaseFlush);
     if (hb_stop_) break;
     if (sock_mu_.try_lock()) {
       if (fatal_.ok()) {

@@ -10,9 +10,8 @@
 // ZeroMQ sockets are not thread-safe. The socket is used only under sock_mu_:
 // by Next() (the user's thread, which also sends heartbeats and releases
 // while it waits) and by the heartbeat thread, which only try_locks and so
-// never delays Next(). Batch destruction on any thread queues the lease id
-// and wakes the poller through wake_fd_, or sends it itself when the socket
-// is free.
+// never delays Next(). Batch destruction on any thread only queues the lease
+// id: the next NEXT carries it, or the heartbeat thread sends it within 10 ms.
 #pragma once
 
 #include <atomic>

@@ -72,7 +72,11 @@ void Write(Writer& w, const Welcome& m) {
   w.Put(m.heartbeat_timeout_ms);
 }
 
-void Write(Writer& w, const Next& m) { w.Put(m.request_id); }
+void Write(Writer& w, const Next& m) {
+  w.Put(m.request_id);
+  w.Put(static_cast<uint32_t>(m.releases.size()));
+  w.PutBytes(m.releases.data(), m.releases.size() * sizeof(uint64_t));
+}
 
 void Write(Writer& w, const Batch& m) {
   w.Put(m.request_id);
@@ -200,7 +204,14 @@ bool Read(Reader& r, Welcome& m) {
          r.Get(m.heartbeat_timeout_ms);
 }
 
-bool Read(Reader& r, Next& m) { return r.Get(m.request_id); }
+bool Read(Reader& r, Next& m) {
+  uint32_t n = 0;
+  if (!r.Get(m.request_id) || !r.GetCount(n, kMaxReleases, sizeof(uint64_t), "lease")) {
+    return false;
+  }
+  m.releases.resize(n);
+  return r.GetBytes(m.releases.data(), n * sizeof(uint64_t));
+}
 
 bool Read(Reader& r, Batch& m) {
   uint32_t n = 0;

@@ -241,7 +241,11 @@ void Server::Impl::HandleMessage(const std::string& identity, std::span<const ui
       [&](auto& msg) {
         using T = std::decay_t<decltype(msg)>;
         if constexpr (std::is_same_v<T, proto::Next>) {
+          // Answer first, then release: the release wakes the producer, which
+          // should not delay the reply.
           scheduler->Next(identity, msg.request_id);
+          FlushOutbox();
+          if (!msg.releases.empty()) scheduler->Release(identity, msg.releases);
         } else if constexpr (std::is_same_v<T, proto::Release>) {
           scheduler->Release(identity, msg.lease_ids);
         } else if constexpr (std::is_same_v<T, proto::Heartbeat>) {

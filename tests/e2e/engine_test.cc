@@ -393,7 +393,8 @@ TEST(Engine, KilledConsumerIsReclaimed) {
   auto st = Stats(name);
   ASSERT_EQ(st["consumers"].size(), 1u);
   EXPECT_EQ(st["consumers_lost"].get<int>(), 1);
-  EXPECT_LE(st["consumers"][0]["leases"].get<int>(), 2);
+  // prefetch (2) + the last batch, whose release rides on the next NEXT.
+  EXPECT_LE(st["consumers"][0]["leases"].get<int>(), 3);
   survivor.reset();
   std::this_thread::sleep_for(100ms);
   st = Stats(name);

@@ -1,0 +1,97 @@
+// bench_roundtrip: the cost of Consumer::Next() against a real server process
+// over ipc://, with a zero-copy result (consumer batch = producer batch).
+//
+//   build/benchmarks/bench_roundtrip [--benchmark_min_time=2]
+//
+// Reports the mean per Next() (Google Benchmark's time) and, as counters, the
+// p50/p99 latency of single calls in microseconds. prefetch=1 measures a full
+// NEXT -> BATCH round trip; prefetch=2 (the default) what a training loop sees.
+#include <benchmark/benchmark.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "batchcast/client/consumer.h"
+
+extern char** environ;
+
+namespace {
+
+class ServerProcess {
+ public:
+  explicit ServerProcess(const std::string& name) {
+    std::vector<std::string> args = {BC_SERVER_BIN, "serve", "--synthetic", "1000000", "--size",
+                                     "16", "--batch-size", "64", "--window", "8", "--name", name,
+                                     "--status-interval", "0", "--log-level", "warn", "--workers",
+                                     "1"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ);
+    for (int i = 0; i < 200; ++i) {
+      if (batchcast::QueryStats(name, std::chrono::milliseconds(200)).ok()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ~ServerProcess() {
+    kill(pid_, SIGTERM);
+    waitpid(pid_, nullptr, 0);
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+void BM_Next(benchmark::State& state) {
+  const std::string name = "bench-rt-" + std::to_string(getpid()) + "-" +
+                           std::to_string(state.range(0)) + "-" + std::to_string(state.range(1));
+  ServerProcess server(name);
+  batchcast::ConsumerOptions options;
+  options.endpoint = name;
+  options.batch_size = static_cast<uint32_t>(state.range(1));
+  options.prefetch = static_cast<uint16_t>(state.range(0));
+  auto consumer = batchcast::Consumer::Connect(options);
+  if (!consumer.ok()) {
+    state.SkipWithError(consumer.status().ToString().c_str());
+    return;
+  }
+  for (int i = 0; i < 200; ++i) (void)(*consumer)->Next();  // warm up
+  std::vector<double> us;
+  us.reserve(1 << 20);
+  size_t zero_copy = 0, batches = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto batch = (*consumer)->Next();
+    const auto t1 = std::chrono::steady_clock::now();
+    if (!batch.ok()) {
+      state.SkipWithError(batch.status().ToString().c_str());
+      break;
+    }
+    if (!batch->end_of_epoch()) {
+      ++batches;
+      zero_copy += batch->zero_copy();
+      benchmark::DoNotOptimize(batch->field("image"));
+    }
+    us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+  std::sort(us.begin(), us.end());
+  if (!us.empty()) {
+    state.counters["p50_us"] = us[us.size() / 2];
+    state.counters["p99_us"] = us[us.size() * 99 / 100];
+    state.counters["zero_copy"] = batches ? static_cast<double>(zero_copy) / batches : 0;
+  }
+}
+
+// {prefetch, consumer batch}: 64 = the producer batch (one segment, zero copy).
+BENCHMARK(BM_Next)->Args({1, 64})->Args({2, 64})->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
