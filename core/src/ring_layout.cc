@@ -22,13 +22,18 @@ Result<RingLayout> RingLayout::Make(std::vector<FieldSpec> fields, uint32_t wind
     if (!names.insert(f.name).second) {
       return InvalidArgumentError("field '" + f.name + "' appears twice");
     }
+    uint64_t per_sample = DTypeSize(f.dtype);
     for (int64_t d : f.shape) {
       if (d <= 0 || d > (int64_t{1} << 31)) {
         return InvalidArgumentError("field '" + f.name + "' has a dimension of " +
                                     std::to_string(d));
       }
+      if (__builtin_mul_overflow(per_sample, static_cast<uint64_t>(d), &per_sample) ||
+          per_sample > kMaxRingBytes) {
+        return InvalidArgumentError("ring too large: one sample of field '" + f.name +
+                                    "' alone needs more than 1 TiB");
+      }
     }
-    const size_t per_sample = f.bytes_per_sample();
     if (per_sample > kMaxRingBytes / batch_size / window) {
       return InvalidArgumentError("ring too large: field '" + f.name + "' alone needs more than 1 TiB");
     }

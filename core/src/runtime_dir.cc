@@ -111,11 +111,11 @@ InstanceLock& InstanceLock::operator=(InstanceLock&& other) noexcept {
   return *this;
 }
 
+// The lock file is never deleted: unlinking it would let two servers lock two
+// different inodes under one path (one that opened the old file before the
+// unlink, one that created the new file after it).
 InstanceLock::~InstanceLock() {
-  if (fd_ >= 0) {
-    unlink(path_.c_str());
-    close(fd_);
-  }
+  if (fd_ >= 0) close(fd_);
 }
 
 bool ProcessAlive(int pid) {

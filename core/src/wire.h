@@ -48,6 +48,7 @@ class Reader {
   }
   bool GetBytes(void* out, size_t n) {
     if (!Need(n)) return false;
+    if (n == 0) return true;  // `out` may be null for an empty list
     std::memcpy(out, data_.data() + pos_, n);
     pos_ += n;
     return true;
