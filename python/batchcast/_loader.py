@@ -60,8 +60,11 @@ class Loader:
     directly (DLPack) when the batch lies in one ring slot, or a private copy
     when it spans two. A zero-copy batch *leases* its slot: the server does not
     overwrite it until the last tensor viewing the batch is freed (the DLPack
-    deleter). Holding on to tensors therefore pins ring slots (at most
-    ``max_leases``, 16 by default, per consumer); ``.clone()`` what you keep.
+    deleter). Holding on to tensors therefore pins ring slots: keeping the
+    batches of ``window`` slots alive (``list(loader)``, a list of every
+    batch's outputs that still reference the inputs, ...) stalls the producer
+    and so every consumer; a consumer may also hold at most ``max_leases`` (16
+    by default) batches. ``.clone()`` what you keep.
 
     Not thread-safe: iterate one Loader from one thread (tensors may be freed
     on any thread).
