@@ -14,14 +14,13 @@
 #include "batchcast/core/ring_layout.h"
 #include "batchcast/core/runtime_dir.h"
 #include "batchcast/core/sampler.h"
+#include "batchcast/server/image_source.h"
 #include "batchcast/server/synthetic_source.h"
 #include "batchcast/server/thread_pool.h"
 #include "ring_memory.h"
 #include "scheduler.h"
 
 namespace batchcast {
-
-Result<std::unique_ptr<Source>> MakeImageSource(const ServerOptions& options);  // image_source.cc
 
 Result<std::unique_ptr<Source>> MakeSource(const ServerOptions& options) {
   if (options.synthetic > 0) {
