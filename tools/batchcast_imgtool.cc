@@ -80,7 +80,8 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--print-crop", print_crop, "print the crop box in source pixels");
   app.add_flag("--info", print_info, "print the JPEG header fields");
-  app.add_option("--interpolation", interpolation, "resize filter (experiments): auto, linear, area")
+  app.add_option("--interpolation", interpolation,
+                 "resize filter (experiments): auto, linear, area")
       ->check(CLI::IsMember({"auto", "linear", "area"}));
   app.add_flag("--no-dct-scaling", no_dct_scaling, "always decode at full size (experiments)");
   app.add_flag("--no-cropped-decode", no_cropped_decode,
@@ -93,8 +94,8 @@ int main(int argc, char** argv) {
                          : interpolation == "area" ? Interpolation::kArea
                                                    : Interpolation::kAuto;
 
-  options.kind = transform == "train" ? TransformOptions::Kind::kTrain
-                                      : TransformOptions::Kind::kEval;
+  options.kind =
+      transform == "train" ? TransformOptions::Kind::kTrain : TransformOptions::Kind::kEval;
   options.dtype = *batchcast::ParseDType(dtype_name);
   options.nchw = layout == "nchw";
   if (!mean.empty()) std::copy(mean.begin(), mean.end(), options.mean.begin());

@@ -113,6 +113,11 @@ TEST(ReadJpegInfo, BadInputIsDataLoss) {
   info = ReadJpegInfo(random);
   EXPECT_EQ(info.status().code(), StatusCode::kDataLoss) << info.status().ToString();
 
+  // A colour space that has no RGB meaning.
+  info = ReadJpegInfo(testing::EncodeUnknownJpeg(16, 16, 2));
+  EXPECT_EQ(info.status().code(), StatusCode::kDataLoss) << info.status().ToString();
+  EXPECT_NE(info.status().message().find("colour space"), std::string::npos);
+
   // The header cut short.
   const auto jpeg = EncodeJpeg(SmoothRgb(64, 64));
   info = ReadJpegInfo(std::span(jpeg).first(100));
@@ -200,11 +205,10 @@ int PillowChannel(int stored_c, int stored_k) {
 
 TEST(JpegDecoder, CmykAndYcckToRgb) {
   // Four flat quadrants of known (true) CMYK, stored inverted (Adobe convention).
-  const int cmyk_colors[4][4] = {
-      {0, 0, 0, 0},        // white
-      {255, 0, 0, 0},      // cyan
-      {0, 200, 255, 40},   // dark orange-ish
-      {30, 60, 90, 200}};  // near black
+  const int cmyk_colors[4][4] = {{0, 0, 0, 0},        // white
+                                 {255, 0, 0, 0},      // cyan
+                                 {0, 200, 255, 40},   // dark orange-ish
+                                 {30, 60, 90, 200}};  // near black
   Image stored{32, 32, 4, std::vector<uint8_t>(32 * 32 * 4)};
   for (int y = 0; y < 32; ++y) {
     for (int x = 0; x < 32; ++x) {
@@ -257,9 +261,9 @@ TEST(JpegDecoder, CroppedDecodeMatchesFullDecode) {
     auto full_result = decoder.DecodeRgb(jpeg, 0);
     ASSERT_TRUE(full_result.ok());
     const Image full = ToImage(*full_result);
-    for (const PixelRect r : {PixelRect{0, 0, 300, 200}, PixelRect{37, 51, 100, 80},
-                              PixelRect{150, 0, 150, 10}, PixelRect{0, 190, 1, 10},
-                              PixelRect{299, 199, 1, 1}, PixelRect{64, 32, 32, 16}}) {
+    for (const PixelRect r :
+         {PixelRect{0, 0, 300, 200}, PixelRect{37, 51, 100, 80}, PixelRect{150, 0, 150, 10},
+          PixelRect{0, 190, 1, 10}, PixelRect{299, 199, 1, 1}, PixelRect{64, 32, 32, 16}}) {
       ASSERT_TRUE(decoder.ReadHeader(jpeg, 0).ok());
       auto part = decoder.Decode(1, r, false);
       ASSERT_TRUE(part.ok()) << part.status().ToString();

@@ -34,7 +34,7 @@ TransformOptions Options(TransformOptions::Kind kind, DType dtype, bool nchw, in
 
 template <typename T>
 std::vector<T> Transform(CpuImagePipeline& p, const std::vector<uint8_t>& jpeg, uint32_t epoch,
-                   int64_t index, CropParams* crop = nullptr) {
+                         int64_t index, CropParams* crop = nullptr) {
   std::vector<T> out(p.output_bytes() / sizeof(T));
   const Status s = p.Process(jpeg, epoch, index, out.data(), crop);
   EXPECT_TRUE(s.ok()) << s.ToString();
@@ -181,9 +181,9 @@ TEST(CpuImagePipeline, MatchesDecodeCropResizeExactly) {
   tuning.allow_cropped_decode = false;
   tuning.interpolation = PipelineTuning::Interpolation::kLinear;
   CpuImagePipeline p(Options(TransformOptions::Kind::kTrain, DType::kUInt8, false, 64), tuning);
-  for (const CropParams crop : {CropParams{0, 0, 320, 240, false}, CropParams{10, 20, 100, 50, true},
-                                CropParams{100, 3, 40, 41, false},
-                                CropParams{250, 200, 64, 40, true}}) {
+  for (const CropParams crop :
+       {CropParams{0, 0, 320, 240, false}, CropParams{10, 20, 100, 50, true},
+        CropParams{100, 3, 40, 41, false}, CropParams{250, 200, 64, 40, true}}) {
     const auto out = RunCrop<uint8_t>(p, jpeg, crop);
     cv::Mat want;
     cv::resize(decoded(cv::Rect(crop.x, crop.y, crop.w, crop.h)), want, cv::Size(64, 64), 0, 0,

@@ -40,8 +40,8 @@ inline Image SmoothRgb(int width, int height) {
     for (int x = 0; x < width; ++x) {
       img.at(x, y, 0) = static_cast<uint8_t>(20 + 215 * x / std::max(1, width - 1));
       img.at(x, y, 1) = static_cast<uint8_t>(230 - 200 * y / std::max(1, height - 1));
-      img.at(x, y, 2) = static_cast<uint8_t>(
-          128 + 60 * std::sin(3.0 * x / width + 2.0 * y / height));
+      img.at(x, y, 2) =
+          static_cast<uint8_t>(128 + 60 * std::sin(3.0 * x / width + 2.0 * y / height));
     }
   }
   return img;
@@ -76,8 +76,8 @@ inline Image TexturedRgb(int width, int height, uint32_t seed) {
 
 // Encodes RGB (channels 3) or gray (channels 1) with tjCompress2. subsamp is a
 // TJSAMP_* value (ignored for gray).
-inline std::vector<uint8_t> EncodeJpeg(const Image& img, int quality = 95,
-                                       int subsamp = TJSAMP_420, bool progressive = false) {
+inline std::vector<uint8_t> EncodeJpeg(const Image& img, int quality = 95, int subsamp = TJSAMP_420,
+                                       bool progressive = false) {
   tjhandle handle = tjInitCompress();
   if (handle == nullptr) throw std::runtime_error("tjInitCompress failed");
   unsigned char* buf = nullptr;
@@ -95,6 +95,33 @@ inline std::vector<uint8_t> EncodeJpeg(const Image& img, int quality = 95,
   std::vector<uint8_t> out(buf, buf + size);
   tjFree(buf);
   tjDestroy(handle);
+  return out;
+}
+
+// Encodes `components`-channel data as a JPEG of unknown colour space.
+inline std::vector<uint8_t> EncodeUnknownJpeg(int width, int height, int components) {
+  jpeg_compress_struct cinfo;
+  jpeg_error_mgr jerr;
+  cinfo.err = jpeg_std_error(&jerr);
+  jpeg_create_compress(&cinfo);
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;  // NOLINT(runtime/int)
+  jpeg_mem_dest(&cinfo, &buf, &size);
+  cinfo.image_width = static_cast<JDIMENSION>(width);
+  cinfo.image_height = static_cast<JDIMENSION>(height);
+  cinfo.input_components = components;
+  cinfo.in_color_space = JCS_UNKNOWN;
+  jpeg_set_defaults(&cinfo);
+  jpeg_start_compress(&cinfo, TRUE);
+  std::vector<uint8_t> row(static_cast<size_t>(width) * components, 77);
+  while (cinfo.next_scanline < cinfo.image_height) {
+    JSAMPROW r = row.data();
+    jpeg_write_scanlines(&cinfo, &r, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  jpeg_destroy_compress(&cinfo);
+  std::vector<uint8_t> out(buf, buf + size);
+  std::free(buf);
   return out;
 }
 
@@ -117,8 +144,8 @@ inline std::vector<uint8_t> EncodeCmykJpeg(const Image& stored, bool ycck, int q
   jpeg_set_quality(&cinfo, quality, TRUE);
   jpeg_start_compress(&cinfo, TRUE);
   while (cinfo.next_scanline < cinfo.image_height) {
-    JSAMPROW row = const_cast<JSAMPROW>(stored.pixels.data() +
-                                        static_cast<size_t>(cinfo.next_scanline) * stored.width * 4);
+    JSAMPROW row = const_cast<JSAMPROW>(
+        stored.pixels.data() + static_cast<size_t>(cinfo.next_scanline) * stored.width * 4);
     jpeg_write_scanlines(&cinfo, &row, 1);
   }
   jpeg_finish_compress(&cinfo);

@@ -76,12 +76,12 @@ TEST(TrainCrop, GoldenValues) {
   };
   // Values recorded from the implementation of the documented algorithm;
   // tests/python/test_image_reference.py re-derives crops independently.
-  EXPECT_EQ(as_tuple(c0), std::make_tuple(312, 68, 170, 220, false)) << c0.x << " " << c0.y << " " << c0.w << " "
-                                                      << c0.h << " " << c0.flip;
-  EXPECT_EQ(as_tuple(c1), std::make_tuple(143, 42, 155, 206, true)) << c1.x << " " << c1.y << " " << c1.w << " "
-                                                      << c1.h << " " << c1.flip;
-  EXPECT_EQ(as_tuple(c2), std::make_tuple(75, 38, 244, 225, true)) << c2.x << " " << c2.y << " " << c2.w << " "
-                                                      << c2.h << " " << c2.flip;
+  EXPECT_EQ(as_tuple(c0), std::make_tuple(312, 68, 170, 220, false))
+      << c0.x << " " << c0.y << " " << c0.w << " " << c0.h << " " << c0.flip;
+  EXPECT_EQ(as_tuple(c1), std::make_tuple(143, 42, 155, 206, true))
+      << c1.x << " " << c1.y << " " << c1.w << " " << c1.h << " " << c1.flip;
+  EXPECT_EQ(as_tuple(c2), std::make_tuple(75, 38, 244, 225, true))
+      << c2.x << " " << c2.y << " " << c2.w << " " << c2.h << " " << c2.flip;
 }
 
 TEST(TrainCrop, InBoundsWithScaleAndRatioInRange) {

@@ -97,7 +97,8 @@ std::string DescribeNonJpeg(std::span<const uint8_t> b) {
     format = "GIF";
   } else if (starts_with("RIFF") && starts_with("WEBP", 8)) {
     format = "WebP";
-  } else if (starts_with(std::string_view("II*\0", 4)) || starts_with(std::string_view("MM\0*", 4))) {
+  } else if (starts_with(std::string_view("II*\0", 4)) ||
+             starts_with(std::string_view("MM\0*", 4))) {
     format = "TIFF";
   } else if (starts_with("BM")) {
     format = "BMP";
@@ -177,12 +178,12 @@ struct DecodeArgs {
   int scale_denom;
   PixelRect rect;
   J_COLOR_SPACE out_space;
-  bool cmyk;                // decode 4 channels into cmyk_row, convert to RGB rows
-  int out_channels;         // channels of `pixels` rows: 1 or 3
-  uint8_t* pixels;          // rect.h rows of capacity_width * out_channels bytes
+  bool cmyk;         // decode 4 channels into cmyk_row, convert to RGB rows
+  int out_channels;  // channels of `pixels` rows: 1 or 3
+  uint8_t* pixels;   // rect.h rows of capacity_width * out_channels bytes
   JDIMENSION capacity_width;
-  JSAMPROW* rows;           // rect.h row pointers (filled here)
-  uint8_t* cmyk_row;        // capacity_width * 4 bytes when cmyk
+  JSAMPROW* rows;     // rect.h row pointers (filled here)
+  uint8_t* cmyk_row;  // capacity_width * 4 bytes when cmyk
   bool allow_crop;
 };
 
@@ -356,6 +357,11 @@ Result<JpegInfo> JpegDecoder::ReadHeader(std::span<const uint8_t> bytes, uint64_
     jpeg_abort_decompress(&impl_->cinfo);
     return DataLossError("corrupt JPEG header: empty image");
   }
+  if (info.color == JpegInfo::ColorSpace::kUnknown) {
+    jpeg_abort_decompress(&impl_->cinfo);
+    return DataLossError("unsupported JPEG colour space (" + std::to_string(info.components) +
+                         " components)");
+  }
   impl_->info = info;
   impl_->header_ready = true;
   return info;
@@ -393,10 +399,8 @@ Result<DecodedImage> JpegDecoder::Decode(int scale_denom, PixelRect rect, bool g
       args.out_channels = 3;
       args.cmyk = true;
       break;
-    case JpegInfo::ColorSpace::kUnknown:
-      jpeg_abort_decompress(&impl_->cinfo);
-      return DataLossError("unsupported JPEG colour space (" + std::to_string(info.components) +
-                           " components)");
+    case JpegInfo::ColorSpace::kUnknown:  // rejected by ReadHeader
+      BATCHCAST_CHECK(false) << "unreachable";
   }
   // GuardedDecode widens the rectangle by 2 columns on each side, and
   // jpeg_crop_scanline to the left by less than one iMCU (at most 32 columns).

@@ -157,10 +157,10 @@ Status CpuImagePipeline::Run(std::span<const uint8_t> jpeg, const CropParams* fi
     crop = *fixed_crop;
     if (crop.w < 1 || crop.h < 1 || crop.x < 0 || crop.y < 0 || crop.x + crop.w > info.width ||
         crop.y + crop.h > info.height) {
-      return InvalidArgumentError(
-          "crop " + std::to_string(crop.w) + "x" + std::to_string(crop.h) + "+" +
-          std::to_string(crop.x) + "+" + std::to_string(crop.y) + " is not inside the " +
-          std::to_string(info.width) + "x" + std::to_string(info.height) + " image");
+      return InvalidArgumentError("crop " + std::to_string(crop.w) + "x" + std::to_string(crop.h) +
+                                  "+" + std::to_string(crop.x) + "+" + std::to_string(crop.y) +
+                                  " is not inside the " + std::to_string(info.width) + "x" +
+                                  std::to_string(info.height) + " image");
     }
   } else if (options_.kind == TransformOptions::Kind::kTrain) {
     crop = TrainCrop(options_, epoch, index, info.width, info.height);
@@ -190,10 +190,9 @@ Status CpuImagePipeline::Run(std::span<const uint8_t> jpeg, const CropParams* fi
   // Filter: bilinear, except INTER_AREA (a box filter) for reductions of more
   // than 2x, which only happen when DCT scaling is capped at 1/8 (or off).
   using Interpolation = PipelineTuning::Interpolation;
-  const bool area =
-      tuning_.interpolation == Interpolation::kArea ||
-      (tuning_.interpolation == Interpolation::kAuto && plan.box_w >= size &&
-       plan.box_h >= size && (plan.box_w > 2.0 * size || plan.box_h > 2.0 * size));
+  const bool area = tuning_.interpolation == Interpolation::kArea ||
+                    (tuning_.interpolation == Interpolation::kAuto && plan.box_w >= size &&
+                     plan.box_h >= size && (plan.box_w > 2.0 * size || plan.box_h > 2.0 * size));
   cv::Mat& resized = scratch_->resized;
   resized.create(size, size, CV_8UC(channels));  // reuses the buffer after the first image
   if (area || plan.box_is_integral()) {
@@ -211,8 +210,7 @@ Status CpuImagePipeline::Run(std::span<const uint8_t> jpeg, const CropParams* fi
       Emit(src.data, src.step, channels, crop.flip, out);
       return Status::Ok();
     }
-    cv::resize(src, resized, cv::Size(size, size), 0, 0,
-               area ? cv::INTER_AREA : cv::INTER_LINEAR);
+    cv::resize(src, resized, cv::Size(size, size), 0, 0, area ? cv::INTER_AREA : cv::INTER_LINEAR);
   } else {
     // DCT-scaled crop whose edges fall between scaled pixels: bilinear
     // sampling of the exact box (the sampling positions of cv::resize

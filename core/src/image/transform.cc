@@ -192,8 +192,8 @@ DecodePlan PlanDecode(int width, int height, const CropParams& crop, int out_siz
 }
 
 bool DecodePlan::box_is_integral() const {
-  return box_x == std::floor(box_x) && box_y == std::floor(box_y) &&
-         box_w == std::floor(box_w) && box_h == std::floor(box_h);
+  return box_x == std::floor(box_x) && box_y == std::floor(box_y) && box_w == std::floor(box_w) &&
+         box_h == std::floor(box_h);
 }
 
 }  // namespace batchcast::image

@@ -65,9 +65,11 @@ struct JpegInfo {
 std::string_view ColorSpaceName(JpegInfo::ColorSpace color);
 
 // Parses the JPEG header in `bytes`. DataLoss for empty input, non-JPEG data
-// (the message names PNG, GIF, ... when it recognizes the signature) or a
-// corrupt/truncated header; ResourceExhausted when width * height > max_pixels
-// (0 means kDefaultMaxPixels).
+// (the message names PNG, GIF, ... when it recognizes the signature), a
+// corrupt/truncated header or a colour space that cannot be decoded to RGB
+// (so color is never kUnknown on success); ResourceExhausted when
+// width * height > max_pixels (0 means kDefaultMaxPixels). What it accepts,
+// JpegDecoder decodes unless the entropy-coded data is corrupt or truncated.
 Result<JpegInfo> ReadJpegInfo(std::span<const uint8_t> bytes,
                               uint64_t max_pixels = kDefaultMaxPixels);
 

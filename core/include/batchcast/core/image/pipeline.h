@@ -57,7 +57,7 @@ namespace batchcast::image {
 
 // Knobs for tests and experiments; the defaults are what production uses.
 struct PipelineTuning {
-  bool allow_dct_scaling = true;    // false: always decode at full size
+  bool allow_dct_scaling = true;     // false: always decode at full size
   bool allow_cropped_decode = true;  // false: always decode the whole image
   enum class Interpolation { kAuto, kLinear, kArea } interpolation = Interpolation::kAuto;
 };
