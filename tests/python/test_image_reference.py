@@ -378,3 +378,13 @@ def test_bad_files_fail_with_a_reason(tmp_path):
         i += 2 + (huge[i + 2] << 8 | huge[i + 3])
     huge[i + 5:i + 9] = bytes([0xEA, 0x60, 0xEA, 0x60])
     _fails(tmp_path, bytes(huge), "ResourceExhausted", "60000x60000", "max_pixels")
+
+
+def test_bad_command_line_exits_2(tmp_path):
+    path = save_jpeg(photo_like(40, 30, 1), tmp_path / "ok.jpg", "rgb420")
+    for args in (["--dtype", "int64"], ["--layout", "chw"], ["--size", "0"], ["--transform", "x"],
+                 []):
+        cmd = [str(TOOL), str(path)] + ([str(tmp_path / "o.raw")] if args else []) + args
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.strip(), args
