@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "batchcast/core/logging.h"
 #include "batchcast/core/runtime_dir.h"
@@ -31,7 +32,32 @@ int64_t MsSince(SteadyClock::time_point t) {
 }  // namespace
 
 internal::BatchState::~BatchState() {
-  if (connection && lease_id != 0) connection->Release(lease_id);
+  if (!connection) return;
+  if (!on_device) {
+    if (lease_id != 0) connection->Release(lease_id);
+    return;
+  }
+  // Note [Device leases]: zero-copy leases end after the work queued on every
+  // stream that used the batch; a gathered batch's lease is already pending.
+  std::vector<void*> used;
+  {
+    std::lock_guard lock(streams_mu);
+    used = streams;
+  }
+  if (gather_device != nullptr) {
+    // Free the private copy in stream order after all users: the delivery
+    // stream waits for the other streams first.
+    for (size_t i = 1; i < used.size(); ++i) {
+      auto e = cuda::Event::Create(cuda_device);
+      if (e.ok() && e->Record(used[i]).ok()) {
+        (void)e->BlockStream(used[0]);
+      } else {
+        (void)cuda::SynchronizeStream(used[i]);
+      }
+    }
+    (void)cuda::FreeAsync(cuda_device, gather_device, used.empty() ? nullptr : used[0]);
+  }
+  if (lease_id != 0) connection->ReleaseAfter(lease_id, used);
 }
 
 Connection::Connection(const ConsumerOptions& options)
@@ -50,6 +76,15 @@ Connection::~Connection() {
   }
   hb_cv_.notify_all();
   if (hb_thread_.joinable()) hb_thread_.join();
+  {
+    // Note [Device leases]: the GPU work that read our batches finishes before
+    // their leases end and before the ring's mapping closes.
+    std::lock_guard lock(release_mu_);
+    for (PendingRelease& p : pending_) {
+      for (const cuda::Event& e : p.events) (void)e.Synchronize();
+    }
+    PollPendingLocked();
+  }
   {
     std::lock_guard lock(sock_mu_);
     FlushReleasesLocked();
@@ -74,6 +109,7 @@ Result<std::shared_ptr<Connection>> Connection::Open(const ConsumerOptions& opti
     }
   }
   if (c->options_.name.empty()) c->options_.name = DefaultConsumerName();
+  c->cuda_stream_.store(options.cuda_stream);
   try {
     c->socket_.connect(c->endpoint_);
   } catch (const zmq::error_t& e) {
@@ -146,8 +182,29 @@ Status Connection::MapRing() {
       BATCHCAST_ASSIGN_OR_RETURN(host_ring_, HostSharedMemory::Open(a.shm_name));
       if (host_ring_->size() < a.bytes) return InternalError("shared ring smaller than announced");
     } else {
-      return InvalidArgumentError("the server's ring is in CUDA memory, which this build of the "
-                                  "client cannot map");
+      const std::string where = "cuda:" + std::to_string(a.device_index);
+      if (!cuda::BuiltWithCuda()) {
+        return InvalidArgumentError("the server's ring is in CUDA memory (" + where +
+                                    "), which this build of the client (without CUDA) cannot map");
+      }
+      if (a.event_handles.size() != welcome_.window) {
+        return InternalError("the server sent " + std::to_string(a.event_handles.size()) +
+                             " slot events for a window of " + std::to_string(welcome_.window));
+      }
+      // Note [CUDA IPC lifetimes]: mapped once, kept until the connection ends.
+      cuda_device_ = a.device_index;
+      Result<std::shared_ptr<cuda::IpcMapping>> m = cuda::OpenIpcMemory(a.mem_handle, cuda_device_);
+      if (!m.ok()) {
+        return m.status().WithContext("cannot map the server's CUDA ring on " + where +
+                                      " (the consumer must run on the same machine and see the "
+                                      "same GPUs, e.g. the same CUDA_VISIBLE_DEVICES)");
+      }
+      device_ring_ = std::move(*m);
+      for (const proto::IpcHandle& h : a.event_handles) {
+        Result<cuda::Event> e = cuda::Event::OpenIpc(h, cuda_device_);
+        if (!e.ok()) return e.status().WithContext("cannot open the ring's slot events");
+        slot_events_.push_back(std::move(*e));
+      }
     }
   }
   layout_.emplace(std::move(layout));
@@ -166,10 +223,82 @@ void Connection::Release(uint64_t lease_id) {
   // within kReleaseFlush.
 }
 
+Result<cuda::Event> Connection::TakeEventLocked() {
+  if (!spare_events_.empty()) {
+    cuda::Event e = std::move(spare_events_.back());
+    spare_events_.pop_back();
+    return e;
+  }
+  return cuda::Event::Create(cuda_device_);
+}
+
+void Connection::ReleaseAfter(uint64_t lease_id, const std::vector<void*>& streams) {
+  std::lock_guard lock(release_mu_);
+  PendingRelease p;
+  p.lease_id = lease_id;
+  for (void* stream : streams) {
+    Result<cuda::Event> e = TakeEventLocked();
+    Status s = e.ok() ? e->Record(stream) : e.status();
+    if (s.ok()) {
+      p.events.push_back(std::move(*e));
+    } else {
+      // E.g. a stream of another device: order by waiting for it instead.
+      static std::once_flag warned;
+      std::call_once(warned, [&] {
+        BC_LOG_WARN("cannot record a CUDA event on a consumer stream ({}); waiting for the "
+                    "stream before releasing batches instead",
+                    s.message());
+      });
+      (void)cuda::SynchronizeStream(stream);
+    }
+  }
+  pending_.push_back(std::move(p));
+}
+
+void Connection::PollPendingLocked() {
+  for (size_t i = 0; i < pending_.size();) {
+    PendingRelease& p = pending_[i];
+    bool done = true;
+    for (const cuda::Event& e : p.events) {
+      Result<bool> q = e.Query();
+      if (q.ok() && !*q) {
+        done = false;
+        break;
+      }  // an error means the work is gone (e.g. the context died): done
+    }
+    if (!done) {
+      ++i;
+      continue;
+    }
+    if (p.lease_id != 0) {
+      releases_.push_back(p.lease_id);
+      held_.erase(p.lease_id);
+    }
+    for (cuda::Event& e : p.events) spare_events_.push_back(std::move(e));
+    pending_[i] = std::move(pending_.back());
+    pending_.pop_back();
+  }
+}
+
+Status Connection::RecordStream(internal::BatchState& state, void* stream) {
+  if (!state.on_device) return Status::Ok();
+  std::lock_guard lock(state.streams_mu);
+  for (void* s : state.streams) {
+    if (s == stream) return Status::Ok();
+  }
+  Result<cuda::Event> e = cuda::Event::Create(cuda_device_);
+  if (!e.ok()) return e.status();
+  BATCHCAST_RETURN_IF_ERROR(e->Record(state.streams.empty() ? nullptr : state.streams[0]));
+  BATCHCAST_RETURN_IF_ERROR(e->BlockStream(stream));
+  state.streams.push_back(stream);
+  return Status::Ok();
+}
+
 void Connection::FlushReleasesLocked() {
   std::vector<uint64_t> ids;
   {
     std::lock_guard lock(release_mu_);
+    if (!pending_.empty()) PollPendingLocked();
     ids.swap(releases_);
   }
   if (!ids.empty() && fatal_.ok()) SendLocked(proto::Release{std::move(ids)});
@@ -249,6 +378,7 @@ void Connection::TopUpLocked() {
     proto::Next next{next_request_id_++, {}};
     {
       std::lock_guard lock(release_mu_);
+      if (!pending_.empty()) PollPendingLocked();
       next.releases.swap(releases_);
     }
     SendLocked(next);
@@ -331,19 +461,47 @@ Result<Batch> Connection::MakeBatch(const std::shared_ptr<Connection>& self, pro
     }
   }
   state->zero_copy = state->segments.size() == 1;
-  size_t gather_bytes = 0;
-  if (!state->zero_copy) {
-    for (const FieldSpec& f : layout.fields()) gather_bytes += f.bytes_per_sample() * n;
-    state->gather.resize(gather_bytes);
+  const bool on_device = device_ring_ != nullptr;
+  void* stream = cuda_stream_.load();
+  if (on_device) {
+    // Note [Device ring ordering], step 3: the delivery stream waits for the
+    // producer's writes of every slot the batch reads. No host sync.
+    state->on_device = true;
+    state->cuda_device = cuda_device_;
+    state->streams.push_back(stream);
+    std::set<uint32_t> slots;
+    for (const Segment& s : state->segments) {
+      if (!slots.insert(s.slot).second) continue;
+      if (Status st = slot_events_[s.slot].BlockStream(stream); !st.ok()) {
+        if (b.lease_id != 0) Release(b.lease_id);
+        return st.WithContext("cannot order the consumer's CUDA stream after the producer");
+      }
+    }
   }
-  size_t gather_off = 0;
+  size_t host_gather = 0, device_gather = 0;
+  if (!state->zero_copy) {
+    for (const FieldSpec& f : layout.fields()) {
+      (f.memory == MemoryKind::kCuda ? device_gather : host_gather) += f.bytes_per_sample() * n;
+    }
+    state->gather.resize(host_gather);
+    if (device_gather > 0) {
+      Result<void*> p = cuda::AllocAsync(cuda_device_, device_gather, stream);
+      if (!p.ok()) {
+        if (b.lease_id != 0) Release(b.lease_id);
+        return p.status().WithContext("cannot allocate the batch's gather buffer");
+      }
+      state->gather_device = *p;
+    }
+  }
+  size_t host_off = 0, device_off = 0;
   for (size_t fi = 0; fi < layout.fields().size(); ++fi) {
     const FieldSpec& f = layout.fields()[fi];
-    const uint8_t* base = host_ring_->data();
+    const bool dev = f.memory == MemoryKind::kCuda;
+    const uint8_t* base = dev ? device_ring_->data() : host_ring_->data();
     FieldView v;
     v.name = f.name;
     v.dtype = f.dtype;
-    v.device = Device{MemoryKind::kHost, -1};
+    v.device = dev ? Device{MemoryKind::kCuda, cuda_device_} : Device{MemoryKind::kHost, -1};
     v.shape.push_back(static_cast<int64_t>(n));
     v.shape.insert(v.shape.end(), f.shape.begin(), f.shape.end());
     v.bytes = f.bytes_per_sample() * n;
@@ -351,18 +509,42 @@ Result<Batch> Connection::MakeBatch(const std::shared_ptr<Connection>& self, pro
       const Segment& s = state->segments[0];
       v.data = base + layout.SampleOffset(fi, s.slot, s.offset);
     } else {
-      uint8_t* dst = state->gather.data() + gather_off;
+      uint8_t* dst = dev ? static_cast<uint8_t*>(state->gather_device) + device_off
+                         : state->gather.data() + host_off;
       v.data = dst;
       for (const Segment& s : state->segments) {
         const size_t bytes = f.bytes_per_sample() * s.count;
-        std::memcpy(dst, base + layout.SampleOffset(fi, s.slot, s.offset), bytes);
+        const uint8_t* src = base + layout.SampleOffset(fi, s.slot, s.offset);
+        if (dev) {
+          if (Status st = cuda::CopyAsync(dst, src, bytes, stream); !st.ok()) {
+            // The copies already queued may still read the ring: wait for them.
+            (void)cuda::SynchronizeStream(stream);
+            (void)cuda::FreeAsync(cuda_device_, state->gather_device, stream);
+            state->gather_device = nullptr;
+            if (b.lease_id != 0) Release(b.lease_id);
+            return st.WithContext("cannot gather the batch on the GPU");
+          }
+        } else {
+          std::memcpy(dst, src, bytes);
+        }
         dst += bytes;
       }
-      gather_off += v.bytes;
+      (dev ? device_off : host_off) += v.bytes;
     }
     state->fields.push_back(std::move(v));
   }
-  if (state->zero_copy) {
+  if (on_device) {
+    state->connection = self;  // keeps the mapping and the lease bookkeeping alive
+    if (b.lease_id != 0) {
+      std::lock_guard lock(release_mu_);
+      held_.insert(b.lease_id);
+    }
+    if (state->zero_copy) {
+      state->lease_id = b.lease_id;  // ends after the user's GPU work (Note [Device leases])
+    } else if (b.lease_id != 0) {
+      ReleaseAfter(b.lease_id, {stream});  // ends when the gather copies complete
+    }
+  } else if (state->zero_copy) {
     state->connection = self;
     state->lease_id = b.lease_id;
     std::lock_guard lock(release_mu_);
@@ -456,6 +638,11 @@ Result<FieldView> Batch::field(std::string_view name) const {
                        (end_of_epoch() ? " (it is an end-of-epoch marker)" : ""));
 }
 
+Status Batch::RecordStream(void* cuda_stream) const {
+  if (!state_ || !state_->on_device || !state_->connection) return Status::Ok();
+  return state_->connection->RecordStream(*state_, cuda_stream);
+}
+
 std::vector<std::string> Batch::field_names() const {
   std::vector<std::string> out;
   if (state_) {
@@ -477,6 +664,7 @@ Result<std::unique_ptr<Consumer>> Consumer::Connect(ConsumerOptions options) {
 }
 
 Result<Batch> Consumer::Next() { return connection_->Next(connection_); }
+void Consumer::set_cuda_stream(void* cuda_stream) { connection_->set_cuda_stream(cuda_stream); }
 uint64_t Consumer::batches_per_epoch() const { return connection_->welcome().batches_per_epoch; }
 uint64_t Consumer::epoch_len() const { return connection_->welcome().epoch_len; }
 uint64_t Consumer::consumer_id() const { return connection_->welcome().consumer_id; }

@@ -12,6 +12,28 @@
 // while it waits) and by the heartbeat thread, which only try_locks and so
 // never delays Next(). Batch destruction on any thread only queues the lease
 // id: the next NEXT carries it, or the heartbeat thread sends it within 10 ms.
+//
+// Note [Device leases]
+// With a ring in CUDA memory a batch is "read" by GPU work the user queued,
+// which may still be running when the Batch (or its last DLPack tensor) dies.
+// So a device lease ends only after that work completes, without blocking
+// anyone:
+//  - MakeBatch makes the delivery stream (ConsumerOptions::cuda_stream)
+//    wait on each segment's slot event (Note [Device ring ordering],
+//    server/src/server.cc) before the user sees the batch. No host sync.
+//  - Zero-copy batch: when it dies, an event is recorded on every stream the
+//    batch was used on (the delivery stream, and any added by
+//    Batch::RecordStream); the lease joins `pending_`.
+//  - Gathered batch (several segments): the device-to-device copies into a
+//    private buffer are queued on the delivery stream at once, an event is
+//    recorded after them and the lease joins `pending_` right away; the
+//    private buffer is freed stream-ordered when the batch dies.
+//  - PollPendingLocked (from NEXT, the release flush and the heartbeat thread,
+//    every 10 ms) queries the events (cudaEventQuery, never a wait); a lease
+//    whose events all completed is released like a host lease.
+//  - A pending lease counts as held (BYE keeps it), and the Connection's
+//    destructor waits for the pending events before it releases them and
+//    before the IPC mapping closes (Note [CUDA IPC lifetimes]).
 #pragma once
 
 #include <atomic>
@@ -28,6 +50,7 @@
 
 #include "batchcast/client/batch.h"
 #include "batchcast/client/consumer.h"
+#include "batchcast/core/cuda/runtime.h"
 #include "batchcast/core/host_shm.h"
 #include "batchcast/core/protocol.h"
 #include "batchcast/core/ring_layout.h"
@@ -48,6 +71,12 @@ struct BatchState {
   std::vector<int64_t> indices;
   std::vector<FieldView> fields;
   std::vector<uint8_t> gather;  // private copy when the batch spans slots
+  // Device batches (Note [Device leases]).
+  bool on_device = false;
+  int cuda_device = -1;
+  void* gather_device = nullptr;  // private device copy (stream-ordered allocation)
+  std::mutex streams_mu;
+  std::vector<void*> streams;     // delivery stream first, then those of RecordStream
   ~BatchState();
 };
 }  // namespace internal
@@ -61,6 +90,13 @@ class Connection {
   Result<std::string> Stats();
   // Queues a lease release; callable from any thread.
   void Release(uint64_t lease_id);
+  // Releases `lease_id` once the work queued so far on `streams` has
+  // completed (Note [Device leases]); callable from any thread. lease_id 0
+  // only waits (nothing to release).
+  void ReleaseAfter(uint64_t lease_id, const std::vector<void*>& streams);
+  // Batch::RecordStream: makes `stream` wait for the data of `state`.
+  Status RecordStream(internal::BatchState& state, void* stream);
+  void set_cuda_stream(void* stream) { cuda_stream_.store(stream); }
   // Leaves the stream: releases prefetched batches and sends BYE.
   void Detach();
 
@@ -89,6 +125,11 @@ class Connection {
   proto::Welcome welcome_;
   std::optional<RingLayout> layout_;
   std::unique_ptr<HostSharedMemory> host_ring_;
+  // CUDA ring (Note [CUDA IPC lifetimes]): the mapping, one event per slot.
+  int cuda_device_ = -1;
+  std::shared_ptr<cuda::IpcMapping> device_ring_;
+  std::vector<cuda::Event> slot_events_;
+  std::atomic<void*> cuda_stream_{nullptr};
   bool server_pid_visible_ = false;
 
   std::mutex sock_mu_;  // Note [Client socket ownership]
@@ -106,6 +147,16 @@ class Connection {
   std::mutex release_mu_;
   std::vector<uint64_t> releases_;
   std::unordered_set<uint64_t> held_;  // leases of zero-copy batches alive now
+  // Device leases waiting for GPU work (Note [Device leases]), and spare events.
+  struct PendingRelease {
+    uint64_t lease_id = 0;
+    std::vector<cuda::Event> events;
+  };
+  std::vector<PendingRelease> pending_;
+  std::vector<cuda::Event> spare_events_;
+  // REQUIRE release_mu_.
+  Result<cuda::Event> TakeEventLocked();
+  void PollPendingLocked();
 
   std::mutex hb_mu_;
   std::condition_variable hb_cv_;

@@ -7,7 +7,8 @@
 namespace batchcast {
 
 Result<std::unique_ptr<RingMemory>> RingMemory::Create(const RingLayout& layout,
-                                                       const std::string& server_name) {
+                                                       const std::string& server_name,
+                                                       int cuda_device) {
   std::unique_ptr<RingMemory> ring(new RingMemory());
   if (size_t bytes = layout.allocation_bytes(MemoryKind::kHost); bytes > 0) {
     BATCHCAST_ASSIGN_OR_RETURN(ring->host_,
@@ -18,13 +19,36 @@ Result<std::unique_ptr<RingMemory>> RingMemory::Create(const RingLayout& layout,
     a.shm_name = ring->host_->name();
     ring->allocations_.push_back(std::move(a));
   }
-  if (layout.allocation_bytes(MemoryKind::kCuda) > 0) {
-    return InvalidArgumentError("this build has no CUDA ring (device memory)");
+  if (size_t bytes = layout.allocation_bytes(MemoryKind::kCuda); bytes > 0) {
+    if (cuda_device < 0) return InvalidArgumentError("a CUDA ring needs a device");
+    ring->cuda_device_ = cuda_device;
+    BATCHCAST_ASSIGN_OR_RETURN(ring->device_, cuda::DeviceBuffer::Create(cuda_device, bytes));
+    proto::Allocation a;
+    a.kind = MemoryKind::kCuda;
+    a.bytes = bytes;
+    a.device_index = cuda_device;
+    BATCHCAST_ASSIGN_OR_RETURN(a.mem_handle, ring->device_.ExportIpc());
+    // Zero the ring once, so that no consumer can ever read uninitialized memory.
+    BATCHCAST_ASSIGN_OR_RETURN(cuda::Stream s, cuda::Stream::Create(cuda_device));
+    BATCHCAST_RETURN_IF_ERROR(cuda::MemsetAsync(ring->device_.data(), 0, bytes, s.handle()));
+    for (uint32_t k = 0; k < layout.window(); ++k) {
+      BATCHCAST_ASSIGN_OR_RETURN(cuda::Event e, cuda::Event::Create(cuda_device, true));
+      BATCHCAST_RETURN_IF_ERROR(e.Record(s.handle()));  // "written" = zeroed
+      BATCHCAST_ASSIGN_OR_RETURN(cuda::IpcHandle h, e.ExportIpc());
+      a.event_handles.push_back(h);
+      ring->slot_events_.push_back(std::move(e));
+    }
+    BATCHCAST_RETURN_IF_ERROR(s.Synchronize());
+    ring->allocations_.push_back(std::move(a));
   }
   return ring;
 }
 
 uint8_t* RingMemory::base(MemoryKind kind) const {
+  if (kind == MemoryKind::kCuda) {
+    BATCHCAST_CHECK(device_.data() != nullptr);
+    return device_.data();
+  }
   BATCHCAST_CHECK(kind == MemoryKind::kHost && host_ != nullptr);
   return host_->data();
 }

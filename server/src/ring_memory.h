@@ -5,12 +5,21 @@
 // destruction; a leftover of a killed server is replaced at creation, see
 // Note [Server instance lock]).
 //
-// Thread-safety: immutable after Create().
+// Device memory (--device cuda:N) is one cudaMalloc allocation on device N,
+// exported with cudaIpcGetMemHandle, plus one interprocess event per slot
+// (cudaEventDisableTiming | cudaEventInterprocess), exported with
+// cudaIpcGetEventHandle; both travel in WELCOME. The producer records a slot's
+// event on its stream after the GPU work that writes the slot and before
+// Scheduler::Commit (Note [Device ring ordering]). See Note [CUDA IPC
+// lifetimes] in core/src/cuda/runtime.cc.
+//
+// Thread-safety: immutable after Create() (recording events is thread-safe).
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "batchcast/core/cuda/runtime.h"
 #include "batchcast/core/host_shm.h"
 #include "batchcast/core/protocol.h"
 #include "batchcast/core/ring_layout.h"
@@ -19,15 +28,27 @@ namespace batchcast {
 
 class RingMemory {
  public:
+  // `cuda_device` is the device of the CUDA allocation (-1 when the layout has
+  // no kCuda field).
   static Result<std::unique_ptr<RingMemory>> Create(const RingLayout& layout,
-                                                    const std::string& server_name);
-  // Base address of the allocation of `kind`. REQUIRES: the layout uses it.
+                                                    const std::string& server_name,
+                                                    int cuda_device = -1);
+  // Base address of the allocation of `kind` (a device pointer for kCuda).
+  // REQUIRES: the layout uses it.
   uint8_t* base(MemoryKind kind) const;
   const std::vector<proto::Allocation>& allocations() const { return allocations_; }
+
+  bool has_device_memory() const { return device_.data() != nullptr; }
+  int cuda_device() const { return cuda_device_; }
+  // The interprocess event of `slot`. REQUIRES: has_device_memory().
+  const cuda::Event& slot_event(uint32_t slot) const { return slot_events_[slot]; }
 
  private:
   RingMemory() = default;
   std::unique_ptr<HostSharedMemory> host_;
+  int cuda_device_ = -1;
+  std::vector<cuda::Event> slot_events_;
+  cuda::DeviceBuffer device_;
   std::vector<proto::Allocation> allocations_;
 };
 

@@ -9,6 +9,7 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "batchcast/core/cuda/runtime.h"
 #include "batchcast/core/logging.h"
 #include "batchcast/core/protocol.h"
 #include "batchcast/core/ring_layout.h"
@@ -17,6 +18,7 @@
 #include "batchcast/server/image_source.h"
 #include "batchcast/server/synthetic_source.h"
 #include "batchcast/server/thread_pool.h"
+#include "cuda_image_source.h"
 #include "ring_memory.h"
 #include "scheduler.h"
 
@@ -25,6 +27,20 @@ namespace batchcast {
 Result<std::unique_ptr<Source>> MakeSource(const ServerOptions& options) {
   if (options.synthetic > 0) {
     return std::unique_ptr<Source>(new SyntheticSource(options.synthetic, options.size));
+  }
+  // GPU decode (nvJPEG + the fused kernel) needs a device ring; --decode auto
+  // takes it when this build and the device allow, else the CPU pipeline.
+  const bool on_device = options.device != "cpu";
+  if (options.decode == "gpu" && !on_device) {
+    return InvalidArgumentError("--decode gpu needs --device cuda:N (the GPU path writes the "
+                                "ring in device memory)");
+  }
+  if (on_device && options.decode != "cpu") {
+    Result<std::unique_ptr<Source>> gpu = MakeCudaImageSource(options);
+    if (gpu.ok() || options.decode == "gpu" || gpu.status().code() != StatusCode::kUnavailable) {
+      return gpu;
+    }
+    BC_LOG_INFO("--decode auto: decoding on the CPU ({})", gpu.status().message());
   }
   return MakeImageSource(options);
 }
@@ -70,6 +86,12 @@ struct Server::Impl {
   std::unique_ptr<Scheduler> scheduler;
   std::optional<Sampler> sampler;
   std::unique_ptr<ThreadPool> pool;
+  // Device ring (--device cuda:N): the producer's stream, and pinned staging
+  // buffers for sources that fill host memory (Note [Device ring ordering]).
+  int cuda_device = -1;
+  std::optional<cuda::Stream> stream;
+  cuda::PinnedBuffer staging[2];
+  cuda::Event staging_done[2];
   WakeFd wake;
   zmq::context_t context{1};
   std::optional<zmq::socket_t> router;
@@ -90,6 +112,8 @@ struct Server::Impl {
   void SendTo(const std::string& identity, const proto::Message& message);
   void FlushOutbox();
   void PipelineLoop();
+  Status PrepareStaging();
+  Status PublishDeviceSlot(uint32_t slot, size_t count, int staging_index);
   void Finish(Status status);
   void Shutdown();
   std::string StatsJson() const;
@@ -107,15 +131,28 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len) {
   } else {
     BATCHCAST_ASSIGN_OR_RETURN(endpoint, ResolveEndpoint(options.endpoint));
   }
+  // --device cuda:N puts every field (labels too) in one device allocation.
   if (options.device != "cpu") {
-    return InvalidArgumentError("--device " + options.device +
-                                ": this build serves host memory only (device cpu)");
+    if (!cuda::BuiltWithCuda()) {
+      return InvalidArgumentError("--device " + options.device +
+                                  ": this build of batchcast has no CUDA support (use --device cpu)");
+    }
+    cuda_device = std::stoi(options.device.substr(5));  // Validate() checked "cuda:N"
+    BATCHCAST_RETURN_IF_ERROR(
+        cuda::CheckDevice(cuda_device).WithContext("--device " + options.device));
   }
-  for (FieldSpec& f : specs) f.memory = MemoryKind::kHost;
+  const MemoryKind kind = cuda_device >= 0 ? MemoryKind::kCuda : MemoryKind::kHost;
+  for (FieldSpec& f : specs) f.memory = kind;
   fields = specs;
   BATCHCAST_ASSIGN_OR_RETURN(RingLayout l2, RingLayout::Make(specs, options.window, options.batch_size));
   layout.emplace(std::move(l2));
-  BATCHCAST_ASSIGN_OR_RETURN(memory, RingMemory::Create(*layout, options.name));
+  BATCHCAST_ASSIGN_OR_RETURN(memory, RingMemory::Create(*layout, options.name, cuda_device));
+  if (cuda_device >= 0) {
+    BATCHCAST_ASSIGN_OR_RETURN(cuda::Stream st, cuda::Stream::Create(cuda_device));
+    stream.emplace(std::move(st));
+    BC_LOG_INFO("ring of {} MiB on {}: {}", layout->allocation_bytes(MemoryKind::kCuda) >> 20,
+                options.device, cuda::DeviceDescription(cuda_device));
+  }
 
   SchedulerConfig sc;
   sc.window = options.window;
@@ -322,9 +359,64 @@ void Server::Impl::ControlLoop() {
   }
 }
 
+// Note [Device ring ordering]
+// With the ring in device memory nothing on the hot path waits on the host:
+//  1. The producer queues every write of a slot on its stream: a source whose
+//     output_memory() is kCuda writes the slot itself on BatchTarget::cuda_stream
+//     (nvJPEG decode + the fused kernel); any other source fills a pinned
+//     staging buffer that is then copied to the slot (cudaMemcpyAsync).
+//  2. It records the slot's interprocess event on that stream, and only then
+//     commits the slot (Scheduler::Commit), which lets BATCH messages name it.
+//  3. A consumer makes its stream wait on the event (cudaStreamWaitEvent)
+//     before it hands the batch to the user (client/src/connection.cc).
+//  4. The slot is rewritten only after every lease on it ended (Note [Leases]),
+//     and a consumer ends a lease only after the GPU work that read the batch
+//     completed (Note [Device leases], client/src/connection.h). So the
+//     producer's next writes never race with readers.
+// A staging buffer is refilled only after the copy out of it completed (an
+// event per buffer, two buffers so the copy of one overlaps filling the other).
+
+Status Server::Impl::PrepareStaging() {
+  size_t bytes = 0;
+  for (const FieldSpec& f : fields) bytes += f.bytes_per_sample() * options.batch_size;
+  for (int k = 0; k < 2; ++k) {
+    BATCHCAST_ASSIGN_OR_RETURN(staging[k], cuda::PinnedBuffer::Create(bytes));
+    BATCHCAST_ASSIGN_OR_RETURN(staging_done[k], cuda::Event::Create(cuda_device));
+    BATCHCAST_RETURN_IF_ERROR(staging_done[k].Record(stream->handle()));
+  }
+  return Status::Ok();
+}
+
+// Steps 1 (copy from staging, when staging_index >= 0) and 2 (record) of
+// Note [Device ring ordering]; the caller then commits.
+Status Server::Impl::PublishDeviceSlot(uint32_t slot, size_t count, int staging_index) {
+  if (staging_index >= 0) {
+    size_t off = 0;
+    for (size_t f = 0; f < fields.size(); ++f) {
+      const size_t bytes = fields[f].bytes_per_sample() * count;
+      uint8_t* dst = memory->base(MemoryKind::kCuda) + layout->SampleOffset(f, slot, 0);
+      BATCHCAST_RETURN_IF_ERROR(
+          cuda::CopyAsync(dst, staging[staging_index].data() + off, bytes, stream->handle()));
+      off += fields[f].bytes_per_sample() * options.batch_size;
+    }
+    BATCHCAST_RETURN_IF_ERROR(staging_done[staging_index].Record(stream->handle()));
+  }
+  return memory->slot_event(slot).Record(stream->handle());
+}
+
 void Server::Impl::PipelineLoop() {
   const uint64_t L = sampler->epoch_len();
   const uint32_t B = options.batch_size;
+  const bool device_ring = memory->has_device_memory();
+  const bool direct = !device_ring || source->output_memory() == MemoryKind::kCuda;
+  if (device_ring && !direct) {
+    if (Status s = PrepareStaging(); !s.ok()) {
+      BC_LOG_ERROR("producer stopped: {}", s.ToString());
+      Finish(s);
+      return;
+    }
+  }
+  int next_staging = 0;
   for (uint64_t epoch = 0; options.epochs == 0 || epoch < options.epochs; ++epoch) {
     const std::vector<int64_t> order = sampler->EpochOrder(epoch);
     for (uint64_t off = 0; off < L; off += B) {
@@ -339,17 +431,32 @@ void Server::Impl::PipelineLoop() {
       BatchTarget target;
       target.epoch = static_cast<uint32_t>(epoch);
       target.indices = std::span<int64_t>(grant->indices, n);
+      const int staging_index = direct ? -1 : next_staging;
+      Status s;
+      if (staging_index >= 0) s = staging_done[staging_index].Synchronize();
+      size_t staging_off = 0;
       for (size_t f = 0; f < fields.size(); ++f) {
-        target.field_data.push_back(memory->base(fields[f].memory) +
-                                    layout->SampleOffset(f, grant->slot, 0));
+        if (direct) {
+          target.field_data.push_back(memory->base(fields[f].memory) +
+                                      layout->SampleOffset(f, grant->slot, 0));
+        } else {
+          target.field_data.push_back(staging[staging_index].data() + staging_off);
+          staging_off += fields[f].bytes_per_sample() * B;
+        }
         target.field_bytes.push_back(fields[f].bytes_per_sample());
       }
-      Status s = source->FillBatch(*pool, target);
+      if (device_ring && direct) {
+        target.device = Device{MemoryKind::kCuda, cuda_device};
+        target.cuda_stream = stream->handle();
+      }
+      if (s.ok()) s = source->FillBatch(*pool, target);
+      if (s.ok() && device_ring) s = PublishDeviceSlot(grant->slot, n, staging_index);
       if (!s.ok()) {
         BC_LOG_ERROR("producer stopped: {}", s.ToString());
         Finish(s);
         return;
       }
+      next_staging ^= 1;
       scheduler->Commit(grant->slot);
     }
   }
@@ -373,6 +480,7 @@ void Server::Impl::Shutdown() {
   if (scheduler) Finish(Status::Ok());
   if (pipeline_thread.joinable()) pipeline_thread.join();
   if (control_thread.joinable()) control_thread.join();
+  if (stream) (void)stream->Synchronize();  // no queued write outlives the ring
   if (router) {
     router->close();
     router.reset();
@@ -463,11 +571,16 @@ Result<WriteSlot> Server::BeginBatch(uint32_t epoch, std::span<const int64_t> in
                            impl_->layout->SampleOffset(f, g.slot, 0));
     w.field_bytes.push_back(impl_->fields[f].bytes_per_sample());
   }
+  if (impl_->cuda_device >= 0) w.device = Device{MemoryKind::kCuda, impl_->cuda_device};
   return w;
 }
 
-Status Server::CommitBatch(const WriteSlot& slot) {
+Status Server::CommitBatch(const WriteSlot& slot, void* cuda_stream) {
   if (slot.slot >= impl_->options.window) return InvalidArgumentError("bad slot");
+  if (impl_->memory->has_device_memory()) {
+    // Note [Device ring ordering], step 2.
+    BATCHCAST_RETURN_IF_ERROR(impl_->memory->slot_event(slot.slot).Record(cuda_stream));
+  }
   impl_->scheduler->Commit(slot.slot);
   return Status::Ok();
 }

@@ -9,6 +9,16 @@
 //
 // The lease ends when the Batch and every DLPack tensor made from it are gone.
 // Batch is move-only; destroying it from any thread is safe.
+//
+// CUDA rings (server --device cuda:N): field data are device pointers of the
+// producer's device (FieldView::device = {kCuda, N}). The data is ready in the
+// order of the consumer's CUDA stream (ConsumerOptions::cuda_stream): work
+// queued on that stream after Next() returned sees the batch; the host never
+// waited for it. When the batch dies, the lease ends only after the work
+// queued on that stream (and on streams added with RecordStream) so far has
+// completed, so kernels still reading the batch are never raced by the
+// producer. A batch that spans slots was gathered by an asynchronous copy on
+// that stream into a private device buffer, freed in stream order.
 #pragma once
 
 #include <cstdint>
@@ -75,6 +85,12 @@ class Batch {
   // A standard DLPack tensor viewing field `name`; the caller owns it and must
   // call its deleter exactly once. The lease lives until then.
   Result<DLManagedTensor*> ToDLPack(std::string_view name) const;
+
+  // CUDA rings: makes `cuda_stream` (a cudaStream_t of the producer's device)
+  // wait until the batch's data is ready, and makes the lease's end wait for
+  // the work queued on it too. For batches used on more than the consumer's
+  // stream. No-op for host rings.
+  Status RecordStream(void* cuda_stream) const;
 
  private:
   friend class Connection;

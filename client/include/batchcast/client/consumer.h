@@ -19,6 +19,18 @@
 // Next() calls; a server that dies or stops answering makes Next() fail with
 // Unavailable within heartbeat_timeout (2 s by default).
 //
+// CUDA rings (server --device cuda:N): the client maps the server's device
+// allocation once (CUDA IPC) and hands out device pointers of the producer's
+// device N; see batch.h for stream ordering and leases. No host
+// synchronization happens in Next(). A consumer whose own work runs on another
+// GPU M of the node gets the same pointers, mapped with
+// cudaIpcMemLazyEnablePeerAccess: its kernels on M may read them directly when
+// M and N have peer access (NVLink or PCIe P2P; the mapping enables it), or it
+// copies the batch to M with cudaMemcpyPeerAsync / a device-to-device copy on
+// a stream of M (RecordStream() orders that stream after the batch). It is
+// never given a copy on M implicitly. Both processes must see the same GPUs
+// under the same numbers (the same CUDA_VISIBLE_DEVICES).
+//
 // Thread-safety: Next() and Stats() may be called from one thread at a time;
 // Batches may be destroyed on any thread. Batches may outlive the Consumer:
 // the connection stays open (without a window position) until the last one is
@@ -50,6 +62,10 @@ struct ConsumerOptions {
   std::chrono::milliseconds timeout{0};
   std::chrono::milliseconds connect_timeout{10000};
   std::string name;  // shown in server stats; default "<program>:<pid>"
+  // CUDA rings: the stream (a cudaStream_t of the producer's device) on which
+  // batches are delivered and used; nullptr = that device's legacy default
+  // stream. See batch.h.
+  void* cuda_stream = nullptr;
 };
 
 class Consumer {
@@ -67,6 +83,9 @@ class Consumer {
   // gone or stopped), OutOfRange (the stream ended), DeadlineExceeded (timeout),
   // ResourceExhausted (evicted, or too many unreleased batches).
   Result<Batch> Next();
+  // Changes the delivery stream of the following batches (see
+  // ConsumerOptions::cuda_stream), e.g. to the framework's current stream.
+  void set_cuda_stream(void* cuda_stream);
 
   uint64_t batches_per_epoch() const;
   uint64_t epoch_len() const;

@@ -34,6 +34,7 @@ struct WriteSlot {
   uint32_t count = 0;
   std::vector<uint8_t*> field_data;  // sample 0 of the slot, per field
   std::vector<size_t> field_bytes;   // bytes per sample, per field
+  Device device;                     // {kCuda, N}: field_data are device pointers
 };
 
 class Server {
@@ -68,8 +69,11 @@ class Server {
   // Errors: DeadlineExceeded, Cancelled (stopped), InvalidArgument.
   Result<WriteSlot> BeginBatch(uint32_t epoch, std::span<const int64_t> indices,
                                std::chrono::milliseconds timeout);
-  // Publishes a slot filled after BeginBatch.
-  Status CommitBatch(const WriteSlot& slot);
+  // Publishes a slot filled after BeginBatch. With a device ring, the slot's
+  // interprocess event is first recorded on `cuda_stream` (a cudaStream_t of
+  // the ring's device; nullptr = its legacy default stream): the writes to the
+  // slot must have been queued on that stream (or be complete) by then.
+  Status CommitBatch(const WriteSlot& slot, void* cuda_stream = nullptr);
   // Declares that no more batches will come (consumers see the stream end).
   void EndStream();
 

@@ -29,6 +29,13 @@ struct BatchTarget {
                                     // whose file turned out bad (skip policy)
   std::vector<uint8_t*> field_data;
   std::vector<size_t> field_bytes;  // per-sample bytes of each field
+  // Where field_data points: host memory, or (only for sources whose
+  // output_memory() is kCuda, writing into a device ring) device memory of
+  // device.index; such a source queues its writes on `cuda_stream` (a
+  // cudaStream_t) and need not wait for them (Note [Device ring ordering],
+  // server/src/server.cc).
+  Device device;
+  void* cuda_stream = nullptr;
 };
 
 class Source {
@@ -42,6 +49,10 @@ class Source {
   virtual std::string description() const = 0;
   // Fills every sample of `target`. An error stops the producer (policy fail).
   virtual Status FillBatch(ThreadPool& pool, BatchTarget& target) = 0;
+  // Where FillBatch writes: kHost (the default; with a device ring the pipeline
+  // gives it pinned staging memory and copies that to the slot) or kCuda (it
+  // writes device slots itself, see BatchTarget::cuda_stream).
+  virtual MemoryKind output_memory() const { return MemoryKind::kHost; }
   // Counters for stats (files skipped, ...), as JSON-able key/value pairs.
   virtual std::vector<std::pair<std::string, int64_t>> counters() const { return {}; }
 };

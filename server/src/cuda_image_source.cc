@@ -1,0 +1,493 @@
+#include "cuda_image_source.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <set>
+
+#include "batchcast/core/cuda/augment.h"
+#include "batchcast/core/cuda/nvjpeg.h"
+#include "batchcast/core/cuda/runtime.h"
+#include "batchcast/core/image/jpeg.h"
+#include "batchcast/core/image/transform.h"
+#include "batchcast/core/logging.h"
+#include "batchcast/server/image_source.h"
+#include "batchcast/server/thread_pool.h"
+
+namespace batchcast {
+namespace {
+
+constexpr size_t kAlign = 256;
+size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Reads the whole file, or its first `limit` bytes, into `out`.
+Status ReadFileBytes(const std::string& path, std::vector<uint8_t>& out, size_t limit = SIZE_MAX) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NotFoundError("cannot open: " + std::string(std::strerror(errno)));
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    close(fd);
+    return DataLossError("cannot stat: " + std::string(std::strerror(errno)));
+  }
+  const size_t want = std::min<size_t>(static_cast<size_t>(st.st_size), limit);
+  out.resize(want);
+  size_t got = 0;
+  while (got < want) {
+    const ssize_t r = read(fd, out.data() + got, want - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += static_cast<size_t>(r);
+  }
+  close(fd);
+  out.resize(got);
+  return Status::Ok();
+}
+
+// True when an EOI marker (FF D9) is among the file's last 32 bytes (encoders
+// may pad after it). A truncated file has none and goes to the CPU decoder,
+// which reports it (hardware decoders do not always).
+bool EndsWithEoi(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  bool found = false;
+  if (fstat(fd, &st) == 0 && st.st_size >= 4) {
+    uint8_t tail[32];
+    const off_t n = std::min<off_t>(st.st_size, 32);
+    if (pread(fd, tail, static_cast<size_t>(n), st.st_size - n) == n) {
+      for (off_t i = n - 2; i >= 0 && !found; --i) found = tail[i] == 0xFF && tail[i + 1] == 0xD9;
+    }
+  }
+  close(fd);
+  return found;
+}
+
+struct Entry {
+  ImageEntry file;
+  int width = 0;
+  int height = 0;
+  bool gpu = false;  // decoded by nvJPEG
+};
+
+class CudaImageSource : public Source {
+ public:
+  CudaImageSource(std::vector<Entry> entries, image::TransformOptions transform, int device,
+                  std::unique_ptr<cuda::NvJpegDecoder> decoder, int threads, bool fail_on_error,
+                  std::string root, uint64_t dropped)
+      : entries_(std::move(entries)),
+        transform_(transform),
+        device_(device),
+        decoder_(std::move(decoder)),
+        pool_(threads),
+        cpu_decoders_(static_cast<size_t>(threads)),
+        fail_on_error_(fail_on_error),
+        root_(std::move(root)),
+        dropped_(dropped) {
+    params_.size = transform_.size;
+    params_.dtype = transform_.dtype;
+    params_.nchw = transform_.nchw;
+    for (int c = 0; c < 3; ++c) {
+      params_.mean[c] = transform_.mean[c];
+      params_.std[c] = transform_.std[c];
+    }
+    for (const Entry& e : entries_) gpu_files_ += e.gpu ? 1 : 0;
+  }
+
+  ~CudaImageSource() override {
+    for (Set& s : sets_) {
+      if (s.done.valid()) (void)s.done.Synchronize();
+    }
+  }
+
+  Status Init() {
+    for (Set& s : sets_) {
+      BATCHCAST_ASSIGN_OR_RETURN(s.done, cuda::Event::Create(device_));
+    }
+    return Status::Ok();
+  }
+
+  uint64_t size() const override { return entries_.size(); }
+  MemoryKind output_memory() const override { return MemoryKind::kCuda; }
+
+  std::vector<FieldSpec> fields() const override {
+    const int64_t s = transform_.size;
+    std::vector<int64_t> shape = transform_.nchw ? std::vector<int64_t>{3, s, s}
+                                                 : std::vector<int64_t>{s, s, 3};
+    return {FieldSpec{"image", transform_.dtype, shape, MemoryKind::kCuda},
+            FieldSpec{"label", DType::kInt64, {}, MemoryKind::kCuda}};
+  }
+
+  std::string description() const override {
+    return "image dataset " + root_ + " (" + std::to_string(entries_.size()) + " files, " +
+           (transform_.kind == image::TransformOptions::Kind::kTrain ? "train" : "eval") + " " +
+           std::to_string(transform_.size) + " " + std::string(DTypeName(transform_.dtype)) +
+           ", " + decoder_->backend_name() + " on cuda:" + std::to_string(device_) + ", " +
+           std::to_string(entries_.size() - gpu_files_) + " files decoded on the CPU)";
+  }
+
+  std::vector<std::pair<std::string, int64_t>> counters() const override {
+    return {{"files", static_cast<int64_t>(entries_.size())},
+            {"files_dropped_at_scan", static_cast<int64_t>(dropped_)},
+            {"files_gpu_decodable", static_cast<int64_t>(gpu_files_)},
+            {"decode_errors", decode_errors_.load()},
+            {"gpu_decoded", gpu_decoded_.load()},
+            {"cpu_decoded", cpu_decoded_.load()},
+            {"gpu_batch_failures", gpu_batch_failures_.load()}};
+  }
+
+  Status FillBatch(ThreadPool& /*pool: the GPU path uses its own, smaller one*/,
+                   BatchTarget& target) override;
+
+ private:
+  // One sample's state inside a batch.
+  struct Sample {
+    std::vector<uint8_t> bytes;    // the file
+    bool gpu = false;              // decode with nvJPEG
+    std::vector<uint8_t> decoded;  // CPU decode: RGB crop at scale 1/box
+    image::CropParams crop;
+    image::DecodePlan plan;        // for GPU samples: box + rect in scaled pixels
+    int dec_w = 0;                 // CPU decode: decoded rect size
+    int dec_h = 0;
+    size_t offset = 0;             // in the set's device arena (GPU) or upload buffer (CPU)
+    Status status;
+  };
+  // Buffers of one batch in flight; two sets alternate.
+  struct Set {
+    std::vector<Sample> samples;
+    cuda::DeviceBuffer arena;      // nvJPEG outputs
+    cuda::PinnedBuffer upload;     // CPU-decoded crops, then copied to `uploaded`
+    cuda::DeviceBuffer uploaded;
+    cuda::PinnedBuffer host_desc;  // AugmentSample[n] then int64 labels[n]
+    cuda::DeviceBuffer dev_desc;
+    cuda::Event done;              // after the kernel and copies that read the set
+  };
+
+  // Reads sample i's file (replacing the index on a bad file) and, for files
+  // the GPU does not take, decodes its crop on the CPU.
+  Status Prepare(int worker, uint32_t epoch, int64_t& index, Sample& s, bool force_cpu);
+  Status DecodeOnCpu(int worker, uint32_t epoch, int64_t index, Sample& s);
+  image::CropParams CropOf(uint32_t epoch, int64_t index, int width, int height) const {
+    return transform_.kind == image::TransformOptions::Kind::kTrain
+               ? image::TrainCrop(transform_, epoch, index, width, height)
+               : image::EvalCrop(transform_, width, height);
+  }
+  void ReportOnce(const std::string& path, const Status& s) {
+    decode_errors_.fetch_add(1);
+    std::lock_guard lock(warned_mu_);
+    if (warned_.insert(path).second) {
+      BC_LOG_WARN("skipping {}: {} (a neighbouring sample stands in)", path, s.message());
+    }
+  }
+  static Status Grow(cuda::DeviceBuffer& b, int device, size_t bytes) {
+    if (b.size() >= bytes) return Status::Ok();
+    b = cuda::DeviceBuffer();
+    BATCHCAST_ASSIGN_OR_RETURN(b, cuda::DeviceBuffer::Create(device, bytes + bytes / 4));
+    return Status::Ok();
+  }
+  static Status Grow(cuda::PinnedBuffer& b, size_t bytes) {
+    if (b.size() >= bytes) return Status::Ok();
+    b = cuda::PinnedBuffer();
+    BATCHCAST_ASSIGN_OR_RETURN(b, cuda::PinnedBuffer::Create(bytes + bytes / 4));
+    return Status::Ok();
+  }
+
+  std::vector<Entry> entries_;
+  image::TransformOptions transform_;
+  cuda::AugmentParams params_;
+  int device_;
+  std::unique_ptr<cuda::NvJpegDecoder> decoder_;
+  ThreadPool pool_;
+  std::vector<image::JpegDecoder> cpu_decoders_;
+  bool fail_on_error_;
+  std::string root_;
+  uint64_t dropped_;
+  uint64_t gpu_files_ = 0;
+  Set sets_[2];
+  int next_set_ = 0;
+  std::atomic<int64_t> decode_errors_{0};
+  std::atomic<int64_t> gpu_decoded_{0};
+  std::atomic<int64_t> cpu_decoded_{0};
+  std::atomic<int64_t> gpu_batch_failures_{0};
+  std::mutex warned_mu_;
+  std::set<std::string> warned_;
+};
+
+Status CudaImageSource::DecodeOnCpu(int worker, uint32_t epoch, int64_t index, Sample& s) {
+  image::JpegDecoder& dec = cpu_decoders_[static_cast<size_t>(worker)];
+  BATCHCAST_ASSIGN_OR_RETURN(image::JpegInfo info,
+                             dec.ReadHeader(s.bytes, image::EffectiveMaxPixels(transform_)));
+  s.crop = CropOf(epoch, index, info.width, info.height);
+  s.plan = image::PlanDecode(info.width, info.height, s.crop, transform_.size);
+  BATCHCAST_ASSIGN_OR_RETURN(image::DecodedImage img,
+                             dec.Decode(s.plan.scale_denom, s.plan.rect, /*gray_as_rgb=*/true));
+  s.dec_w = img.width;
+  s.dec_h = img.height;
+  const size_t row = static_cast<size_t>(img.width) * 3;
+  s.decoded.resize(row * static_cast<size_t>(img.height));
+  for (int y = 0; y < img.height; ++y) {
+    std::memcpy(s.decoded.data() + row * y, img.data + img.stride * y, row);
+  }
+  s.gpu = false;
+  return Status::Ok();
+}
+
+Status CudaImageSource::Prepare(int worker, uint32_t epoch, int64_t& index, Sample& s,
+                                bool force_cpu) {
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    const Entry& e = entries_[static_cast<size_t>(index)];
+    Status st = ReadFileBytes(e.file.path, s.bytes);
+    if (st.ok() && e.gpu && !force_cpu) {
+      s.gpu = true;
+      s.crop = CropOf(epoch, index, e.width, e.height);
+      s.plan = image::PlanDecode(e.width, e.height, s.crop, transform_.size);
+      return Status::Ok();
+    }
+    if (st.ok()) st = DecodeOnCpu(worker, epoch, index, s);
+    if (st.ok()) return Status::Ok();
+    if (fail_on_error_) {
+      return Status(st.code(), e.file.path + ": " + st.message() + " (--on-error fail)");
+    }
+    ReportOnce(e.file.path, st);
+    index = (index + 1) % static_cast<int64_t>(entries_.size());
+  }
+  return DataLossError("64 consecutive files failed to decode; giving up");
+}
+
+Status CudaImageSource::FillBatch(ThreadPool&, BatchTarget& target) {
+  if (target.device.kind != MemoryKind::kCuda || target.device.index != device_ ||
+      target.field_data.size() != 2) {
+    return InternalError("CudaImageSource writes only device slots of cuda:" +
+                         std::to_string(device_));
+  }
+  Set& set = sets_[next_set_];
+  const int state = next_set_;
+  next_set_ ^= 1;
+  // The previous batch that used this set is done with its buffers.
+  BATCHCAST_RETURN_IF_ERROR(set.done.Synchronize());
+  const size_t n = target.indices.size();
+  if (set.samples.size() < n) set.samples.resize(n);
+  void* stream = target.cuda_stream;
+
+  // 1. Read files; CPU-decode those the GPU does not take.
+  std::atomic<bool> failed{false};
+  Status first_error;
+  std::mutex mu;
+  pool_.ParallelFor(static_cast<int64_t>(n), [&](int worker, int64_t i) {
+    if (failed.load(std::memory_order_relaxed)) return;
+    Sample& s = set.samples[static_cast<size_t>(i)];
+    Status st = Prepare(worker, target.epoch, target.indices[static_cast<size_t>(i)], s, false);
+    if (!st.ok()) {
+      std::lock_guard lock(mu);
+      if (first_error.ok()) first_error = std::move(st);
+      failed = true;
+    }
+  });
+  BATCHCAST_RETURN_IF_ERROR(first_error);
+
+  // 2. nvJPEG batched decode of the GPU samples into the arena.
+  std::vector<std::span<const uint8_t>> jpegs;
+  std::vector<cuda::NvJpegDecoder::Output> outputs;
+  std::vector<size_t> gpu_ids;
+  size_t arena_bytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Sample& s = set.samples[i];
+    if (!s.gpu) continue;
+    const Entry& e = entries_[static_cast<size_t>(target.indices[i])];
+    s.offset = arena_bytes;
+    arena_bytes += AlignUp(static_cast<size_t>(e.width) * 3 * static_cast<size_t>(e.height));
+    gpu_ids.push_back(i);
+  }
+  if (!gpu_ids.empty()) {
+    BATCHCAST_RETURN_IF_ERROR(Grow(set.arena, device_, arena_bytes));
+    for (size_t i : gpu_ids) {
+      const Sample& s = set.samples[i];
+      const Entry& e = entries_[static_cast<size_t>(target.indices[i])];
+      jpegs.emplace_back(s.bytes.data(), s.bytes.size());
+      outputs.push_back({set.arena.data() + s.offset, static_cast<size_t>(e.width) * 3});
+    }
+    Status st = decoder_->DecodeBatch(state, jpegs, outputs, stream);
+    if (!st.ok()) {
+      if (st.code() != StatusCode::kDataLoss) return st;
+      // A file nvJPEG rejects spoils its batch: decode this batch on the CPU.
+      gpu_batch_failures_.fetch_add(1);
+      BC_LOG_WARN("nvJPEG rejected a batch ({}); decoding its {} files on the CPU", st.message(),
+                  gpu_ids.size());
+      pool_.ParallelFor(static_cast<int64_t>(gpu_ids.size()), [&](int worker, int64_t k) {
+        if (failed.load(std::memory_order_relaxed)) return;
+        const size_t i = gpu_ids[static_cast<size_t>(k)];
+        Status s2 = Prepare(worker, target.epoch, target.indices[i], set.samples[i], true);
+        if (!s2.ok()) {
+          std::lock_guard lock(mu);
+          if (first_error.ok()) first_error = std::move(s2);
+          failed = true;
+        }
+      });
+      BATCHCAST_RETURN_IF_ERROR(first_error);
+      gpu_ids.clear();
+    }
+  }
+
+  // 3. Upload the CPU-decoded crops (one copy).
+  size_t upload_bytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Sample& s = set.samples[i];
+    if (s.gpu) continue;
+    s.offset = upload_bytes;
+    upload_bytes += AlignUp(s.decoded.size());
+  }
+  if (upload_bytes > 0) {
+    BATCHCAST_RETURN_IF_ERROR(Grow(set.upload, upload_bytes));
+    BATCHCAST_RETURN_IF_ERROR(Grow(set.uploaded, device_, upload_bytes));
+    for (size_t i = 0; i < n; ++i) {
+      const Sample& s = set.samples[i];
+      if (!s.gpu) std::memcpy(set.upload.data() + s.offset, s.decoded.data(), s.decoded.size());
+    }
+    BATCHCAST_RETURN_IF_ERROR(
+        cuda::CopyAsync(set.uploaded.data(), set.upload.data(), upload_bytes, stream));
+  }
+
+  // 4. Descriptors and labels, then the fused kernel into the slot.
+  const size_t desc_bytes = AlignUp(n * sizeof(cuda::AugmentSample));
+  const size_t label_bytes = n * sizeof(int64_t);
+  BATCHCAST_RETURN_IF_ERROR(Grow(set.host_desc, desc_bytes + label_bytes));
+  BATCHCAST_RETURN_IF_ERROR(Grow(set.dev_desc, device_, desc_bytes));
+  auto* desc = reinterpret_cast<cuda::AugmentSample*>(set.host_desc.data());
+  auto* labels = reinterpret_cast<int64_t*>(set.host_desc.data() + desc_bytes);
+  const int size = transform_.size;
+  for (size_t i = 0; i < n; ++i) {
+    const Sample& s = set.samples[i];
+    const Entry& e = entries_[static_cast<size_t>(target.indices[i])];
+    cuda::AugmentSample& d = desc[i];
+    d = cuda::AugmentSample{};
+    if (s.gpu) {
+      d.src = set.arena.data() + s.offset;
+      d.pitch = static_cast<int64_t>(e.width) * 3;
+      d.src_w = e.width;
+      d.src_h = e.height;
+      d.box = s.plan.scale_denom;
+      d.rect_x = s.plan.rect.x;
+      d.rect_y = s.plan.rect.y;
+    } else {
+      d.src = set.uploaded.data() + s.offset;
+      d.pitch = static_cast<int64_t>(s.dec_w) * 3;
+      d.src_w = s.dec_w;
+      d.src_h = s.dec_h;
+      d.box = 1;
+    }
+    d.rect_w = s.plan.rect.w;
+    d.rect_h = s.plan.rect.h;
+    d.flip = s.crop.flip ? 1 : 0;
+    d.area = cuda::UsesAreaResampling(d.rect_w, d.rect_h, size) ? 1 : 0;
+    d.out = target.field_data[0] + i * target.field_bytes[0];
+    labels[i] = e.file.label;
+  }
+  BATCHCAST_RETURN_IF_ERROR(
+      cuda::CopyAsync(set.dev_desc.data(), set.host_desc.data(), n * sizeof(cuda::AugmentSample),
+                      stream));
+  BATCHCAST_RETURN_IF_ERROR(cuda::CopyAsync(target.field_data[1], labels, label_bytes, stream));
+  BATCHCAST_RETURN_IF_ERROR(cuda::AugmentAsync(
+      reinterpret_cast<const cuda::AugmentSample*>(set.dev_desc.data()), static_cast<int>(n),
+      params_, stream));
+  BATCHCAST_RETURN_IF_ERROR(set.done.Record(stream));
+  gpu_decoded_.fetch_add(static_cast<int64_t>(gpu_ids.size()));
+  cpu_decoded_.fetch_add(static_cast<int64_t>(n - gpu_ids.size()));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Source>> MakeCudaImageSource(const ServerOptions& options) {
+  if (!cuda::BuiltWithCuda() || !cuda::BuiltWithNvJpeg()) {
+    return UnavailableError(std::string("this build of batchcast has no ") +
+                            (cuda::BuiltWithCuda() ? "nvJPEG" : "CUDA support") +
+                            " for --decode gpu");
+  }
+  if (!options.device.starts_with("cuda:")) {
+    return InvalidArgumentError("--decode gpu needs --device cuda:N");
+  }
+  const int device = std::stoi(options.device.substr(5));
+  image::TransformOptions t;
+  t.kind = options.transform == "eval" ? image::TransformOptions::Kind::kEval
+                                       : image::TransformOptions::Kind::kTrain;
+  t.size = options.size;
+  BATCHCAST_ASSIGN_OR_RETURN(t.dtype, ParseDType(options.dtype));
+  t.nchw = options.layout == "nchw";
+  t.mean = options.mean;
+  t.std = options.std;
+  t.seed = options.seed;
+  t.max_pixels = options.max_pixels;
+  BATCHCAST_RETURN_IF_ERROR(image::ValidateTransformOptions(t));
+  BATCHCAST_RETURN_IF_ERROR(cuda::CheckDevice(device).WithContext("--device " + options.device));
+  BATCHCAST_ASSIGN_OR_RETURN(std::unique_ptr<cuda::NvJpegDecoder> decoder,
+                             cuda::NvJpegDecoder::Create(device, 2));
+  BATCHCAST_ASSIGN_OR_RETURN(std::vector<ImageEntry> files, ListImageDataset(options.data));
+
+  // Scan every header (as the CPU path does) and decide where each file decodes.
+  const int threads = options.workers > 0 ? options.workers : 2;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Entry> scanned(files.size());
+  std::vector<Status> verdict(files.size());
+  {
+    ThreadPool pool(threads);
+    std::vector<std::vector<uint8_t>> buffers(static_cast<size_t>(threads));
+    pool.ParallelFor(static_cast<int64_t>(files.size()), [&](int w, int64_t i) {
+      std::vector<uint8_t>& buf = buffers[static_cast<size_t>(w)];
+      const std::string& path = files[static_cast<size_t>(i)].path;
+      Status s = ReadFileBytes(path, buf, 256 << 10);
+      Result<image::JpegInfo> info = DataLossError("unread");
+      if (s.ok()) {
+        info = image::ReadJpegInfo(buf, image::EffectiveMaxPixels(t));
+        if (!info.ok() && buf.size() == (256u << 10)) {  // a header larger than 256 KiB
+          s = ReadFileBytes(path, buf);
+          if (s.ok()) info = image::ReadJpegInfo(buf, image::EffectiveMaxPixels(t));
+        }
+        if (s.ok() && !info.ok()) s = info.status();
+      }
+      verdict[static_cast<size_t>(i)] = s;
+      if (!s.ok()) return;
+      Entry& e = scanned[static_cast<size_t>(i)];
+      e.width = info->width;
+      e.height = info->height;
+      using CS = image::JpegInfo::ColorSpace;
+      e.gpu = !info->progressive && (info->color == CS::kYCbCr || info->color == CS::kGray) &&
+              decoder->Supports(buf) && EndsWithEoi(path);
+    });
+  }
+  std::vector<Entry> usable;
+  usable.reserve(files.size());
+  uint64_t dropped = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (verdict[i].ok()) {
+      scanned[i].file = std::move(files[i]);
+      usable.push_back(std::move(scanned[i]));
+      continue;
+    }
+    if (options.on_error == "fail") {
+      return Status(verdict[i].code(),
+                    files[i].path + ": " + verdict[i].message() + " (--on-error fail)");
+    }
+    ++dropped;
+    BC_LOG_WARN("dropping {}: {}", files[i].path, verdict[i].message());
+  }
+  if (usable.empty()) return InvalidArgumentError("no usable JPEG files in " + options.data);
+  size_t gpu = 0;
+  for (const Entry& e : usable) gpu += e.gpu ? 1 : 0;
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  BC_LOG_INFO("scanned {} files in {:.2f} s: {} usable ({} for {}, {} for the CPU decoder), {} dropped",
+              files.size(), secs, usable.size(), gpu, decoder->backend_name(), usable.size() - gpu,
+              dropped);
+  auto source = std::make_unique<CudaImageSource>(std::move(usable), t, device, std::move(decoder),
+                                                  threads, options.on_error == "fail",
+                                                  options.data, dropped);
+  BATCHCAST_RETURN_IF_ERROR(source->Init());
+  return std::unique_ptr<Source>(std::move(source));
+}
+
+}  // namespace batchcast
