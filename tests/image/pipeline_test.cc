@@ -305,6 +305,22 @@ TEST(CpuImagePipeline, BadInput) {
   EXPECT_TRUE(p.Process(jpeg, 0, 0, out.data()).ok());
 }
 
+TEST(CpuImagePipeline, Movable) {
+  const auto jpeg = EncodeJpeg(TexturedRgb(90, 70, 2), 90);
+  CpuImagePipeline a(Options(TransformOptions::Kind::kTrain, DType::kFloat32, true, 32));
+  const auto want = Transform<float>(a, jpeg, 0, 3);
+  std::vector<CpuImagePipeline> pipelines;
+  pipelines.push_back(std::move(a));
+  pipelines.emplace_back(Options(TransformOptions::Kind::kEval, DType::kUInt8, true, 16));
+  EXPECT_EQ(Transform<float>(pipelines[0], jpeg, 0, 3), want);
+  CpuImagePipeline b(Options(TransformOptions::Kind::kEval, DType::kUInt8, true, 16));
+  b = std::move(pipelines[0]);
+  EXPECT_EQ(Transform<float>(b, jpeg, 0, 3), want);
+  std::vector<JpegDecoder> decoders(2);
+  decoders.emplace_back();
+  EXPECT_TRUE(decoders[2].DecodeRgb(jpeg, 0).ok());
+}
+
 TEST(CpuImagePipeline, ReuseAcrossImagesMatchesFreshPipeline) {
   const TransformOptions o = Options(TransformOptions::Kind::kTrain, DType::kFloat16, true, 56);
   CpuImagePipeline reused(o);

@@ -327,7 +327,21 @@ JpegDecoder::JpegDecoder() : impl_(std::make_unique<Impl>()) {
   BATCHCAST_CHECK(rc == 0) << "jpeg_create_decompress failed: " << impl_->err.message;
 }
 
-JpegDecoder::~JpegDecoder() { jpeg_destroy_decompress(&impl_->cinfo); }
+JpegDecoder::~JpegDecoder() {
+  if (impl_ != nullptr) jpeg_destroy_decompress(&impl_->cinfo);
+}
+
+// libjpeg keeps pointers to the error manager inside Impl, which is heap
+// allocated: moving the unique_ptr keeps them valid.
+JpegDecoder::JpegDecoder(JpegDecoder&&) noexcept = default;
+
+JpegDecoder& JpegDecoder::operator=(JpegDecoder&& other) noexcept {
+  if (this != &other) {
+    if (impl_ != nullptr) jpeg_destroy_decompress(&impl_->cinfo);
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
 
 Result<JpegInfo> JpegDecoder::ReadHeader(std::span<const uint8_t> bytes, uint64_t max_pixels) {
   impl_->header_ready = false;

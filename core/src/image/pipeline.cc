@@ -136,6 +136,8 @@ CpuImagePipeline::CpuImagePipeline(TransformOptions options, PipelineTuning tuni
 }
 
 CpuImagePipeline::~CpuImagePipeline() = default;
+CpuImagePipeline::CpuImagePipeline(CpuImagePipeline&&) noexcept = default;
+CpuImagePipeline& CpuImagePipeline::operator=(CpuImagePipeline&&) noexcept = default;
 
 Status CpuImagePipeline::Process(std::span<const uint8_t> jpeg, uint32_t epoch, int64_t index,
                                  void* out, CropParams* crop_used) {

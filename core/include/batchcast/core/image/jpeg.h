@@ -108,6 +108,9 @@ class JpegDecoder {
   ~JpegDecoder();
   JpegDecoder(const JpegDecoder&) = delete;
   JpegDecoder& operator=(const JpegDecoder&) = delete;
+  // A moved-from decoder may only be destroyed or assigned to.
+  JpegDecoder(JpegDecoder&&) noexcept;
+  JpegDecoder& operator=(JpegDecoder&&) noexcept;
 
   // Parses the header of `bytes` (errors as ReadJpegInfo; max_pixels 0 means
   // kDefaultMaxPixels) and prepares a Decode of it.

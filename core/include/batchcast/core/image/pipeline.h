@@ -72,6 +72,9 @@ class CpuImagePipeline {
   ~CpuImagePipeline();
   CpuImagePipeline(const CpuImagePipeline&) = delete;
   CpuImagePipeline& operator=(const CpuImagePipeline&) = delete;
+  // A moved-from pipeline may only be destroyed or assigned to.
+  CpuImagePipeline(CpuImagePipeline&&) noexcept;
+  CpuImagePipeline& operator=(CpuImagePipeline&&) noexcept;
 
   const TransformOptions& options() const { return options_; }
   size_t output_bytes() const { return OutputBytes(options_); }
