@@ -136,6 +136,23 @@ Status Stream::Synchronize() const {
 
 // ---- Event ----
 
+namespace {
+// Events exported by this process: handle -> event (Note [CUDA IPC lifetimes]).
+std::mutex& LocalEventsMu() {
+  static auto* mu = new std::mutex();
+  return *mu;
+}
+std::map<IpcHandle, std::pair<void*, int>, bool (*)(const IpcHandle&, const IpcHandle&)>&
+LocalEvents() {
+  static auto* m = new std::map<IpcHandle, std::pair<void*, int>,
+                                bool (*)(const IpcHandle&, const IpcHandle&)>(
+      [](const IpcHandle& a, const IpcHandle& b) {
+        return std::memcmp(a.data(), b.data(), a.size()) < 0;
+      });
+  return *m;
+}
+}  // namespace
+
 Result<Event> Event::Create(int device, bool interprocess) {
   DeviceGuard g(device);
   BATCHCAST_RETURN_IF_ERROR(g.status());
@@ -150,6 +167,16 @@ Result<Event> Event::Create(int device, bool interprocess) {
 }
 
 Result<Event> Event::OpenIpc(const IpcHandle& handle, int device) {
+  {
+    std::lock_guard lock(LocalEventsMu());
+    if (auto it = LocalEvents().find(handle); it != LocalEvents().end()) {
+      Event out;
+      out.event_ = it->second.first;
+      out.device_ = it->second.second;
+      out.owned_ = false;
+      return out;
+    }
+  }
   DeviceGuard g(device);
   BATCHCAST_RETURN_IF_ERROR(g.status());
   cudaIpcEventHandle_t h;
@@ -162,30 +189,44 @@ Result<Event> Event::OpenIpc(const IpcHandle& handle, int device) {
   return out;
 }
 
-Event::Event(Event&& o) noexcept : event_(std::exchange(o.event_, nullptr)), device_(o.device_) {}
+Event::Event(Event&& o) noexcept
+    : event_(std::exchange(o.event_, nullptr)),
+      device_(o.device_),
+      owned_(o.owned_),
+      exported_(std::exchange(o.exported_, false)) {}
 
 Event& Event::operator=(Event&& o) noexcept {
   if (this != &o) {
     this->~Event();
     event_ = std::exchange(o.event_, nullptr);
     device_ = o.device_;
+    owned_ = o.owned_;
+    exported_ = std::exchange(o.exported_, false);
   }
   return *this;
 }
 
 Event::~Event() {
-  if (event_ != nullptr) {
-    (void)cudaEventDestroy(static_cast<cudaEvent_t>(event_));
-    event_ = nullptr;
+  if (event_ == nullptr) return;
+  if (exported_) {
+    std::lock_guard lock(LocalEventsMu());
+    for (auto it = LocalEvents().begin(); it != LocalEvents().end();) {
+      it = it->second.first == event_ ? LocalEvents().erase(it) : std::next(it);
+    }
   }
+  if (owned_) (void)cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+  event_ = nullptr;
 }
 
-Result<IpcHandle> Event::ExportIpc() const {
+Result<IpcHandle> Event::ExportIpc() {
   cudaIpcEventHandle_t h;
   BATCHCAST_RETURN_IF_ERROR(
       BATCHCAST_CUDA_CHECK(cudaIpcGetEventHandle(&h, static_cast<cudaEvent_t>(event_))));
   IpcHandle out;
   std::memcpy(out.data(), &h, sizeof(h));
+  std::lock_guard lock(LocalEventsMu());
+  LocalEvents()[out] = {event_, device_};
+  exported_ = true;
   return out;
 }
 

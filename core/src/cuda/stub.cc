@@ -41,7 +41,7 @@ Result<Event> Event::OpenIpc(const IpcHandle&, int) { return NoCuda(); }
 Event::Event(Event&&) noexcept {}
 Event& Event::operator=(Event&&) noexcept { return *this; }
 Event::~Event() = default;
-Result<IpcHandle> Event::ExportIpc() const { return NoCuda(); }
+Result<IpcHandle> Event::ExportIpc() { return NoCuda(); }
 Status Event::Record(void*) const { return NoCuda(); }
 Status Event::BlockStream(void*) const { return NoCuda(); }
 Result<bool> Event::Query() const { return NoCuda(); }

@@ -82,14 +82,16 @@ class Event {
  public:
   static Result<Event> Create(int device, bool interprocess = false);
   // Opens an event exported by another process (cudaIpcOpenEventHandle) on
-  // `device` (the exporter's device).
+  // `device` (the exporter's device). An event exported by this process is
+  // returned as a non-owning reference to it (see OpenIpcMemory).
   static Result<Event> OpenIpc(const IpcHandle& handle, int device);
   Event() = default;
   Event(Event&& other) noexcept;
   Event& operator=(Event&& other) noexcept;
   ~Event();
 
-  Result<IpcHandle> ExportIpc() const;
+  // cudaIpcGetEventHandle; registers the event for OpenIpc in this process.
+  Result<IpcHandle> ExportIpc();
   // cudaEventRecord(event, stream).
   Status Record(void* stream) const;
   // cudaStreamWaitEvent(stream, event): work queued on `stream` later waits
@@ -105,6 +107,8 @@ class Event {
  private:
   void* event_ = nullptr;
   int device_ = -1;
+  bool owned_ = true;
+  bool exported_ = false;
 };
 
 // One cudaMalloc allocation.

@@ -1,0 +1,196 @@
+// gpu_pipeline_bench: the GPU path's producer side on one dataset, side by side.
+//
+//   gpu_pipeline_bench DATA [--batch 256] [--seconds 10] [--size 224]
+//                      [--dtype float16] [--layout nchw] [--transform train]
+//
+// 1. decode-only: nvJPEG batched decode (hardware backend where present) of
+//    the files it supports, read into memory beforehand (no file I/O), batches
+//    of --batch on one stream with two decode states: the upper bound.
+// 2. fill: CudaImageSource::FillBatch (file reads, nvJPEG, CPU fallback for
+//    the other files, the fused kernel) into a ring of 8 device slots, as the
+//    server's pipeline thread calls it, without consumers.
+// Prints one JSON object per mode: images/s, and the process CPU time per
+// wall second (cores used).
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "batchcast/core/cuda/nvjpeg.h"
+#include "batchcast/core/cuda/runtime.h"
+#include "batchcast/core/image/jpeg.h"
+#include "batchcast/server/image_source.h"
+#include "batchcast/server/server.h"
+#include "batchcast/server/thread_pool.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double CpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + u.ru_stime.tv_sec +
+         u.ru_stime.tv_usec * 1e-6;
+}
+
+void Die(const batchcast::Status& s) {
+  std::cerr << s.ToString() << "\n";
+  std::exit(1);
+}
+
+std::vector<uint8_t> ReadAll(const std::string& path) {
+  std::vector<uint8_t> out;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return out;
+  uint8_t buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.insert(out.end(), buf, buf + n);
+  std::fclose(f);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"GPU path producer benchmark"};
+  std::string data, dtype = "float16", layout = "nchw", transform = "train";
+  int batch = 256, size = 224;
+  double seconds = 10;
+  app.add_option("data", data)->required();
+  app.add_option("--batch", batch);
+  app.add_option("--seconds", seconds);
+  app.add_option("--size", size);
+  app.add_option("--dtype", dtype);
+  app.add_option("--layout", layout);
+  app.add_option("--transform", transform);
+  CLI11_PARSE(app, argc, argv);
+  using namespace batchcast;
+  std::cerr << "device: " << cuda::DeviceDescription(0) << "\n";
+
+  // ---- 1. decode only ----
+  {
+    auto dec = cuda::NvJpegDecoder::Create(0, 2);
+    if (!dec.ok()) Die(dec.status());
+    auto entries = ListImageDataset(data);
+    if (!entries.ok()) Die(entries.status());
+    std::vector<std::vector<uint8_t>> files;
+    std::vector<std::pair<int, int>> dims;
+    size_t skipped = 0;
+    for (const ImageEntry& e : *entries) {
+      std::vector<uint8_t> bytes = ReadAll(e.path);
+      auto info = image::ReadJpegInfo(bytes);
+      if (!info.ok() || info->progressive || !(*dec)->Supports(bytes)) {
+        ++skipped;
+        continue;
+      }
+      dims.emplace_back(info->width, info->height);
+      files.push_back(std::move(bytes));
+    }
+    size_t max_bytes = 0;
+    for (auto [w, h] : dims) max_bytes = std::max<size_t>(max_bytes, size_t(w) * h * 3);
+    auto stream = cuda::Stream::Create(0);
+    if (!stream.ok()) Die(stream.status());
+    std::vector<cuda::DeviceBuffer> arenas;
+    std::vector<cuda::Event> done;
+    for (int k = 0; k < 2; ++k) {
+      auto a = cuda::DeviceBuffer::Create(0, max_bytes * batch);
+      if (!a.ok()) Die(a.status());
+      arenas.push_back(std::move(*a));
+      auto e = cuda::Event::Create(0);
+      if (!e.ok()) Die(e.status());
+      (void)e->Record(stream->handle());
+      done.push_back(std::move(*e));
+    }
+    auto run = [&](double secs) {
+      size_t next = 0, images = 0;
+      int k = 0;
+      const auto t0 = Clock::now();
+      const double c0 = CpuSeconds();
+      while (std::chrono::duration<double>(Clock::now() - t0).count() < secs) {
+        if (Status s = done[k].Synchronize(); !s.ok()) Die(s);
+        std::vector<std::span<const uint8_t>> jpegs;
+        std::vector<cuda::NvJpegDecoder::Output> outs;
+        for (int i = 0; i < batch; ++i) {
+          const size_t f = next++ % files.size();
+          jpegs.emplace_back(files[f].data(), files[f].size());
+          outs.push_back({arenas[k].data() + max_bytes * i, size_t(dims[f].first) * 3});
+        }
+        if (Status s = (*dec)->DecodeBatch(k, jpegs, outs, stream->handle()); !s.ok()) Die(s);
+        (void)done[k].Record(stream->handle());
+        images += batch;
+        k ^= 1;
+      }
+      (void)stream->Synchronize();
+      const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+      return std::make_tuple(images / wall, (CpuSeconds() - c0) / wall);
+    };
+    run(1.0);  // warm up
+    auto [rate, cores] = run(seconds);
+    nlohmann::json j = {{"mode", "decode_only"},  {"backend", (*dec)->backend_name()},
+                        {"files", files.size()},  {"files_not_supported", skipped},
+                        {"batch", batch},         {"images_per_s", rate},
+                        {"cpu_cores_used", cores}};
+    std::cout << j.dump() << std::endl;
+  }
+
+  // ---- 2. CudaImageSource::FillBatch into device slots ----
+  {
+    ServerOptions o;
+    o.data = data;
+    o.device = "cuda:0";
+    o.decode = "gpu";
+    o.transform = transform;
+    o.size = size;
+    o.dtype = dtype;
+    o.layout = layout;
+    o.batch_size = static_cast<uint32_t>(batch);
+    auto source = MakeSource(o);
+    if (!source.ok()) Die(source.status());
+    const auto fields = (*source)->fields();
+    const size_t per = fields[0].bytes_per_sample();
+    constexpr int kSlots = 8;
+    auto ring = cuda::DeviceBuffer::Create(0, (per + 8) * batch * kSlots);
+    if (!ring.ok()) Die(ring.status());
+    auto stream = cuda::Stream::Create(0);
+    if (!stream.ok()) Die(stream.status());
+    ThreadPool unused(1);
+    const int64_t n_files = static_cast<int64_t>((*source)->size());
+    auto run = [&](double secs) {
+      std::vector<int64_t> idx(batch);
+      int64_t next = 0;
+      size_t images = 0;
+      const auto t0 = Clock::now();
+      const double c0 = CpuSeconds();
+      for (int slot = 0; std::chrono::duration<double>(Clock::now() - t0).count() < secs;
+           slot = (slot + 1) % kSlots) {
+        for (int i = 0; i < batch; ++i) idx[i] = next++ % n_files;
+        BatchTarget t;
+        t.epoch = static_cast<uint32_t>(next / n_files);
+        t.indices = idx;
+        uint8_t* base = ring->data() + (per + 8) * batch * slot;
+        t.field_data = {base, base + per * batch};
+        t.field_bytes = {per, 8};
+        t.device = Device{MemoryKind::kCuda, 0};
+        t.cuda_stream = stream->handle();
+        if (Status s = (*source)->FillBatch(unused, t); !s.ok()) Die(s);
+        images += batch;
+      }
+      (void)stream->Synchronize();
+      const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+      return std::make_tuple(images / wall, (CpuSeconds() - c0) / wall);
+    };
+    run(1.0);
+    auto [rate, cores] = run(seconds);
+    nlohmann::json counters;
+    for (const auto& [k, v] : (*source)->counters()) counters[k] = v;
+    nlohmann::json j = {{"mode", "fill"},           {"source", (*source)->description()},
+                        {"batch", batch},           {"images_per_s", rate},
+                        {"cpu_cores_used", cores},  {"counters", counters}};
+    std::cout << j.dump() << std::endl;
+  }
+  return 0;
+}

@@ -1,0 +1,162 @@
+// bc_gpu_consumer: the end-to-end tests' consumer process for CUDA rings.
+//
+// Like tests/e2e/bc_test_consumer (same options and JSON output), but the
+// batches are in device memory: each one is delivered on a CUDA stream of its
+// own (ConsumerOptions::cuda_stream), copied to the host on that stream and
+// checked against the synthetic formula. Also reports "device" (the field's
+// device index) and "zero_copy"/"gathered" batch counts.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "batchcast/client/consumer.h"
+#include "batchcast/core/cuda/runtime.h"
+#include "batchcast/core/synthetic.h"
+
+namespace {
+
+std::vector<uint8_t> ToHost(const batchcast::FieldView& f, void* stream, int64_t& errors) {
+  std::vector<uint8_t> out(f.bytes);
+  batchcast::Status s = batchcast::cuda::CopyAsync(out.data(), f.data, f.bytes, stream);
+  if (s.ok()) s = batchcast::cuda::SynchronizeStream(stream);
+  if (!s.ok()) {
+    std::cerr << s.ToString() << "\n";
+    ++errors;
+  }
+  return out;
+}
+
+int64_t CheckBatch(const batchcast::Batch& batch, void* stream, int64_t& errors) {
+  int64_t bad = 0;
+  auto image = batch.field("image");
+  auto label = batch.field("label");
+  if (!image.ok() || !label.ok()) return static_cast<int64_t>(batch.size());
+  if (image->device.kind != batchcast::MemoryKind::kCuda) return static_cast<int64_t>(batch.size());
+  const std::vector<uint8_t> img = ToHost(*image, stream, errors);
+  const std::vector<uint8_t> lab_bytes = ToHost(*label, stream, errors);
+  const auto* lab = reinterpret_cast<const int64_t*>(lab_bytes.data());
+  const size_t per = image->bytes / batch.size();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const int64_t index = batch.indices()[i];
+    if (batchcast::synthetic::FirstMismatch(index, {img.data() + i * per, per}) >= 0) ++bad;
+    if (lab[i] != batchcast::synthetic::Label(index)) ++bad;
+  }
+  return bad;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"batchcast GPU test consumer"};
+  std::string endpoint, out_path, join = "immediate";
+  uint32_t batch_size = 32, epochs = 1, prefetch = 2;
+  int64_t max_batches = -1, sleep_ms = 0, hold_at = -1, hold_ms = 0, timeout_ms = 0;
+  bool no_drop_last = false, verify = true;
+  app.add_option("--endpoint", endpoint)->required();
+  app.add_option("--batch-size", batch_size);
+  app.add_option("--epochs", epochs);
+  app.add_option("--batches", max_batches);
+  app.add_option("--join", join);
+  app.add_option("--prefetch", prefetch);
+  app.add_option("--sleep-ms", sleep_ms);
+  app.add_option("--hold-at", hold_at);
+  app.add_option("--hold-ms", hold_ms);
+  app.add_option("--timeout-ms", timeout_ms);
+  app.add_option("--out", out_path);
+  app.add_flag("--no-drop-last", no_drop_last);
+  app.add_flag("!--no-verify", verify);
+  CLI11_PARSE(app, argc, argv);
+
+  nlohmann::json result;
+  result["epochs"] = nlohmann::json::array();
+  result["batches"] = nlohmann::json::array();
+  int64_t mismatches = 0, cuda_errors = 0, zero_copy = 0, gathered = 0;
+  int device = -1;
+  auto write = [&] {
+    result["mismatches"] = mismatches;
+    result["cuda_errors"] = cuda_errors;
+    result["zero_copy"] = zero_copy;
+    result["gathered"] = gathered;
+    result["device"] = device;
+    if (!out_path.empty()) {
+      std::ofstream(out_path + ".tmp") << result.dump();
+      std::rename((out_path + ".tmp").c_str(), out_path.c_str());
+    }
+  };
+
+  auto stream = batchcast::cuda::Stream::Create(0);
+  if (!stream.ok()) {
+    result["error"] = stream.status().message();
+    result["error_code"] = std::string(batchcast::StatusCodeName(stream.status().code()));
+    write();
+    return 3;
+  }
+  batchcast::ConsumerOptions options;
+  options.endpoint = endpoint;
+  options.batch_size = batch_size;
+  options.drop_last = !no_drop_last;
+  options.prefetch = static_cast<uint16_t>(prefetch);
+  options.join = join == "next_epoch" ? batchcast::JoinPolicy::kNextEpoch
+                                      : batchcast::JoinPolicy::kImmediate;
+  options.timeout = std::chrono::milliseconds(timeout_ms);
+  options.name = "gpu-test-consumer-" + std::to_string(batch_size);
+  options.cuda_stream = stream->handle();
+  auto consumer = batchcast::Consumer::Connect(options);
+  if (!consumer.ok()) {
+    result["error"] = consumer.status().message();
+    result["error_code"] = std::string(batchcast::StatusCodeName(consumer.status().code()));
+    write();
+    std::cerr << consumer.status().ToString() << "\n";
+    return 3;
+  }
+  result["batches_per_epoch"] = (*consumer)->batches_per_epoch();
+  const auto t0 = std::chrono::steady_clock::now();
+  nlohmann::json current = nlohmann::json::array();
+  int64_t delivered = 0;
+  uint32_t done_epochs = 0;
+  bool ready_printed = false;
+  while (done_epochs < epochs && (max_batches < 0 || delivered < max_batches)) {
+    auto batch = (*consumer)->Next();
+    const double t_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!batch.ok()) {
+      result["error"] = batch.status().message();
+      result["error_code"] = std::string(batchcast::StatusCodeName(batch.status().code()));
+      result["error_t_ms"] = t_ms;
+      break;
+    }
+    if (batch->end_of_epoch()) {
+      result["epochs"].push_back(current);
+      result["skipped"] = batch->skipped();
+      current = nlohmann::json::array();
+      ++done_epochs;
+      continue;
+    }
+    for (int64_t idx : batch->indices()) current.push_back(idx);
+    result["batches"].push_back(
+        {batch->first_seq(), batch->size(), t_ms, batch->epoch(), batch->skipped()});
+    result["skipped"] = batch->skipped();
+    (batch->zero_copy() ? zero_copy : gathered) += 1;
+    if (auto f = batch->field("image"); f.ok()) device = f->device.index;
+    if (verify) mismatches += CheckBatch(*batch, stream->handle(), cuda_errors);
+    ++delivered;
+    if (!ready_printed) {
+      std::cout << "READY" << std::endl;
+      ready_printed = true;
+    }
+    if (hold_at >= 0 && delivered == hold_at + 1) {
+      std::cout << "HOLDING" << std::endl;
+      std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
+      if (verify) mismatches += CheckBatch(*batch, stream->handle(), cuda_errors);
+    }
+    if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+  }
+  if (!current.empty()) result["partial_epoch"] = current;
+  write();
+  return result.contains("error") ? 4 : 0;
+}
