@@ -66,8 +66,9 @@ class Loader:
     and so every consumer; a consumer may also hold at most ``max_leases`` (16
     by default) batches. ``.clone()`` what you keep.
 
-    Not thread-safe: iterate one Loader from one thread (tensors may be freed
-    on any thread).
+    Not thread-safe: iterate a Loader and call its stats() from one thread at a
+    time (tensors may be freed on any thread). Blocking waits release the GIL,
+    so other Python threads (and other Loaders) run meanwhile.
     """
 
     def __init__(
