@@ -66,6 +66,11 @@ class Loader:
     and so every consumer; a consumer may also hold at most ``max_leases`` (16
     by default) batches. ``.clone()`` what you keep.
 
+    Devices: tensors are on the producer's device. Host rings give CPU tensors
+    (``.to("cuda", non_blocking=True)`` them). CUDA rings are not served by
+    this build yet; for them the lease must end only after the work queued on
+    the current CUDA stream (TODO(gpu) in python/src/consumer.cc).
+
     Not thread-safe: iterate a Loader and call its stats() from one thread at a
     time (tensors may be freed on any thread). Blocking waits release the GIL,
     so other Python threads (and other Loaders) run meanwhile.
