@@ -67,9 +67,12 @@ class Loader:
     by default) batches. ``.clone()`` what you keep.
 
     Devices: tensors are on the producer's device. Host rings give CPU tensors
-    (``.to("cuda", non_blocking=True)`` them). CUDA rings are not served by
-    this build yet; for them the lease must end only after the work queued on
-    the current CUDA stream (TODO(gpu) in python/src/consumer.cc).
+    (``.to("cuda", non_blocking=True)`` them). CUDA rings (server ``device=
+    "cuda:N"``) give CUDA tensors of device N, delivered in the order of
+    torch's *current stream* of device N at the time of each ``next``: work
+    queued on that stream sees the batch (no host synchronization), and the
+    lease ends only after the work queued on it before the last tensor was
+    freed completes. Use the batch on that stream (or synchronize yourself).
 
     Not thread-safe: iterate a Loader and call its stats() from one thread at a
     time (tensors may be freed on any thread). Blocking waits release the GIL,
@@ -116,6 +119,13 @@ class Loader:
         self._epoch = 0
         self._indices = None
         self._zero_copy = False
+        # CUDA rings: batches are delivered on (and leases wait for) torch's
+        # current stream of the producer's device, passed before every batch.
+        self._cuda_index: Optional[int] = None
+        if self._core.on_cuda:
+            device = json.loads(self._core.stats()).get("device", "")
+            self._cuda_index = (int(device.split(":", 1)[1]) if device.startswith("cuda:")
+                                else torch.cuda.current_device())
 
     # ---- iteration ----
 
@@ -126,8 +136,16 @@ class Loader:
         core = self._core
         from_dlpack = self._from_dlpack
         simple_pair = len(self._names) == 2 and not self._as_dict and not self._bool_fields
+        if self._cuda_index is None:
+            next_item = core.next
+        else:
+            current_stream, device = self._torch.cuda.current_stream, self._cuda_index
+
+            def next_item():
+                return core.next(current_stream(device).cuda_stream)
+
         while True:
-            item = core.next()  # raises EndOfStream, ServerUnavailable, ...
+            item = next_item()  # raises EndOfStream, ServerUnavailable, ...
             if item is None:  # end of this consumer's epoch
                 self._epoch = core.marker_epoch
                 return

@@ -67,7 +67,9 @@ class Producer:
 
     Args:
         iterable: the batches.
-        device: ring memory, ``"cpu"`` (or ``"cuda:N"`` where the build supports it).
+        device: ring memory, ``"cpu"``, or ``"cuda:N"`` (``"cuda"``: the current
+            device) where the build supports CUDA: batches are then copied to
+            the device on torch's current stream and published in its order.
         window: ring slots; the fastest Loader is at most this many slots ahead
             of the slowest.
         name: server name the Loaders connect to.
@@ -103,9 +105,13 @@ class Producer:
         **options: Any,
     ) -> None:
         import torch
+        import torch.utils.dlpack
 
         _check_options("Producer", options, PRODUCER_OPTIONS)
+        if device == "cuda":
+            device = f"cuda:{torch.cuda.current_device()}"
         self._torch = torch
+        self._from_dlpack = torch.utils.dlpack.from_dlpack
         self._dtypes = _dtype_names(torch)
         self._torch_dtypes = {v: k for k, v in self._dtypes.items()}
         if epochs is not None and epochs < 1:
@@ -293,7 +299,6 @@ class Producer:
         self._core.end_stream()
 
     def _write(self, epoch: int, indices: Any, tensors: List[Any]) -> None:
-        torch = self._torch
         while True:
             if self._closing:
                 raise _Stopped
@@ -302,16 +307,19 @@ class Producer:
                 break
             except _core.Timeout:
                 continue  # check for close() now and then
-        count = slot.count
-        for i, ((_, dtype, shape), src) in enumerate(zip(self._specs, tensors)):
-            buf = slot.field(i)
-            elems = count
-            for d in shape:
-                elems *= d
-            dst = torch.frombuffer(buf, dtype=self._torch_dtypes[dtype], count=elems)
-            dst.view((count,) + shape).copy_(src)
-            del dst, buf
-        self._core.commit_batch(slot)
+        # Each field of the slot as a tensor on the ring's device (DLPack), then
+        # one copy per field: torch converts device and (bool -> uint8) dtype.
+        on_cuda = slot.device != "cpu"
+        for i, src in enumerate(tensors):
+            dst = self._from_dlpack(slot.field_dlpack(i))
+            dst.copy_(src, non_blocking=on_cuda)
+            del dst
+        stream = 0
+        if on_cuda:
+            # The copies were queued on torch's current stream of the ring's
+            # device; the slot's event is recorded there (no host sync).
+            stream = self._torch.cuda.current_stream(int(slot.device.split(":")[1])).cuda_stream
+        self._core.commit_batch(slot, stream)
 
     # ---- control ----
 

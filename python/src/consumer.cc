@@ -16,14 +16,14 @@
 // itself. So the lease ends exactly when the last tensor viewing the batch is
 // freed.
 //
-// TODO(gpu): for CUDA rings the deleter must not release at once: the tensor's
-// memory may still be read by kernels queued on the consumer's stream. The hook
-// is WrapForDevice() below: wrap the DLManagedTensor in one whose deleter
-// records a cudaEvent on the stream the Python side was using when the batch
-// was handed out (pass torch.cuda.current_stream().cuda_stream into next()),
-// and hands (event, inner tensor) to a release thread that calls the inner
-// deleter once cudaEventQuery says the event completed. CPU rings need none of
-// this (the deleter runs when the memory can no longer be read).
+// CUDA rings (server --device cuda:N): the client library delivers each batch
+// in the order of the consumer's CUDA stream and ends a lease only after the
+// work queued on that stream so far has completed (client/.../batch.h). So the
+// DLPack deleter needs nothing extra here: batchcast.Loader passes torch's
+// current stream of device N to next(cuda_stream=...) before every batch, and
+// the kernels the user queues there on the batch's tensors are waited for
+// before the slot can be rewritten. A tensor used on another stream needs
+// Batch::RecordStream (not exposed yet: see WrapForDevice()).
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
@@ -58,11 +58,11 @@ void DLPackCapsuleDestructor(PyObject* capsule) {
   PyErr_Restore(type, value, traceback);
 }
 
-// See TODO(gpu) above: the place where CUDA tensors get stream-ordered release.
-DLManagedTensor* WrapForDevice(DLManagedTensor* managed) {
-  // CPU: nothing to order. (The client library refuses CUDA rings for now.)
-  return managed;
-}
+// The hook for per-tensor device handling. Host and CUDA rings need none: the
+// client library orders a CUDA lease's end after the delivery stream (above).
+// TODO(gpu): to support tensors used on extra streams, keep the Batch here and
+// call Batch::RecordStream(stream) when the user asks (Loader.record_stream).
+DLManagedTensor* WrapForDevice(DLManagedTensor* managed) { return managed; }
 
 py::object MakeCapsule(DLManagedTensor* managed) {
   PyObject* capsule = PyCapsule_New(managed, kCapsuleName, DLPackCapsuleDestructor);
@@ -83,7 +83,7 @@ class PyConsumer {
  public:
   PyConsumer(const std::string& endpoint, uint32_t batch_size, bool drop_last,
              const std::string& join, uint16_t prefetch, const py::object& timeout,
-             const py::object& connect_timeout, const std::string& name) {
+             const py::object& connect_timeout, const std::string& name, uintptr_t cuda_stream) {
     ConsumerOptions o;
     o.endpoint = endpoint;
     o.batch_size = batch_size;
@@ -100,6 +100,7 @@ class PyConsumer {
     o.timeout = SecondsToMs(timeout);
     if (!connect_timeout.is_none()) o.connect_timeout = SecondsToMs(connect_timeout);
     o.name = name;
+    o.cuda_stream = reinterpret_cast<void*>(cuda_stream);
     std::optional<Result<std::unique_ptr<Consumer>>> r;
     {
       py::gil_scoped_release nogil;
@@ -119,8 +120,13 @@ class PyConsumer {
     return *consumer_;
   }
 
-  py::object Next() {
+  // cuda_stream: a cudaStream_t (as an int) of the producer's device on which
+  // this and the following batches are delivered (CUDA rings), or None.
+  py::object Next(const py::object& cuda_stream) {
     Consumer& c = get();
+    if (!cuda_stream.is_none()) {
+      c.set_cuda_stream(reinterpret_cast<void*>(cuda_stream.cast<uintptr_t>()));
+    }
     std::optional<Result<Batch>> r;
     {
       py::gil_scoped_release nogil;
@@ -166,6 +172,12 @@ class PyConsumer {
     for (const FieldSpec& f : get().fields()) out.append(FieldTuple(f));
     return out;
   }
+  bool on_cuda() {
+    for (const FieldSpec& f : get().fields()) {
+      if (f.memory == MemoryKind::kCuda) return true;
+    }
+    return false;
+  }
   uint32_t marker_epoch() const { return marker_epoch_; }
   uint32_t marker_step() const { return marker_step_; }
   uint64_t skipped() const { return skipped_; }
@@ -185,12 +197,14 @@ void RegisterConsumer(py::module_& m) {
                          "A connection to a batchcast server (batchcast::Consumer). Use "
                          "batchcast.Loader instead.")
       .def(py::init<const std::string&, uint32_t, bool, const std::string&, uint16_t,
-                    const py::object&, const py::object&, const std::string&>(),
+                    const py::object&, const py::object&, const std::string&, uintptr_t>(),
            py::arg("endpoint"), py::arg("batch_size"), py::arg("drop_last") = true,
            py::arg("join") = "immediate", py::arg("prefetch") = 2, py::arg("timeout") = py::none(),
-           py::arg("connect_timeout") = py::none(), py::arg("name") = "")
-      .def("next", &PyConsumer::Next,
-           "(capsules, indices, epoch, step, zero_copy) for a batch, None at the end of an epoch")
+           py::arg("connect_timeout") = py::none(), py::arg("name") = "",
+           py::arg("cuda_stream") = 0)
+      .def("next", &PyConsumer::Next, py::arg("cuda_stream") = py::none(),
+           "(capsules, indices, epoch, step, zero_copy) for a batch, None at the end of an epoch; "
+           "cuda_stream: delivery stream (int cudaStream_t) for CUDA rings")
       .def("stats", &PyConsumer::Stats, "the server's stats as JSON text")
       .def("close", &PyConsumer::Close)
       .def_property_readonly("closed", &PyConsumer::closed)
@@ -203,6 +217,8 @@ void RegisterConsumer(py::module_& m) {
       .def_property_readonly("window", [](PyConsumer& c) { return c.get().window(); })
       .def_property_readonly("fields", &PyConsumer::fields,
                              "[(name, dtype name, per-sample shape)] in ring order")
+      .def_property_readonly("on_cuda", &PyConsumer::on_cuda,
+                             "True when the ring (some field) is in CUDA device memory")
       .def_property_readonly("marker_epoch", &PyConsumer::marker_epoch)
       .def_property_readonly("marker_step", &PyConsumer::marker_step)
       .def_property_readonly("skipped", &PyConsumer::skipped);

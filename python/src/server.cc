@@ -16,6 +16,8 @@
 #include <memory>
 #include <optional>
 
+#include <dlpack/dlpack.h>
+
 #include "batchcast/core/dtype.h"
 #include "batchcast/core/logging.h"
 #include "batchcast/server/server.h"
@@ -109,13 +111,87 @@ struct SlotBuffer {
 
 struct PyWriteSlot {
   std::shared_ptr<Server> server;
+  std::shared_ptr<const std::vector<FieldSpec>> specs;  // of the external producer
   WriteSlot slot;
   bool committed = false;
 };
 
+// DLPack view of one field of a slot: [count, *per-sample shape], on the
+// ring's device; keeps the server (and so the ring memory) alive.
+struct SlotDLPack {
+  std::shared_ptr<Server> server;
+  std::vector<int64_t> shape;
+  DLManagedTensor tensor{};
+};
+
+DLDataType ToDLDataType(DType dtype) {
+  DLDataType t{};
+  t.lanes = 1;
+  t.bits = static_cast<uint8_t>(DTypeSize(dtype) * 8);
+  switch (dtype) {
+    case DType::kUInt8:
+    case DType::kBool: t.code = kDLUInt; break;  // dlpack 0.6 has no bool: as the client does
+    case DType::kInt8:
+    case DType::kInt16:
+    case DType::kInt32:
+    case DType::kInt64: t.code = kDLInt; break;
+    case DType::kFloat16:
+    case DType::kFloat32:
+    case DType::kFloat64: t.code = kDLFloat; break;
+    case DType::kBFloat16: t.code = kDLBfloat; break;
+  }
+  return t;
+}
+
+void SlotCapsuleDestructor(PyObject* capsule) {
+  if (PyCapsule_IsValid(capsule, "used_dltensor")) return;
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+  if (managed == nullptr) {
+    PyErr_WriteUnraisable(capsule);
+  } else if (managed->deleter != nullptr) {
+    managed->deleter(managed);
+  }
+  PyErr_Restore(type, value, traceback);
+}
+
+py::object SlotFieldDLPack(const PyWriteSlot& w, size_t i) {
+  if (!w.specs || i >= w.specs->size() || i >= w.slot.field_data.size()) {
+    throw py::index_error("no such field");
+  }
+  if (w.committed) {
+    throw StatusError(InvalidArgumentError("the slot was committed: it is read-only now"));
+  }
+  const FieldSpec& f = (*w.specs)[i];
+  auto* ctx = new SlotDLPack();
+  ctx->server = w.server;
+  ctx->shape.push_back(static_cast<int64_t>(w.slot.count));
+  ctx->shape.insert(ctx->shape.end(), f.shape.begin(), f.shape.end());
+  DLTensor& t = ctx->tensor.dl_tensor;
+  t.data = w.slot.field_data[i];
+  t.device = w.slot.device.kind == MemoryKind::kCuda ? DLDevice{kDLCUDA, w.slot.device.index}
+                                                     : DLDevice{kDLCPU, 0};
+  t.ndim = static_cast<int>(ctx->shape.size());
+  t.dtype = ToDLDataType(f.dtype);
+  t.shape = ctx->shape.data();
+  t.strides = nullptr;
+  t.byte_offset = 0;
+  ctx->tensor.manager_ctx = ctx;
+  ctx->tensor.deleter = [](DLManagedTensor* m) { delete static_cast<SlotDLPack*>(m->manager_ctx); };
+  PyObject* capsule = PyCapsule_New(&ctx->tensor, "dltensor", SlotCapsuleDestructor);
+  if (capsule == nullptr) {
+    delete ctx;
+    throw py::error_already_set();
+  }
+  return py::reinterpret_steal<py::object>(capsule);
+}
+
 class PyServer {
  public:
-  explicit PyServer(std::unique_ptr<Server> s) : server_(std::move(s)) {}
+  explicit PyServer(std::unique_ptr<Server> s, std::vector<FieldSpec> specs = {})
+      : server_(std::move(s)),
+        specs_(std::make_shared<const std::vector<FieldSpec>>(std::move(specs))) {}
   ~PyServer() { Stop(); }
 
   static std::unique_ptr<PyServer> Start(const py::dict& kwargs) {
@@ -137,9 +213,9 @@ class PyServer {
     std::optional<Result<std::unique_ptr<Server>>> r;
     {
       py::gil_scoped_release nogil;
-      r.emplace(Server::StartExternal(std::move(o), std::move(specs), epoch_len));
+      r.emplace(Server::StartExternal(std::move(o), specs, epoch_len));
     }
-    return std::make_unique<PyServer>(Unwrap(std::move(*r)));
+    return std::make_unique<PyServer>(Unwrap(std::move(*r)), std::move(specs));
   }
 
   Server& get() {
@@ -166,13 +242,15 @@ class PyServer {
       py::gil_scoped_release nogil;
       r.emplace(s->BeginBatch(epoch, idx, ms));
     }
-    return PyWriteSlot{server_, Unwrap(std::move(*r)), false};
+    return PyWriteSlot{server_, specs_, Unwrap(std::move(*r)), false};
   }
 
-  void CommitBatch(PyWriteSlot& w) {
+  // cuda_stream: device rings, the stream (int cudaStream_t of the ring's
+  // device) on which the writes to the slot were queued; 0 = legacy default.
+  void CommitBatch(PyWriteSlot& w, uintptr_t cuda_stream) {
     if (w.committed) throw StatusError(InvalidArgumentError("this slot was committed already"));
     if (w.server != server_) throw StatusError(InvalidArgumentError("a slot of another server"));
-    ThrowIfError(get().CommitBatch(w.slot));
+    ThrowIfError(get().CommitBatch(w.slot, reinterpret_cast<void*>(cuda_stream)));
     w.committed = true;
   }
 
@@ -214,6 +292,7 @@ class PyServer {
 
  private:
   std::shared_ptr<Server> server_;
+  std::shared_ptr<const std::vector<FieldSpec>> specs_;
 };
 
 }  // namespace
@@ -244,7 +323,15 @@ void RegisterServer(py::module_& m) {
             return SlotBuffer{w.server, w.slot.field_data[i], w.slot.field_bytes[i] * w.slot.count};
           },
           py::arg("index"),
-          "A writable buffer over field `index` of the slot's `count` samples.");
+          "A writable buffer over field `index` of the slot's `count` samples (host rings).")
+      .def("field_dlpack", &SlotFieldDLPack, py::arg("index"),
+           "A DLPack capsule viewing field `index` of the slot: [count, *shape], on the ring's "
+           "device (CPU or CUDA); bool fields are exported as uint8.")
+      .def_property_readonly("device", [](const PyWriteSlot& w) {
+        return w.slot.device.kind == MemoryKind::kCuda
+                   ? "cuda:" + std::to_string(w.slot.device.index)
+                   : std::string("cpu");
+      });
 
   py::class_<PyServer>(m, "Server", "An in-process batchcast server (batchcast::Server).")
       .def_static("start", &PyServer::Start, py::arg("options"),
@@ -262,7 +349,8 @@ void RegisterServer(py::module_& m) {
       .def("begin_batch", &PyServer::BeginBatch, py::arg("epoch"), py::arg("indices"),
            py::arg("timeout") = py::none(),
            "Waits for a writable slot for these samples of producer `epoch`.")
-      .def("commit_batch", &PyServer::CommitBatch, py::arg("slot"))
+      .def("commit_batch", &PyServer::CommitBatch, py::arg("slot"), py::arg("cuda_stream") = 0,
+           "Publishes the slot; device rings: cuda_stream is where its writes were queued")
       .def("end_stream", &PyServer::EndStream)
       .def("wait_for", &PyServer::WaitFor, py::arg("timeout"),
            "True once the server finished (stream ended and consumers left, an error, or stop)")
