@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "batchcast/core/cuda/augment.h"
 #include "batchcast/core/cuda/nvjpeg.h"
@@ -25,6 +27,9 @@ namespace batchcast {
 namespace {
 
 constexpr size_t kAlign = 256;
+// Device memory for the decoded images of files the GPU cannot decode (see
+// Note [CPU-decoded file cache]).
+constexpr size_t kFallbackCacheBytes = size_t{1} << 30;
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // Reads the whole file, or its first `limit` bytes, into `out`.
@@ -85,8 +90,8 @@ class CudaImageSource : public Source {
         transform_(transform),
         device_(device),
         decoder_(std::move(decoder)),
-        pool_(threads),
-        cpu_decoders_(static_cast<size_t>(threads)),
+        pool_(std::max(1, threads - 1)),
+        cpu_decoders_(static_cast<size_t>(std::max(1, threads - 1))),
         fail_on_error_(fail_on_error),
         root_(std::move(root)),
         dropped_(dropped) {
@@ -98,9 +103,27 @@ class CudaImageSource : public Source {
       params_.std[c] = transform_.std[c];
     }
     for (const Entry& e : entries_) gpu_files_ += e.gpu ? 1 : 0;
+    // Note [CPU-decoded file cache]: places for the first files (in index
+    // order) the GPU cannot decode, while the budget lasts.
+    cache_offset_.assign(entries_.size(), -1);
+    cached_.assign(entries_.size(), 0);
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      if (entries_[i].gpu) continue;
+      const size_t bytes = AlignUp(size_t(entries_[i].width) * entries_[i].height * 3);
+      if (cache_bytes_ + bytes > kFallbackCacheBytes) continue;
+      cache_offset_[i] = static_cast<int64_t>(cache_bytes_);
+      cache_bytes_ += bytes;
+    }
+    if (threads > 1) prefetcher_ = std::thread([this] { PrefetchLoop(); });
   }
 
   ~CudaImageSource() override {
+    {
+      std::lock_guard lock(prefetch_mu_);
+      prefetch_stop_ = true;
+    }
+    prefetch_cv_.notify_all();
+    if (prefetcher_.joinable()) prefetcher_.join();
     for (Set& s : sets_) {
       if (s.done.valid()) (void)s.done.Synchronize();
     }
@@ -108,7 +131,10 @@ class CudaImageSource : public Source {
 
   Status Init() {
     for (Set& s : sets_) {
-      BATCHCAST_ASSIGN_OR_RETURN(s.done, cuda::Event::Create(device_));
+      BATCHCAST_ASSIGN_OR_RETURN(s.done, cuda::Event::Create(device_, false, true));
+    }
+    if (cache_bytes_ > 0) {
+      BATCHCAST_ASSIGN_OR_RETURN(cache_, cuda::DeviceBuffer::Create(device_, cache_bytes_));
     }
     return Status::Ok();
   }
@@ -139,7 +165,9 @@ class CudaImageSource : public Source {
             {"decode_errors", decode_errors_.load()},
             {"gpu_decoded", gpu_decoded_.load()},
             {"cpu_decoded", cpu_decoded_.load()},
-            {"gpu_batch_failures", gpu_batch_failures_.load()}};
+            {"gpu_batch_failures", gpu_batch_failures_.load()},
+            {"cpu_file_cache_bytes", static_cast<int64_t>(cache_bytes_)},
+            {"cpu_file_cache_hits", cache_hits_.load()}};
   }
 
   Status FillBatch(ThreadPool& /*pool: the GPU path uses its own, smaller one*/,
@@ -149,7 +177,10 @@ class CudaImageSource : public Source {
   // One sample's state inside a batch.
   struct Sample {
     std::vector<uint8_t> bytes;    // the file
+    int64_t bytes_index = -1;      // the dataset index whose file `bytes` holds (prefetch)
     bool gpu = false;              // decode with nvJPEG
+    bool cached = false;           // read the full image from the CPU-decoded file cache
+    bool fill_cache = false;       // `decoded` is the full image: upload it into the cache
     std::vector<uint8_t> decoded;  // CPU decode: RGB crop at scale 1/box
     image::CropParams crop;
     image::DecodePlan plan;        // for GPU samples: box + rect in scaled pixels
@@ -198,6 +229,11 @@ class CudaImageSource : public Source {
     return Status::Ok();
   }
 
+  void PrefetchLoop();
+  // Starts reading the files of `indices` into set `set` on the prefetch thread.
+  void StartPrefetch(int set, std::span<const int64_t> indices);
+  void WaitPrefetch();
+
   std::vector<Entry> entries_;
   image::TransformOptions transform_;
   cuda::AugmentParams params_;
@@ -211,6 +247,30 @@ class CudaImageSource : public Source {
   uint64_t gpu_files_ = 0;
   Set sets_[2];
   int next_set_ = 0;
+  // Note [CPU-decoded file cache]
+  // Files the GPU cannot decode (progressive, CMYK, ...) cost milliseconds of
+  // CPU each, every epoch: about 5% of an ImageNet-like dataset would take
+  // more than the 2 CPU threads the GPU path may use. So the first time such
+  // a file is used, it is decoded whole (libjpeg-turbo) and kept, as RGB, in a
+  // device buffer of at most kFallbackCacheBytes (places assigned in index
+  // order at start; files beyond the budget are decoded every time, cropped
+  // and DCT-scaled like the CPU path). Later uses read it from there like an
+  // nvJPEG output. The decoded image of a file never changes, so the cache
+  // needs no invalidation; it is written on the producer stream before the
+  // kernels that read it, and only from the pipeline thread.
+  cuda::DeviceBuffer cache_;
+  size_t cache_bytes_ = 0;
+  std::vector<int64_t> cache_offset_;  // per entry, -1: not cached
+  std::vector<uint8_t> cached_;        // per entry: the cache holds it
+  std::atomic<int64_t> cache_hits_{0};
+  // The prefetch thread: reads the next batch's files while this one decodes.
+  std::thread prefetcher_;
+  std::mutex prefetch_mu_;
+  std::condition_variable prefetch_cv_;
+  bool prefetch_stop_ = false;
+  bool prefetch_busy_ = false;
+  int prefetch_set_ = 0;
+  std::vector<int64_t> prefetch_indices_;
   std::atomic<int64_t> decode_errors_{0};
   std::atomic<int64_t> gpu_decoded_{0};
   std::atomic<int64_t> cpu_decoded_{0};
@@ -240,14 +300,42 @@ Status CudaImageSource::DecodeOnCpu(int worker, uint32_t epoch, int64_t index, S
 
 Status CudaImageSource::Prepare(int worker, uint32_t epoch, int64_t& index, Sample& s,
                                 bool force_cpu) {
+  s.cached = s.fill_cache = s.gpu = false;
   for (int attempt = 0; attempt < 64; ++attempt) {
     const Entry& e = entries_[static_cast<size_t>(index)];
-    Status st = ReadFileBytes(e.file.path, s.bytes);
-    if (st.ok() && e.gpu && !force_cpu) {
-      s.gpu = true;
+    const int64_t cache_at = force_cpu ? -1 : cache_offset_[static_cast<size_t>(index)];
+    if (cache_at >= 0 && cached_[static_cast<size_t>(index)]) {
+      s.cached = true;
+      cache_hits_.fetch_add(1, std::memory_order_relaxed);
+    }
+    Status st;
+    if (!s.cached && s.bytes_index != index) st = ReadFileBytes(e.file.path, s.bytes);
+    s.bytes_index = st.ok() ? index : -1;
+    if (st.ok() && (s.cached || (e.gpu && !force_cpu))) {
+      s.gpu = !s.cached;
       s.crop = CropOf(epoch, index, e.width, e.height);
       s.plan = image::PlanDecode(e.width, e.height, s.crop, transform_.size);
       return Status::Ok();
+    }
+    if (st.ok() && cache_at >= 0) {
+      // First use of a cacheable file: decode it whole, for the cache.
+      image::JpegDecoder& dec = cpu_decoders_[static_cast<size_t>(worker)];
+      Result<image::DecodedImage> img = dec.DecodeRgb(s.bytes, image::EffectiveMaxPixels(transform_));
+      if (img.ok() && (img->width != e.width || img->height != e.height || img->channels != 3)) {
+        img = DataLossError("decoded size differs from the header's");
+      }
+      if (img.ok()) {
+        const size_t row = size_t(img->width) * 3;
+        s.decoded.resize(row * size_t(img->height));
+        for (int y = 0; y < img->height; ++y) {
+          std::memcpy(s.decoded.data() + row * y, img->data + img->stride * y, row);
+        }
+        s.fill_cache = true;
+        s.crop = CropOf(epoch, index, e.width, e.height);
+        s.plan = image::PlanDecode(e.width, e.height, s.crop, transform_.size);
+        return Status::Ok();
+      }
+      st = img.status();
     }
     if (st.ok()) st = DecodeOnCpu(worker, epoch, index, s);
     if (st.ok()) return Status::Ok();
@@ -260,6 +348,44 @@ Status CudaImageSource::Prepare(int worker, uint32_t epoch, int64_t& index, Samp
   return DataLossError("64 consecutive files failed to decode; giving up");
 }
 
+void CudaImageSource::PrefetchLoop() {
+  std::unique_lock lock(prefetch_mu_);
+  while (true) {
+    prefetch_cv_.wait(lock, [&] { return prefetch_stop_ || prefetch_busy_; });
+    if (prefetch_stop_) return;
+    const int set = prefetch_set_;
+    const std::vector<int64_t> indices = prefetch_indices_;
+    lock.unlock();
+    std::vector<Sample>& samples = sets_[set].samples;
+    if (samples.size() < indices.size()) samples.resize(indices.size());
+    for (size_t i = 0; i < indices.size(); ++i) {
+      const int64_t index = indices[i];
+      Sample& s = samples[i];
+      if (index < 0 || static_cast<size_t>(index) >= entries_.size()) continue;
+      s.bytes_index = ReadFileBytes(entries_[static_cast<size_t>(index)].file.path, s.bytes).ok()
+                          ? index
+                          : -1;
+    }
+    lock.lock();
+    prefetch_busy_ = false;
+    prefetch_cv_.notify_all();
+  }
+}
+
+void CudaImageSource::StartPrefetch(int set, std::span<const int64_t> indices) {
+  if (!prefetcher_.joinable() || indices.empty()) return;
+  std::lock_guard lock(prefetch_mu_);
+  prefetch_set_ = set;
+  prefetch_indices_.assign(indices.begin(), indices.end());
+  prefetch_busy_ = true;
+  prefetch_cv_.notify_all();
+}
+
+void CudaImageSource::WaitPrefetch() {
+  std::unique_lock lock(prefetch_mu_);
+  prefetch_cv_.wait(lock, [&] { return !prefetch_busy_; });
+}
+
 Status CudaImageSource::FillBatch(ThreadPool&, BatchTarget& target) {
   if (target.device.kind != MemoryKind::kCuda || target.device.index != device_ ||
       target.field_data.size() != 2) {
@@ -269,6 +395,10 @@ Status CudaImageSource::FillBatch(ThreadPool&, BatchTarget& target) {
   Set& set = sets_[next_set_];
   const int state = next_set_;
   next_set_ ^= 1;
+  // The files of this batch were (most likely) read during the last call;
+  // the next batch's are read while this one decodes.
+  WaitPrefetch();
+  StartPrefetch(next_set_, target.next_indices);
   // The previous batch that used this set is done with its buffers.
   BATCHCAST_RETURN_IF_ERROR(set.done.Synchronize());
   const size_t n = target.indices.size();
@@ -334,11 +464,15 @@ Status CudaImageSource::FillBatch(ThreadPool&, BatchTarget& target) {
     }
   }
 
-  // 3. Upload the CPU-decoded crops (one copy).
+  // 3. Upload the CPU-decoded crops (one copy) and new cache entries.
+  int64_t cpu_decodes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    cpu_decodes += set.samples[i].gpu || set.samples[i].cached ? 0 : 1;
+  }
   size_t upload_bytes = 0;
   for (size_t i = 0; i < n; ++i) {
     Sample& s = set.samples[i];
-    if (s.gpu) continue;
+    if (s.gpu || s.cached) continue;
     s.offset = upload_bytes;
     upload_bytes += AlignUp(s.decoded.size());
   }
@@ -346,8 +480,18 @@ Status CudaImageSource::FillBatch(ThreadPool&, BatchTarget& target) {
     BATCHCAST_RETURN_IF_ERROR(Grow(set.upload, upload_bytes));
     BATCHCAST_RETURN_IF_ERROR(Grow(set.uploaded, device_, upload_bytes));
     for (size_t i = 0; i < n; ++i) {
-      const Sample& s = set.samples[i];
-      if (!s.gpu) std::memcpy(set.upload.data() + s.offset, s.decoded.data(), s.decoded.size());
+      Sample& s = set.samples[i];
+      if (s.gpu || s.cached) continue;
+      std::memcpy(set.upload.data() + s.offset, s.decoded.data(), s.decoded.size());
+      if (s.fill_cache) {
+        // Note [CPU-decoded file cache]: into its place, before the kernel.
+        const size_t at = static_cast<size_t>(cache_offset_[static_cast<size_t>(target.indices[i])]);
+        BATCHCAST_RETURN_IF_ERROR(cuda::CopyAsync(cache_.data() + at, set.upload.data() + s.offset,
+                                                  s.decoded.size(), stream));
+        cached_[static_cast<size_t>(target.indices[i])] = 1;
+        s.cached = true;
+        s.offset = at;
+      }
     }
     BATCHCAST_RETURN_IF_ERROR(
         cuda::CopyAsync(set.uploaded.data(), set.upload.data(), upload_bytes, stream));
@@ -366,8 +510,9 @@ Status CudaImageSource::FillBatch(ThreadPool&, BatchTarget& target) {
     const Entry& e = entries_[static_cast<size_t>(target.indices[i])];
     cuda::AugmentSample& d = desc[i];
     d = cuda::AugmentSample{};
-    if (s.gpu) {
-      d.src = set.arena.data() + s.offset;
+    if (s.gpu || s.cached) {
+      d.src = s.gpu ? set.arena.data() + s.offset
+                    : cache_.data() + cache_offset_[static_cast<size_t>(target.indices[i])];
       d.pitch = static_cast<int64_t>(e.width) * 3;
       d.src_w = e.width;
       d.src_h = e.height;
@@ -397,7 +542,7 @@ Status CudaImageSource::FillBatch(ThreadPool&, BatchTarget& target) {
       params_, stream));
   BATCHCAST_RETURN_IF_ERROR(set.done.Record(stream));
   gpu_decoded_.fetch_add(static_cast<int64_t>(gpu_ids.size()));
-  cpu_decoded_.fetch_add(static_cast<int64_t>(n - gpu_ids.size()));
+  cpu_decoded_.fetch_add(cpu_decodes);
   return Status::Ok();
 }
 
@@ -430,6 +575,8 @@ Result<std::unique_ptr<Source>> MakeCudaImageSource(const ServerOptions& options
   BATCHCAST_ASSIGN_OR_RETURN(std::vector<ImageEntry> files, ListImageDataset(options.data));
 
   // Scan every header (as the CPU path does) and decide where each file decodes.
+  // CPU threads: the pipeline's own (decodes what the GPU cannot) and one that
+  // reads the next batch's files; --workers sets the total.
   const int threads = options.workers > 0 ? options.workers : 2;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Entry> scanned(files.size());

@@ -381,7 +381,7 @@ Status Server::Impl::PrepareStaging() {
   for (const FieldSpec& f : fields) bytes += f.bytes_per_sample() * options.batch_size;
   for (int k = 0; k < 2; ++k) {
     BATCHCAST_ASSIGN_OR_RETURN(staging[k], cuda::PinnedBuffer::Create(bytes));
-    BATCHCAST_ASSIGN_OR_RETURN(staging_done[k], cuda::Event::Create(cuda_device));
+    BATCHCAST_ASSIGN_OR_RETURN(staging_done[k], cuda::Event::Create(cuda_device, false, true));
     BATCHCAST_RETURN_IF_ERROR(staging_done[k].Record(stream->handle()));
   }
   return Status::Ok();
@@ -448,6 +448,11 @@ void Server::Impl::PipelineLoop() {
       if (device_ring && direct) {
         target.device = Device{MemoryKind::kCuda, cuda_device};
         target.cuda_stream = stream->handle();
+      }
+      if (off + B < L) {  // lookahead for sources that read ahead
+        const size_t next_n = static_cast<size_t>(std::min<uint64_t>(B, L - off - B));
+        target.next_indices = std::span<const int64_t>(order.data() + off + B, next_n);
+        target.next_epoch = static_cast<uint32_t>(epoch);
       }
       if (s.ok()) s = source->FillBatch(*pool, target);
       if (s.ok() && device_ring) s = PublishDeviceSlot(grant->slot, n, staging_index);

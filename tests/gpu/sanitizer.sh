@@ -34,7 +34,7 @@ run_pair() {  # name, server args..., --, consumer args...
 run_pair san-synth --synthetic 2000 --size 32 --batch-size 64 --window 4 --epochs 2 -- \
   --batch-size 48 --epochs 2 --no-drop-last
 if [ -n "$DATA" ]; then
-  run_pair san-image "$DATA" --decode gpu --batch-size 32 --window 4 --epochs 1 --size 64 -- \
-    --batch-size 32 --epochs 1 --no-verify
+  run_pair san-image "$DATA" --decode gpu --batch-size 8 --window 4 --epochs 2 --size 64 -- \
+    --batch-size 8 --epochs 2 --no-verify
 fi
 exit $fail

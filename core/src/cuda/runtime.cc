@@ -153,11 +153,12 @@ LocalEvents() {
 }
 }  // namespace
 
-Result<Event> Event::Create(int device, bool interprocess) {
+Result<Event> Event::Create(int device, bool interprocess, bool blocking_sync) {
   DeviceGuard g(device);
   BATCHCAST_RETURN_IF_ERROR(g.status());
   unsigned flags = cudaEventDisableTiming;
   if (interprocess) flags |= cudaEventInterprocess;
+  if (blocking_sync) flags |= cudaEventBlockingSync;
   cudaEvent_t e = nullptr;
   BATCHCAST_RETURN_IF_ERROR(BATCHCAST_CUDA_CHECK(cudaEventCreateWithFlags(&e, flags)));
   Event out;

@@ -36,7 +36,7 @@ Stream& Stream::operator=(Stream&&) noexcept { return *this; }
 Stream::~Stream() = default;
 Status Stream::Synchronize() const { return NoCuda(); }
 
-Result<Event> Event::Create(int, bool) { return NoCuda(); }
+Result<Event> Event::Create(int, bool, bool) { return NoCuda(); }
 Result<Event> Event::OpenIpc(const IpcHandle&, int) { return NoCuda(); }
 Event::Event(Event&&) noexcept {}
 Event& Event::operator=(Event&&) noexcept { return *this; }

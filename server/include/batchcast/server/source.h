@@ -36,6 +36,11 @@ struct BatchTarget {
   // server/src/server.cc).
   Device device;
   void* cuda_stream = nullptr;
+  // A hint: the dataset indices (and producer epoch) of the batch that will
+  // most likely be asked for next (empty when unknown), so that a source may
+  // start reading its files ahead. It must not change what this call writes.
+  std::span<const int64_t> next_indices;
+  uint32_t next_epoch = 0;
 };
 
 class Source {

@@ -80,7 +80,8 @@ class Stream {
 // interprocess (cudaEventInterprocess).
 class Event {
  public:
-  static Result<Event> Create(int device, bool interprocess = false);
+  // blocking_sync: Synchronize() sleeps instead of spinning (cudaEventBlockingSync).
+  static Result<Event> Create(int device, bool interprocess = false, bool blocking_sync = false);
   // Opens an event exported by another process (cudaIpcOpenEventHandle) on
   // `device` (the exporter's device). An event exported by this process is
   // returned as a non-owning reference to it (see OpenIpcMemory).
