@@ -672,6 +672,12 @@ uint32_t Consumer::producer_batch_size() const {
   return connection_->welcome().producer_batch_size;
 }
 uint32_t Consumer::window() const { return connection_->welcome().window; }
+Device Consumer::device() const {
+  for (const proto::Allocation& a : connection_->welcome().allocations) {
+    if (a.kind == MemoryKind::kCuda) return Device{MemoryKind::kCuda, a.device_index};
+  }
+  return Device{MemoryKind::kHost, -1};
+}
 const std::vector<FieldSpec>& Consumer::fields() const { return connection_->welcome().fields; }
 Result<std::string> Consumer::Stats() { return connection_->Stats(); }
 

@@ -21,7 +21,13 @@ DLDataType ToDLDataType(DType dtype) {
     case DType::kFloat32:
     case DType::kFloat64: t.code = kDLFloat; break;
     case DType::kBFloat16: t.code = kDLBfloat; break;
-    case DType::kBool: t.code = kDLUInt; break;
+    case DType::kBool:
+#if defined(DLPACK_VERSION) && DLPACK_VERSION >= 80
+      t.code = kDLBool;
+#else
+      t.code = kDLUInt;  // DLPack < 0.8 has no boolean type code
+#endif
+      break;
   }
   return t;
 }

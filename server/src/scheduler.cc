@@ -174,7 +174,34 @@ bool Scheduler::ServeOneLocked(Consumer& c) {
     return true;
   }
   const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(c.batch_size, end - c.cursor));
-  if (c.cursor + n > published_) return false;
+  if (c.cursor + n > published_) {
+    // If this consumer's own unreleased batches pin every slot, the producer
+    // can never write what it waits for: say so instead of hanging.
+    std::vector<bool> pinned(slots_.size(), false);
+    size_t mine = 0;
+    for (const auto& [_, lease_slots] : c.leases) {
+      for (uint32_t s : lease_slots) mine += !pinned[s] ? (pinned[s] = true, 1) : 0;
+    }
+    // Releases may be on their way (they ride on later messages): only a
+    // state that lasts kHoardTimeout is an error. CheckLiveness re-checks.
+    constexpr auto kHoardTimeout = std::chrono::milliseconds(1000);
+    if (mine < slots_.size()) {
+      c.hoarding_since.reset();
+      return false;
+    }
+    const auto now = Clock::now();
+    if (!c.hoarding_since) c.hoarding_since = now;
+    if (now - *c.hoarding_since < kHoardTimeout) return false;
+    c.hoarding_since.reset();
+    Send(c, proto::Error{rid, StatusCode::kResourceExhausted,
+                         "this consumer holds " + std::to_string(c.leases.size()) +
+                             " unreleased batches that pin all " +
+                             std::to_string(slots_.size()) +
+                             " ring slots, so the producer cannot write the next one; drop "
+                             "references to old batches (or copy them) or use a larger window"});
+    c.pending.pop_front();
+    return true;
+  }
 
   proto::Batch b;
   b.request_id = rid;
@@ -226,7 +253,8 @@ void Scheduler::ServeAllLocked() {
   }
 }
 
-void Scheduler::Release(const std::string& identity, const std::vector<uint64_t>& lease_ids) {
+void Scheduler::Release(const std::string& identity, const std::vector<uint64_t>& lease_ids,
+                        bool wake_producer) {
   std::lock_guard lock(mu_);
   Consumer* c = Find(identity);
   if (c == nullptr) return;
@@ -243,7 +271,7 @@ void Scheduler::Release(const std::string& identity, const std::vector<uint64_t>
   if (!c->attached && c->leases.empty()) {
     RemoveLocked(identity, "left and released all its batches");
   }
-  NotifyProducer();
+  if (wake_producer) NotifyProducer();
 }
 
 void Scheduler::DropLeasesLocked(Consumer& c) {
@@ -288,6 +316,7 @@ void Scheduler::RemoveLocked(const std::string& identity, const std::string& rea
   if (it == consumers_.end()) return;
   Consumer& c = it->second;
   BC_LOG_INFO("consumer {} '{}' (pid {}) removed: {}", c.id, c.name, c.pid, reason);
+  departed_cursor_ = std::max(departed_cursor_, c.cursor);
   DropLeasesLocked(c);
   consumers_.erase(it);
   NotifyProducer();
@@ -316,6 +345,7 @@ void Scheduler::CheckLiveness(std::chrono::milliseconds heartbeat_timeout) {
     ++consumers_lost_;
     RemoveLocked(identity, reason);
   }
+  ServeAllLocked();  // time-based answers (a consumer pinning every slot)
 }
 
 std::vector<std::string> Scheduler::Identities() const {
@@ -334,7 +364,10 @@ void Scheduler::TakeOutbox(std::vector<Outgoing>& out) {
 
 bool Scheduler::Finished() const {
   std::lock_guard lock(mu_);
-  return started_ && stream_end_ != UINT64_MAX && published_ >= stream_end_ && consumers_.empty();
+  // The producer pauses while nobody is attached, so a stream whose last
+  // samples nobody needed (drop_last) is over once a consumer read to its end.
+  return started_ && stream_end_ != UINT64_MAX && consumers_.empty() &&
+         (published_ >= stream_end_ || departed_cursor_ >= stream_end_);
 }
 
 // A slot that may be written now: a free one, else the oldest ready one that

@@ -96,7 +96,11 @@ class Scheduler {
                                 bool pid_visible);
   bool HasConsumer(const std::string& identity) const;
   void Next(const std::string& identity, uint64_t request_id);
-  void Release(const std::string& identity, const std::vector<uint64_t>& lease_ids);
+  // Ends leases. With wake_producer=false the caller wakes it later
+  // (WakeProducer), e.g. after sending a reply that should not wait for it.
+  void Release(const std::string& identity, const std::vector<uint64_t>& lease_ids,
+               bool wake_producer = true);
+  void WakeProducer() { NotifyProducer(); }
   void Bye(const std::string& identity, const std::vector<uint64_t>& kept_leases);
   void Touch(const std::string& identity);
   // Drops consumers whose process is gone or whose heartbeats stopped.
@@ -157,6 +161,8 @@ class Scheduler {
     uint64_t next_lease = 1;
     uint64_t batches = 0;
     uint64_t samples = 0;
+    // Since when its own leases pin every slot while it waits (see ServeOneLocked).
+    std::optional<Clock::time_point> hoarding_since;
     Clock::time_point last_seen;
     Clock::time_point joined;
   };
@@ -189,6 +195,7 @@ class Scheduler {
   uint64_t published_ = 0;               // every seq below is ready
   uint64_t stream_end_;
   bool started_ = false;
+  uint64_t departed_cursor_ = 0;  // the furthest cursor of a consumer that left
   bool stopped_ = false;
   std::optional<Clock::time_point> blocked_since_;
   bool warned_all_leased_ = false;

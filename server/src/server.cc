@@ -277,11 +277,12 @@ void Server::Impl::HandleMessage(const std::string& identity, std::span<const ui
       [&](auto& msg) {
         using T = std::decay_t<decltype(msg)>;
         if constexpr (std::is_same_v<T, proto::Next>) {
-          // Answer first, then release: the release wakes the producer, which
-          // should not delay the reply.
+          // Release, answer, and only then wake the producer, so that its
+          // work does not delay the reply.
+          if (!msg.releases.empty()) scheduler->Release(identity, msg.releases, false);
           scheduler->Next(identity, msg.request_id);
           FlushOutbox();
-          if (!msg.releases.empty()) scheduler->Release(identity, msg.releases);
+          scheduler->WakeProducer();
         } else if constexpr (std::is_same_v<T, proto::Release>) {
           scheduler->Release(identity, msg.lease_ids);
         } else if constexpr (std::is_same_v<T, proto::Heartbeat>) {

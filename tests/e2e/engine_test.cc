@@ -544,6 +544,32 @@ TEST(Engine, HostilePeersDoNotDisturbOthers) {
   EXPECT_NE(text.find("refused consumer 'zero'"), std::string::npos) << text;
 }
 
+// A consumer whose own unreleased batches pin every slot is told so at once
+// instead of waiting forever for a batch the producer can never write.
+TEST(Engine, HoldingEverySlotIsAnErrorNotAHang) {
+  const std::string name = UniqueName("hoard");
+  auto server = StartServer(name, {"--synthetic", "100000", "--size", "8", "--batch-size", "16",
+                                   "--window", "4"});
+  auto c = Connect(name, 16, JoinPolicy::kImmediate, 1);
+  ASSERT_TRUE(c);
+  std::vector<Batch> hoard;
+  Status error;
+  for (int i = 0; i < 8 && error.ok(); ++i) {
+    auto b = c->Next();
+    if (b.ok()) {
+      hoard.push_back(std::move(*b));
+    } else {
+      error = b.status();
+    }
+  }
+  EXPECT_EQ(hoard.size(), 4u);
+  EXPECT_EQ(error.code(), StatusCode::kResourceExhausted) << error.ToString();
+  EXPECT_NE(error.message().find("pin all 4 ring slots"), std::string::npos) << error.message();
+  hoard.clear();  // released: the stream goes on
+  auto b = c->Next();
+  EXPECT_TRUE(b.ok()) << b.status().ToString();
+}
+
 // The in-process Server with an external producer (what batchcast.Producer uses).
 TEST(Engine, ExternalProducer) {
   ServerOptions o;

@@ -92,6 +92,8 @@ class Consumer {
   uint64_t consumer_id() const;
   uint32_t producer_batch_size() const;
   uint32_t window() const;
+  // Where the ring (and so every zero-copy field) lives: {kHost, -1} or {kCuda, N}.
+  Device device() const;
   const std::vector<FieldSpec>& fields() const;
   // The server's stats as JSON text.
   Result<std::string> Stats();
