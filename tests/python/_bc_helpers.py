@@ -124,6 +124,7 @@ def expected_images(indices, size):
 def check_synthetic_batch(images, labels, indices, size):
     """Asserts that a batch's bytes follow the synthetic formula; returns nothing."""
     idx = np.asarray(indices, dtype=np.int64)
+    images, labels = images.cpu(), labels.cpu()  # CUDA rings: compare on the host
     assert tuple(images.shape) == (len(idx), 3, size, size), images.shape
     np.testing.assert_array_equal(images.numpy(), expected_images(idx, size))
     np.testing.assert_array_equal(labels.numpy(), idx % 1000)
@@ -140,14 +141,16 @@ def mapping_of(address):
     return None
 
 
-def consumer_main(tag, endpoint, batch_size, drop_last, join, size, epochs, queue, hold_after=None):
+def consumer_main(tag, endpoint, batch_size, drop_last, join, size, epochs, queue, hold_after=None,
+                  device=None):
     """A Loader in a child process; every message it sends starts with `tag`.
     Sends ("ready", pid) once connected, then per epoch ("epoch", loader.epoch,
     len(loader), batches, [indices...]) (every batch's bytes checked against the
     synthetic formula), and finally ("end", message) after the EndOfStream of the
     following loop, or ("error", text) on anything else. With hold_after=N it
     keeps the tensors of its first N batches, sends ("holding", N) and sleeps
-    (to be killed)."""
+    (to be killed). With device="cuda"/"cpu" every tensor must be on that kind
+    of device."""
     def send(*msg):
         queue.put((tag,) + msg)
 
@@ -169,6 +172,9 @@ def consumer_main(tag, endpoint, batch_size, drop_last, join, size, epochs, queu
             seen = []
             batches = 0
             for images, labels in loader:
+                if device is not None:
+                    assert images.device.type == device and labels.device.type == device, (
+                        images.device, labels.device)
                 idx = loader.indices.numpy().copy()
                 check_synthetic_batch(images, labels, idx, size)
                 seen.append(idx)
