@@ -125,6 +125,7 @@ int main(int argc, char** argv) {
     const double t_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!batch.ok()) {
+      std::cerr << "bc_gpu_consumer: " << batch.status().ToString() << "\n";
       result["error"] = batch.status().message();
       result["error_code"] = std::string(batchcast::StatusCodeName(batch.status().code()));
       result["error_t_ms"] = t_ms;

@@ -154,8 +154,9 @@ TEST(GpuEngine, ExactlyOnceThreeProcesses) {
   auto sampler = Sampler::Make(1000, SamplerOptions{7, true, 0, 1});
   ASSERT_TRUE(sampler.ok());
   for (size_t k = 0; k < sizes.size(); ++k) {
-    ASSERT_EQ(consumers[k]->Wait(120s), 0) << "consumer " << sizes[k];
+    const int rc = consumers[k]->Wait(120s);
     nlohmann::json r = ReadJson(dir + "/c" + std::to_string(sizes[k]) + ".json");
+    ASSERT_EQ(rc, 0) << "consumer " << sizes[k] << ": " << r.dump().substr(0, 2000);
     ASSERT_FALSE(r.contains("error")) << r["error"];
     EXPECT_EQ(r["mismatches"], 0) << "bytes differ from the formula";
     EXPECT_EQ(r["cuda_errors"], 0);

@@ -18,11 +18,16 @@ __global__ void ChecksumKernel(const uint8_t* data, size_t bytes, unsigned long 
   if ((threadIdx.x & 31) == 0) atomicAdd(out, sum);
 }
 
+// Stops after `nanoseconds` of the global timer, or after the cycles that
+// many nanoseconds take at 2 GHz, whichever comes first (the global timer of
+// some virtual machines advances coarsely, or not at all).
 __global__ void SpinKernel(unsigned long long nanoseconds) {
   unsigned long long start;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  const long long c0 = clock64();
+  const long long max_cycles = static_cast<long long>(nanoseconds) * 2;
   unsigned long long now = start;
-  while (now - start < nanoseconds) {
+  while (now - start < nanoseconds && clock64() - c0 < max_cycles) {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
   }
 }
