@@ -418,8 +418,13 @@ void Server::Impl::PipelineLoop() {
     }
   }
   int next_staging = 0;
+  std::vector<int64_t> next_order;
   for (uint64_t epoch = 0; options.epochs == 0 || epoch < options.epochs; ++epoch) {
-    const std::vector<int64_t> order = sampler->EpochOrder(epoch);
+    // The next epoch's order is computed during this one's last batch (for
+    // the read-ahead hint) and kept.
+    std::vector<int64_t> order =
+        next_order.empty() ? sampler->EpochOrder(epoch) : std::move(next_order);
+    next_order.clear();
     for (uint64_t off = 0; off < L; off += B) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(B, L - off));
       Result<SlotGrant> grant = scheduler->BeginBatch(
@@ -454,6 +459,12 @@ void Server::Impl::PipelineLoop() {
         const size_t next_n = static_cast<size_t>(std::min<uint64_t>(B, L - off - B));
         target.next_indices = std::span<const int64_t>(order.data() + off + B, next_n);
         target.next_epoch = static_cast<uint32_t>(epoch);
+      } else if (source->output_memory() == MemoryKind::kCuda &&
+                 (options.epochs == 0 || epoch + 1 < options.epochs)) {
+        next_order = sampler->EpochOrder(epoch + 1);
+        target.next_indices = std::span<const int64_t>(
+            next_order.data(), static_cast<size_t>(std::min<uint64_t>(B, next_order.size())));
+        target.next_epoch = static_cast<uint32_t>(epoch + 1);
       }
       if (s.ok()) s = source->FillBatch(*pool, target);
       if (s.ok() && device_ring) s = PublishDeviceSlot(grant->slot, n, staging_index);
