@@ -32,29 +32,6 @@ constexpr size_t kAlign = 256;
 constexpr size_t kFallbackCacheBytes = size_t{1} << 30;
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-// Reads the whole file, or its first `limit` bytes, into `out`.
-Status ReadFileBytes(const std::string& path, std::vector<uint8_t>& out, size_t limit = SIZE_MAX) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NotFoundError("cannot open: " + std::string(std::strerror(errno)));
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    close(fd);
-    return DataLossError("cannot stat: " + std::string(std::strerror(errno)));
-  }
-  const size_t want = std::min<size_t>(static_cast<size_t>(st.st_size), limit);
-  out.resize(want);
-  size_t got = 0;
-  while (got < want) {
-    const ssize_t r = read(fd, out.data() + got, want - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    got += static_cast<size_t>(r);
-  }
-  close(fd);
-  out.resize(got);
-  return Status::Ok();
-}
-
 // True when an EOI marker (FF D9) is among the file's last 32 bytes (encoders
 // may pad after it). A truncated file has none and goes to the CPU decoder,
 // which reports it (hardware decoders do not always).
@@ -558,78 +535,34 @@ Result<std::unique_ptr<Source>> MakeCudaImageSource(const ServerOptions& options
     return InvalidArgumentError("--decode gpu needs --device cuda:N");
   }
   const int device = std::stoi(options.device.substr(5));
-  image::TransformOptions t;
-  t.kind = options.transform == "eval" ? image::TransformOptions::Kind::kEval
-                                       : image::TransformOptions::Kind::kTrain;
-  t.size = options.size;
-  BATCHCAST_ASSIGN_OR_RETURN(t.dtype, ParseDType(options.dtype));
-  t.nchw = options.layout == "nchw";
-  t.mean = options.mean;
-  t.std = options.std;
-  t.seed = options.seed;
-  t.max_pixels = options.max_pixels;
-  BATCHCAST_RETURN_IF_ERROR(image::ValidateTransformOptions(t));
+  BATCHCAST_ASSIGN_OR_RETURN(image::TransformOptions t, MakeTransformOptions(options));
   BATCHCAST_RETURN_IF_ERROR(cuda::CheckDevice(device).WithContext("--device " + options.device));
   BATCHCAST_ASSIGN_OR_RETURN(std::unique_ptr<cuda::NvJpegDecoder> decoder,
                              cuda::NvJpegDecoder::Create(device, 2));
-  BATCHCAST_ASSIGN_OR_RETURN(std::vector<ImageEntry> files, ListImageDataset(options.data));
-
   // Scan every header (as the CPU path does) and decide where each file decodes.
   // CPU threads: the pipeline's own (decodes what the GPU cannot) and one that
   // reads the next batch's files; --workers sets the total.
   const int threads = options.workers > 0 ? options.workers : 2;
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<Entry> scanned(files.size());
-  std::vector<Status> verdict(files.size());
-  {
-    ThreadPool pool(threads);
-    std::vector<std::vector<uint8_t>> buffers(static_cast<size_t>(threads));
-    pool.ParallelFor(static_cast<int64_t>(files.size()), [&](int w, int64_t i) {
-      std::vector<uint8_t>& buf = buffers[static_cast<size_t>(w)];
-      const std::string& path = files[static_cast<size_t>(i)].path;
-      Status s = ReadFileBytes(path, buf, 256 << 10);
-      Result<image::JpegInfo> info = DataLossError("unread");
-      if (s.ok()) {
-        info = image::ReadJpegInfo(buf, image::EffectiveMaxPixels(t));
-        if (!info.ok() && buf.size() == (256u << 10)) {  // a header larger than 256 KiB
-          s = ReadFileBytes(path, buf);
-          if (s.ok()) info = image::ReadJpegInfo(buf, image::EffectiveMaxPixels(t));
-        }
-        if (s.ok() && !info.ok()) s = info.status();
-      }
-      verdict[static_cast<size_t>(i)] = s;
-      if (!s.ok()) return;
-      Entry& e = scanned[static_cast<size_t>(i)];
-      e.width = info->width;
-      e.height = info->height;
-      using CS = image::JpegInfo::ColorSpace;
-      e.gpu = !info->progressive && (info->color == CS::kYCbCr || info->color == CS::kGray) &&
-              decoder->Supports(buf) && EndsWithEoi(path);
-    });
-  }
+  using CS = image::JpegInfo::ColorSpace;
+  BATCHCAST_ASSIGN_OR_RETURN(
+      ScannedDataset scan,
+      ScanImageDataset(options, image::EffectiveMaxPixels(t), threads,
+                       [&](const std::string& path, std::span<const uint8_t> header,
+                           const image::JpegInfo& info) {
+                         return !info.progressive &&
+                                (info.color == CS::kYCbCr || info.color == CS::kGray) &&
+                                decoder->Supports(header) && EndsWithEoi(path);
+                       }));
   std::vector<Entry> usable;
-  usable.reserve(files.size());
-  uint64_t dropped = 0;
-  for (size_t i = 0; i < files.size(); ++i) {
-    if (verdict[i].ok()) {
-      scanned[i].file = std::move(files[i]);
-      usable.push_back(std::move(scanned[i]));
-      continue;
-    }
-    if (options.on_error == "fail") {
-      return Status(verdict[i].code(),
-                    files[i].path + ": " + verdict[i].message() + " (--on-error fail)");
-    }
-    ++dropped;
-    BC_LOG_WARN("dropping {}: {}", files[i].path, verdict[i].message());
-  }
-  if (usable.empty()) return InvalidArgumentError("no usable JPEG files in " + options.data);
+  usable.reserve(scan.usable.size());
   size_t gpu = 0;
-  for (const Entry& e : usable) gpu += e.gpu ? 1 : 0;
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  BC_LOG_INFO("scanned {} files in {:.2f} s: {} usable ({} for {}, {} for the CPU decoder), {} dropped",
-              files.size(), secs, usable.size(), gpu, decoder->backend_name(), usable.size() - gpu,
-              dropped);
+  for (ScannedImage& e : scan.usable) {
+    gpu += e.flag ? 1 : 0;
+    usable.push_back(Entry{std::move(e.file), e.info.width, e.info.height, e.flag});
+  }
+  const uint64_t dropped = scan.dropped;
+  BC_LOG_INFO("{} files for {}, {} for the CPU decoder", gpu, decoder->backend_name(),
+              usable.size() - gpu);
   auto source = std::make_unique<CudaImageSource>(std::move(usable), t, device, std::move(decoder),
                                                   threads, options.on_error == "fail",
                                                   options.data, dropped);

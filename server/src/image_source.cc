@@ -1,5 +1,9 @@
 #include "batchcast/server/image_source.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -25,27 +29,6 @@ bool HasImageExtension(const fs::path& p) {
   std::string ext = p.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
   return kExt.count(ext) != 0;
-}
-
-// Reads the whole file (or its first `limit` bytes) into `out`.
-Status ReadFile(const std::string& path, std::vector<uint8_t>& out, size_t limit = SIZE_MAX) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return NotFoundError("cannot open: " + std::string(std::strerror(errno)));
-  out.clear();
-  size_t cap = 64 << 10;
-  while (out.size() < limit) {
-    const size_t want = std::min(cap, limit - out.size());
-    const size_t old = out.size();
-    out.resize(old + want);
-    const size_t got = std::fread(out.data() + old, 1, want, f);
-    out.resize(old + got);
-    if (got < want) break;
-    cap = std::min<size_t>(cap * 2, 16 << 20);
-  }
-  const bool err = std::ferror(f);
-  std::fclose(f);
-  if (err) return DataLossError("read error");
-  return Status::Ok();
 }
 
 class ImageSource : public SampleSource {
@@ -88,7 +71,7 @@ class ImageSource : public SampleSource {
     // On a bad file (skip policy), the next index that decodes stands in.
     for (int attempt = 0; attempt < 64; ++attempt) {
       const ImageEntry& e = entries_[static_cast<size_t>(index)];
-      Status s = ReadFile(e.path, w.bytes);
+      Status s = ReadFileBytes(e.path, w.bytes);
       if (s.ok()) s = w.pipeline->Process(w.bytes, epoch, index, out[0]);
       if (s.ok()) {
         std::memcpy(out[1], &e.label, sizeof(e.label));
@@ -183,7 +166,30 @@ Result<std::vector<ImageEntry>> ListImageDataset(const std::string& path) {
   return entries;
 }
 
-Result<std::unique_ptr<Source>> MakeImageSource(const ServerOptions& options) {
+Status ReadFileBytes(const std::string& path, std::vector<uint8_t>& out, size_t limit) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NotFoundError("cannot open: " + std::string(std::strerror(errno)));
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
+    return DataLossError("cannot stat: " + std::string(std::strerror(err)));
+  }
+  const size_t want = std::min<size_t>(static_cast<size_t>(st.st_size), limit);
+  out.resize(want);
+  size_t got = 0;
+  while (got < want) {
+    const ssize_t r = read(fd, out.data() + got, want - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += static_cast<size_t>(r);
+  }
+  close(fd);
+  out.resize(got);
+  return Status::Ok();
+}
+
+Result<image::TransformOptions> MakeTransformOptions(const ServerOptions& options) {
   image::TransformOptions t;
   t.kind = options.transform == "eval" ? image::TransformOptions::Kind::kEval
                                        : image::TransformOptions::Kind::kTrain;
@@ -195,56 +201,78 @@ Result<std::unique_ptr<Source>> MakeImageSource(const ServerOptions& options) {
   t.seed = options.seed;
   t.max_pixels = options.max_pixels;
   BATCHCAST_RETURN_IF_ERROR(image::ValidateTransformOptions(t));
-  if (options.decode == "gpu") {
-    return InvalidArgumentError("--decode gpu needs --device cuda:N and a build with nvJPEG");
-  }
-  BATCHCAST_ASSIGN_OR_RETURN(std::vector<ImageEntry> entries, ListImageDataset(options.data));
+  return t;
+}
 
-  // Scan every header in parallel.
-  const int workers = options.workers > 0
-                          ? options.workers
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+Result<ScannedDataset> ScanImageDataset(
+    const ServerOptions& options, uint64_t max_pixels, int threads,
+    const std::function<bool(const std::string&, std::span<const uint8_t>,
+                             const image::JpegInfo&)>& classify) {
+  BATCHCAST_ASSIGN_OR_RETURN(std::vector<ImageEntry> files, ListImageDataset(options.data));
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<Status> verdict(entries.size());
+  std::vector<ScannedImage> scanned(files.size());
+  std::vector<Status> verdict(files.size());
   {
-    ThreadPool pool(workers);
-    std::vector<std::vector<uint8_t>> buffers(static_cast<size_t>(workers));
-    pool.ParallelFor(static_cast<int64_t>(entries.size()), [&](int w, int64_t i) {
+    ThreadPool pool(std::max(1, threads));
+    std::vector<std::vector<uint8_t>> buffers(static_cast<size_t>(pool.size()));
+    pool.ParallelFor(static_cast<int64_t>(files.size()), [&](int w, int64_t i) {
       std::vector<uint8_t>& buf = buffers[static_cast<size_t>(w)];
-      const std::string& path = entries[static_cast<size_t>(i)].path;
-      Status s = ReadFile(path, buf, 256 << 10);
+      const std::string& path = files[static_cast<size_t>(i)].path;
+      constexpr size_t kHeadBytes = 256 << 10;
+      Status s = ReadFileBytes(path, buf, kHeadBytes);
+      Result<image::JpegInfo> info = DataLossError("unread");
       if (s.ok()) {
-        auto info = image::ReadJpegInfo(buf, t.max_pixels);
-        if (!info.ok() && buf.size() == (256u << 10)) {  // a header larger than 256 KiB
-          s = ReadFile(path, buf);
-          if (s.ok()) info = image::ReadJpegInfo(buf, t.max_pixels);
+        info = image::ReadJpegInfo(buf, max_pixels);
+        if (!info.ok() && buf.size() == kHeadBytes) {  // a header larger than 256 KiB
+          s = ReadFileBytes(path, buf);
+          if (s.ok()) info = image::ReadJpegInfo(buf, max_pixels);
         }
         if (s.ok() && !info.ok()) s = info.status();
       }
       verdict[static_cast<size_t>(i)] = s;
+      if (!s.ok()) return;
+      ScannedImage& e = scanned[static_cast<size_t>(i)];
+      e.info = *info;
+      if (classify) e.flag = classify(path, buf, *info);
     });
   }
-  std::vector<ImageEntry> usable;
-  usable.reserve(entries.size());
-  uint64_t dropped = 0;
-  for (size_t i = 0; i < entries.size(); ++i) {
+  ScannedDataset out;
+  out.usable.reserve(files.size());
+  for (size_t i = 0; i < files.size(); ++i) {
     if (verdict[i].ok()) {
-      usable.push_back(std::move(entries[i]));
+      scanned[i].file = std::move(files[i]);
+      out.usable.push_back(std::move(scanned[i]));
       continue;
     }
     if (options.on_error == "fail") {
-      return Status(verdict[i].code(), entries[i].path + ": " + verdict[i].message() +
-                                           " (--on-error fail)");
+      return Status(verdict[i].code(),
+                    files[i].path + ": " + verdict[i].message() + " (--on-error fail)");
     }
-    ++dropped;
-    BC_LOG_WARN("dropping {}: {}", entries[i].path, verdict[i].message());
+    ++out.dropped;
+    BC_LOG_WARN("dropping {}: {}", files[i].path, verdict[i].message());
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  BC_LOG_INFO("scanned {} files in {:.2f} s: {} usable, {} dropped", entries.size(), secs,
-              usable.size(), dropped);
-  if (usable.empty()) return InvalidArgumentError("no usable JPEG files in " + options.data);
+  BC_LOG_INFO("scanned {} files in {:.2f} s: {} usable, {} dropped", files.size(), secs,
+              out.usable.size(), out.dropped);
+  if (out.usable.empty()) return InvalidArgumentError("no usable JPEG files in " + options.data);
+  return out;
+}
+
+Result<std::unique_ptr<Source>> MakeImageSource(const ServerOptions& options) {
+  BATCHCAST_ASSIGN_OR_RETURN(image::TransformOptions t, MakeTransformOptions(options));
+  if (options.decode == "gpu") {
+    return InvalidArgumentError("--decode gpu needs --device cuda:N and a build with nvJPEG");
+  }
+  const int workers = options.workers > 0
+                          ? options.workers
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  BATCHCAST_ASSIGN_OR_RETURN(ScannedDataset scan,
+                             ScanImageDataset(options, image::EffectiveMaxPixels(t), workers));
+  std::vector<ImageEntry> usable;
+  usable.reserve(scan.usable.size());
+  for (ScannedImage& e : scan.usable) usable.push_back(std::move(e.file));
   return std::unique_ptr<Source>(new ImageSource(std::move(usable), t, options.on_error == "fail",
-                                                 workers, options.data, dropped));
+                                                 workers, options.data, scan.dropped));
 }
 
 }  // namespace batchcast

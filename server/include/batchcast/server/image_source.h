@@ -18,8 +18,12 @@
 // Thread-safety: as Source (per-worker decoders).
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <span>
 
+#include "batchcast/core/image/jpeg.h"
+#include "batchcast/core/image/transform.h"
 #include "batchcast/server/server_options.h"
 #include "batchcast/server/source.h"
 
@@ -33,6 +37,32 @@ struct ImageEntry {
 // Lists an ImageFolder directory or a .tsv file. NotFound / InvalidArgument
 // with the path (and line) at fault.
 Result<std::vector<ImageEntry>> ListImageDataset(const std::string& path);
+
+// The transform the options ask for (validated).
+Result<image::TransformOptions> MakeTransformOptions(const ServerOptions& options);
+
+// Reads the whole file, or its first `limit` bytes, into `out`.
+Status ReadFileBytes(const std::string& path, std::vector<uint8_t>& out, size_t limit = SIZE_MAX);
+
+struct ScannedImage {
+  ImageEntry file;
+  image::JpegInfo info;
+  bool flag = false;  // what ScanImageDataset's `classify` said
+};
+
+// Lists options.data and reads every JPEG header on `threads` threads. Files
+// that cannot be used are dropped and named in the log (on_error=skip), or
+// make the scan fail with the file's path and reason (on_error=fail).
+// `classify`, when given, runs on the scanning thread for each usable file
+// with its header bytes (e.g. to ask whether the GPU decoder takes it).
+struct ScannedDataset {
+  std::vector<ScannedImage> usable;
+  uint64_t dropped = 0;
+};
+Result<ScannedDataset> ScanImageDataset(
+    const ServerOptions& options, uint64_t max_pixels, int threads,
+    const std::function<bool(const std::string& path, std::span<const uint8_t> header,
+                             const image::JpegInfo& info)>& classify = {});
 
 // Scans, filters and builds the source. `workers` decoders are made.
 Result<std::unique_ptr<Source>> MakeImageSource(const ServerOptions& options);
