@@ -17,7 +17,7 @@
 #include "batchcast/core/sampler.h"
 #include "batchcast/core/synthetic.h"
 #include "batchcast/server/server.h"
-#include "process.h"
+#include "harness.h"
 
 namespace batchcast {
 namespace {
@@ -29,57 +29,22 @@ using testing::TempDir;
 using testing::UniqueName;
 using Ms = std::chrono::milliseconds;
 
-double NowMs() {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-// Waits until a server answers STATS; returns its stats.
-nlohmann::json WaitForServer(const std::string& name, Ms timeout = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto r = QueryStats(name, 500ms);
-    if (r.ok()) return nlohmann::json::parse(*r);
-    std::this_thread::sleep_for(20ms);
-  }
-  ADD_FAILURE() << "server " << name << " did not come up";
-  return {};
-}
-
-nlohmann::json Stats(const std::string& name) {
-  auto r = QueryStats(name, 2s);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? nlohmann::json::parse(*r) : nlohmann::json();
-}
+using testing::NowMs;
+using testing::Stats;
 
 std::unique_ptr<Process> StartServer(const std::string& name, std::vector<std::string> extra,
                                      const std::string& log = "") {
-  std::vector<std::string> argv = {BC_SERVER_BIN, "serve", "--name", name, "--status-interval",
-                                   "0"};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  auto p = std::make_unique<Process>(argv, log);
-  WaitForServer(name);
-  return p;
+  return testing::StartServerProcess(BC_SERVER_BIN, name, extra, log);
 }
 
 std::unique_ptr<Process> StartConsumer(const std::string& name, const std::string& out,
                                        std::vector<std::string> extra) {
-  std::vector<std::string> argv = {BC_CONSUMER_BIN, "--endpoint", name, "--out", out};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  return std::make_unique<Process>(argv);
+  return testing::StartConsumerProcess(BC_CONSUMER_BIN, name, out, extra);
 }
 
 std::unique_ptr<Consumer> Connect(const std::string& name, uint32_t batch, JoinPolicy join,
                                   uint16_t prefetch = 2) {
-  ConsumerOptions o;
-  o.endpoint = name;
-  o.batch_size = batch;
-  o.join = join;
-  o.prefetch = prefetch;
-  o.timeout = 20s;
-  auto c = Consumer::Connect(o);
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return c.ok() ? std::move(*c) : nullptr;
+  return testing::ConnectConsumer(name, batch, join, prefetch);
 }
 
 bool BatchMatchesFormula(const Batch& b) {

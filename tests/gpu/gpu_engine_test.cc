@@ -13,7 +13,7 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "../e2e/process.h"
+#include "../e2e/harness.h"
 #include "batchcast/client/consumer.h"
 #include "batchcast/core/cuda/kernels.h"
 #include "batchcast/core/cuda/runtime.h"
@@ -35,59 +35,27 @@ using testing::TempDir;
 using testing::UniqueName;
 using Ms = std::chrono::milliseconds;
 
-double NowMs() {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-nlohmann::json WaitForServer(const std::string& name, Ms timeout = 20s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto r = QueryStats(name, 500ms);
-    if (r.ok()) return nlohmann::json::parse(*r);
-    std::this_thread::sleep_for(20ms);
-  }
-  ADD_FAILURE() << "server " << name << " did not come up";
-  return {};
-}
-
-nlohmann::json Stats(const std::string& name) {
-  auto r = QueryStats(name, 2s);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? nlohmann::json::parse(*r) : nlohmann::json();
-}
+using testing::NowMs;
+using testing::Stats;
 
 // A server with its ring on cuda:0.
 std::unique_ptr<Process> StartServer(const std::string& name, std::vector<std::string> extra,
                                      const std::string& log = "") {
-  std::vector<std::string> argv = {BC_SERVER_BIN, "serve", "--name", name, "--status-interval",
-                                   "0", "--device", "cuda:0"};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  auto p = std::make_unique<Process>(argv, log);
-  auto st = WaitForServer(name);
+  extra.insert(extra.begin(), {"--device", "cuda:0"});
+  nlohmann::json st;
+  auto p = testing::StartServerProcess(BC_SERVER_BIN, name, extra, log, &st);
   EXPECT_EQ(st.value("device", ""), "cuda:0") << st.dump();
   return p;
 }
 
 std::unique_ptr<Process> StartConsumer(const std::string& name, const std::string& out,
                                        std::vector<std::string> extra) {
-  std::vector<std::string> argv = {BC_GPU_CONSUMER_BIN, "--endpoint", name, "--out", out};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  return std::make_unique<Process>(argv);
+  return testing::StartConsumerProcess(BC_GPU_CONSUMER_BIN, name, out, extra);
 }
 
 std::unique_ptr<Consumer> Connect(const std::string& name, uint32_t batch, JoinPolicy join,
                                   void* stream = nullptr) {
-  ConsumerOptions o;
-  o.endpoint = name;
-  o.batch_size = batch;
-  o.join = join;
-  o.timeout = 20s;
-  o.cuda_stream = stream;
-  auto c = Consumer::Connect(o);
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return c.ok() ? std::move(*c) : nullptr;
+  return testing::ConnectConsumer(name, batch, join, 2, stream);
 }
 
 // Copies the batch to the host (on its delivery stream) and checks every byte.

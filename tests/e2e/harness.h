@@ -1,0 +1,84 @@
+// Shared by the end-to-end suites (tests/e2e, tests/gpu): start a server or a
+// consumer process, wait for a server, read its stats, connect in-process.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "batchcast/client/consumer.h"
+#include "process.h"
+
+namespace batchcast::testing {
+
+inline double NowMs() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Waits until a server answers STATS; returns its stats.
+inline nlohmann::json WaitForServer(const std::string& name,
+                                    std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto r = QueryStats(name, std::chrono::milliseconds(500));
+    if (r.ok()) return nlohmann::json::parse(*r);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ADD_FAILURE() << "server " << name << " did not come up";
+  return {};
+}
+
+inline nlohmann::json Stats(const std::string& name) {
+  auto r = QueryStats(name, std::chrono::seconds(2));
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? nlohmann::json::parse(*r) : nlohmann::json();
+}
+
+// `server_bin serve --name NAME --status-interval 0 EXTRA...`, once it answers.
+inline std::unique_ptr<Process> StartServerProcess(const std::string& server_bin,
+                                                   const std::string& name,
+                                                   const std::vector<std::string>& extra,
+                                                   const std::string& log = "",
+                                                   nlohmann::json* stats = nullptr) {
+  std::vector<std::string> argv = {server_bin, "serve", "--name", name, "--status-interval", "0"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  auto p = std::make_unique<Process>(argv, log);
+  nlohmann::json st = WaitForServer(name);
+  if (stats != nullptr) *stats = std::move(st);
+  return p;
+}
+
+// `consumer_bin --endpoint NAME --out OUT EXTRA...`
+inline std::unique_ptr<Process> StartConsumerProcess(const std::string& consumer_bin,
+                                                     const std::string& name,
+                                                     const std::string& out,
+                                                     const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {consumer_bin, "--endpoint", name, "--out", out};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return std::make_unique<Process>(argv);
+}
+
+// An in-process consumer (null and a test failure if it cannot connect).
+inline std::unique_ptr<Consumer> ConnectConsumer(const std::string& name, uint32_t batch,
+                                                 JoinPolicy join, uint16_t prefetch = 2,
+                                                 void* cuda_stream = nullptr) {
+  ConsumerOptions o;
+  o.endpoint = name;
+  o.batch_size = batch;
+  o.join = join;
+  o.prefetch = prefetch;
+  o.timeout = std::chrono::seconds(20);
+  o.cuda_stream = cuda_stream;
+  auto c = Consumer::Connect(o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+}  // namespace batchcast::testing
