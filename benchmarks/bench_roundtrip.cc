@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include <zmq.hpp>
+
 #include "batchcast/client/consumer.h"
 
 extern char** environ;
@@ -88,6 +90,57 @@ void BM_Next(benchmark::State& state) {
     state.counters["zero_copy"] = batches ? static_cast<double>(zero_copy) / batches : 0;
   }
 }
+
+// The floor: a bare ZeroMQ DEALER/ROUTER echo of a 40-byte message between two
+// processes over ipc://, measured the same way. Latency on a VM varies with
+// the host (idle cores wake slowly), so compare BM_Next with this floor from
+// the same run.
+void BM_ZmqPingPong(benchmark::State& state) {
+  const std::string endpoint = "ipc:///tmp/bc-bench-pingpong-" + std::to_string(getpid());
+  const pid_t child = fork();
+  if (child == 0) {
+    zmq::context_t ctx(1);
+    zmq::socket_t router(ctx, zmq::socket_type::router);
+    router.bind(endpoint);
+    zmq::pollitem_t item{router.handle(), 0, ZMQ_POLLIN, 0};
+    while (true) {
+      zmq::poll(&item, 1, std::chrono::milliseconds(20));
+      zmq::message_t id, msg;
+      while (router.recv(id, zmq::recv_flags::dontwait)) {
+        (void)router.recv(msg);
+        if (msg.size() == 1) _exit(0);
+        router.send(id, zmq::send_flags::sndmore);
+        router.send(msg, zmq::send_flags::none);
+      }
+    }
+  }
+  zmq::context_t ctx(1);
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.connect(endpoint);
+  char payload[40] = {};
+  auto round_trip = [&] {
+    dealer.send(zmq::buffer(payload, sizeof(payload)), zmq::send_flags::none);
+    zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::message_t reply;
+    while (!dealer.recv(reply, zmq::recv_flags::dontwait)) {
+      zmq::poll(&item, 1, std::chrono::milliseconds(10));
+    }
+  };
+  for (int i = 0; i < 200; ++i) round_trip();
+  std::vector<double> us;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    round_trip();
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                     .count());
+  }
+  dealer.send(zmq::buffer(payload, 1), zmq::send_flags::none);
+  waitpid(child, nullptr, 0);
+  std::sort(us.begin(), us.end());
+  state.counters["p50_us"] = us[us.size() / 2];
+  state.counters["p99_us"] = us[us.size() * 99 / 100];
+}
+BENCHMARK(BM_ZmqPingPong)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // {prefetch, consumer batch}: 64 = the producer batch (one segment, zero copy).
 BENCHMARK(BM_Next)->Args({1, 64})->Args({2, 64})->Unit(benchmark::kMicrosecond)->UseRealTime();
