@@ -9,6 +9,10 @@
 // Prints "READY" after the first batch and "HOLDING" when --hold-at is reached
 // (it then keeps that batch for --hold-ms without asking for more), so tests can
 // synchronize on stdout.
+//
+// CUDA rings (tests/gpu): batches are delivered on a stream of this process
+// (Consumer::set_cuda_stream), copied to the host on it and checked there; the
+// JSON then also says "device", "zero_copy"/"gathered" counts and "cuda_errors".
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -16,21 +20,39 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "batchcast/client/consumer.h"
+#include "batchcast/core/cuda/runtime.h"
 #include "batchcast/core/synthetic.h"
 
 namespace {
 
-int64_t CheckBatch(const batchcast::Batch& batch) {
+// The field's bytes on the host (copied on `stream` from a CUDA ring).
+std::vector<uint8_t> ToHost(const batchcast::FieldView& f, void* stream, int64_t& cuda_errors) {
+  const auto* data = static_cast<const uint8_t*>(f.data);
+  if (f.device.kind != batchcast::MemoryKind::kCuda) return {data, data + f.bytes};
+  std::vector<uint8_t> out(f.bytes);
+  batchcast::Status s = batchcast::cuda::CopyAsync(out.data(), f.data, f.bytes, stream);
+  if (s.ok()) s = batchcast::cuda::SynchronizeStream(stream);
+  if (!s.ok()) {
+    std::cerr << s.ToString() << "\n";
+    ++cuda_errors;
+  }
+  return out;
+}
+
+int64_t CheckBatch(const batchcast::Batch& batch, void* stream, int64_t& cuda_errors) {
   int64_t bad = 0;
   auto image = batch.field("image");
   auto label = batch.field("label");
   if (!image.ok() || !label.ok()) return static_cast<int64_t>(batch.size());
   const size_t per = image->bytes / batch.size();
-  const auto* img = static_cast<const uint8_t*>(image->data);
-  const auto* lab = static_cast<const int64_t*>(label->data);
+  const std::vector<uint8_t> img_bytes = ToHost(*image, stream, cuda_errors);
+  const std::vector<uint8_t> lab_bytes = ToHost(*label, stream, cuda_errors);
+  const uint8_t* img = img_bytes.data();
+  const auto* lab = reinterpret_cast<const int64_t*>(lab_bytes.data());
   for (size_t i = 0; i < batch.size(); ++i) {
     const int64_t index = batch.indices()[i];
     if (batchcast::synthetic::FirstMismatch(index, {img + i * per, per}) >= 0) ++bad;
@@ -65,9 +87,14 @@ int main(int argc, char** argv) {
   nlohmann::json result;
   result["epochs"] = nlohmann::json::array();
   result["batches"] = nlohmann::json::array();
-  int64_t mismatches = 0;
+  int64_t mismatches = 0, cuda_errors = 0, zero_copy = 0, gathered = 0;
+  int device = -1;
   auto write = [&] {
     result["mismatches"] = mismatches;
+    result["cuda_errors"] = cuda_errors;
+    result["zero_copy"] = zero_copy;
+    result["gathered"] = gathered;
+    result["device"] = device;
     if (!out_path.empty()) {
       std::ofstream(out_path + ".tmp") << result.dump();
       std::rename((out_path + ".tmp").c_str(), out_path.c_str());
@@ -92,6 +119,19 @@ int main(int argc, char** argv) {
     return 3;
   }
   result["batches_per_epoch"] = (*consumer)->batches_per_epoch();
+  std::optional<batchcast::cuda::Stream> stream;
+  if (const batchcast::Device d = (*consumer)->device(); d.kind == batchcast::MemoryKind::kCuda) {
+    auto s = batchcast::cuda::Stream::Create(d.index);
+    if (!s.ok()) {
+      result["error"] = s.status().message();
+      result["error_code"] = std::string(batchcast::StatusCodeName(s.status().code()));
+      write();
+      return 3;
+    }
+    stream.emplace(std::move(*s));
+    (*consumer)->set_cuda_stream(stream->handle());
+  }
+  void* const stream_handle = stream ? stream->handle() : nullptr;
   const auto t0 = std::chrono::steady_clock::now();
   nlohmann::json current = nlohmann::json::array();
   int64_t delivered = 0;
@@ -101,6 +141,7 @@ int main(int argc, char** argv) {
     auto batch = (*consumer)->Next();
     const double t_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!batch.ok()) {
+      std::cerr << "bc_test_consumer: " << batch.status().ToString() << "\n";
       result["error"] = batch.status().message();
       result["error_code"] = std::string(batchcast::StatusCodeName(batch.status().code()));
       result["error_t_ms"] = t_ms;
@@ -116,7 +157,9 @@ int main(int argc, char** argv) {
     for (int64_t idx : batch->indices()) current.push_back(idx);
     result["batches"].push_back({batch->first_seq(), batch->size(), t_ms, batch->epoch(), batch->skipped()});
     result["skipped"] = batch->skipped();
-    if (verify) mismatches += CheckBatch(*batch);
+    (batch->zero_copy() ? zero_copy : gathered) += 1;
+    if (auto f = batch->field("image"); f.ok()) device = f->device.index;
+    if (verify) mismatches += CheckBatch(*batch, stream_handle, cuda_errors);
     ++delivered;
     if (!ready_printed) {
       std::cout << "READY" << std::endl;
@@ -125,7 +168,7 @@ int main(int argc, char** argv) {
     if (hold_at >= 0 && delivered == hold_at + 1) {
       std::cout << "HOLDING" << std::endl;
       std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
-      if (verify) mismatches += CheckBatch(*batch);
+      if (verify) mismatches += CheckBatch(*batch, stream_handle, cuda_errors);
     }
     if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
   }

@@ -1,6 +1,6 @@
 // The sharing engine's end-to-end checks with the ring in CUDA memory
 // (issue 4, checks 1 and 3): a batchcast-server process with --device cuda:0,
-// consumers in separate processes (bc_gpu_consumer) and in this process, every
+// consumers in separate processes (tests/e2e/bc_test_consumer) and in this process, every
 // byte copied back to the host and checked against the synthetic formula.
 // Skipped without a usable GPU.
 #include <gtest/gtest.h>

@@ -21,7 +21,7 @@ run_pair() {  # name, server args..., --, consumer args...
   local spid=$!
   for _ in $(seq 300); do "$B/tools/batchcast-server" stat "$name" >/dev/null 2>&1 && break; sleep 0.1; done
   $CS --tool memcheck --leak-check full --error-exitcode 99 \
-    "$B/tests/gpu/bc_gpu_consumer" --endpoint "$name" --out "/tmp/$name.json" "${cargs[@]}" \
+    "$B/tests/bc_test_consumer" --endpoint "$name" --out "/tmp/$name.json" "${cargs[@]}" \
     > "/tmp/$name.consumer.log" 2>&1
   local crc=$?
   wait $spid; local src=$?
