@@ -324,6 +324,7 @@ void Scheduler::RemoveLocked(const std::string& identity, const std::string& rea
 
 void Scheduler::Remove(const std::string& identity, const std::string& reason) {
   std::lock_guard lock(mu_);
+  if (consumers_.count(identity) == 0) return;  // already gone (e.g. pid check first)
   ++consumers_lost_;
   RemoveLocked(identity, reason);
 }
