@@ -113,6 +113,12 @@ def server_process(name, *args, timeout=10.0, log_level="warn"):
             proc.stdout.close()
 
 
+def endless(loader):
+    """Batches across epoch ends."""
+    while True:
+        yield from loader
+
+
 def expected_images(indices, size):
     """The synthetic source's images: byte p of sample i is (i*2654435761 + p) mod 251."""
     idx = np.asarray(indices, dtype=np.int64).reshape(-1)

@@ -32,12 +32,6 @@ def _cuda_server(**kw):
         raise
 
 
-def _endless(loader):
-    """Batches across epoch ends."""
-    while True:
-        yield from loader
-
-
 def test_exactly_once_three_loaders_in_processes_on_a_cuda_ring():
     H.require_server()
     name = H.unique_name("cuda-once")
@@ -76,7 +70,7 @@ def test_cuda_tensors_view_the_ring_and_held_ones_keep_their_values():
                       min_consumers=2) as server:
         holder = batchcast.Loader(server.endpoint, batch_size=64, timeout=30)
         other = batchcast.Loader(server.endpoint, batch_size=64, timeout=30)
-        it = _endless(holder)
+        it = H.endless(holder)
         held_images, held_labels = next(it)
         assert held_images.is_cuda and held_images.device.index == 0
         reference = held_images.clone()
@@ -87,7 +81,7 @@ def test_cuda_tensors_view_the_ring_and_held_ones_keep_their_values():
         ptrs = []
         sums = []
         stream = torch.cuda.current_stream()
-        for n, (images, labels) in enumerate(_endless(other)):
+        for n, (images, labels) in enumerate(H.endless(other)):
             next(it)  # the holder reads on (its cursor moves) but keeps batch 0
             ptrs.append(images.data_ptr())
             # Kernels on the consumer's stream keep reading the held batch.

@@ -24,12 +24,6 @@ SERVE_ARGS = ("--synthetic", 1000, "--size", SIZE, "--batch-size", 64, "--window
               "--min-consumers", 3, "--epochs", 2)
 
 
-def endless(loader):
-    """Batches across epoch ends."""
-    while True:
-        yield from loader
-
-
 # ---- several processes ------------------------------------------------------
 
 
@@ -226,7 +220,7 @@ def test_kept_tensor_keeps_its_values_while_the_producer_runs_on(server):
     b_batches = []
 
     def run_b():
-        for images, labels in endless(b):
+        for images, labels in H.endless(b):
             H.check_synthetic_batch(images, labels, b.indices, SIZE)
             b_batches.append(1)
             if stop.is_set():
@@ -235,7 +229,7 @@ def test_kept_tensor_keeps_its_values_while_the_producer_runs_on(server):
     thread = threading.Thread(target=run_b)
     thread.start()
     try:
-        stream = endless(a)
+        stream = H.endless(a)
         held_images, held_labels = next(stream)
         assert a.zero_copy
         held_idx = a.indices.clone()
@@ -263,7 +257,7 @@ def test_lease_ends_when_the_last_tensor_is_freed(server):
         (me,) = [c for c in loader.stats()["consumers"] if c["id"] == loader.consumer_id]
         return me["leases"]
 
-    stream = endless(loader)
+    stream = H.endless(loader)
     held = [next(stream) for _ in range(3)]
     view = held[0][0][1:5]  # a view keeps the batch too
     assert my_leases() >= 3
