@@ -24,8 +24,8 @@
 #include <thread>
 
 #include "batchcast/client/consumer.h"
-#include "batchcast/core/cuda/kernels.h"
-#include "batchcast/core/cuda/runtime.h"
+#include "batchcast/cuda/kernels.h"
+#include "batchcast/cuda/runtime.h"
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
   ConsumerOptions o;
   o.endpoint = name;
   o.batch_size = batch_size;
-  o.cuda_stream = stream->handle();
+  o.cuda_stream = stream->ref();
   o.timeout = std::chrono::seconds(60);
   auto consumer = Consumer::Connect(o);
   if (!consumer.ok()) {
@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
     gathered += b->zero_copy() ? 0 : 1;
     if (checksum && image.ok()) {
       (void)cuda::ChecksumAsync(image->data, image->bytes, reinterpret_cast<uint64_t*>(sum->data()),
-                                stream->handle());
+                                stream->ref());
     }
     ++i;
     if (sleep_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));

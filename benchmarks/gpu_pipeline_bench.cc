@@ -19,12 +19,11 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "batchcast/core/cuda/nvjpeg.h"
-#include "batchcast/core/cuda/runtime.h"
-#include "batchcast/core/image/jpeg.h"
-#include "batchcast/server/image_source.h"
-#include "batchcast/server/server.h"
-#include "batchcast/server/thread_pool.h"
+#include "batchcast/cuda_image/nvjpeg.h"
+#include "batchcast/cuda/runtime.h"
+#include "batchcast/image/jpeg.h"
+#include "batchcast/sources/make_source.h"
+#include "sources/src/image_source.h"
 
 namespace {
 
@@ -102,7 +101,7 @@ int main(int argc, char** argv) {
       arenas.push_back(std::move(*a));
       auto e = cuda::Event::Create(0, false, true);
       if (!e.ok()) Die(e.status());
-      (void)e->Record(stream->handle());
+      (void)e->Record(stream->ref());
       done.push_back(std::move(*e));
     }
     auto run = [&](double secs) {
@@ -119,8 +118,8 @@ int main(int argc, char** argv) {
           jpegs.emplace_back(files[f].data(), files[f].size());
           outs.push_back({arenas[k].data() + max_bytes * i, size_t(dims[f].first) * 3});
         }
-        if (Status s = (*dec)->DecodeBatch(k, jpegs, outs, stream->handle()); !s.ok()) Die(s);
-        (void)done[k].Record(stream->handle());
+        if (Status s = (*dec)->DecodeBatch(k, jpegs, outs, stream->ref()); !s.ok()) Die(s);
+        (void)done[k].Record(stream->ref());
         images += batch;
         k ^= 1;
       }
@@ -139,15 +138,14 @@ int main(int argc, char** argv) {
 
   // ---- 2. CudaImageSource::FillBatch into device slots ----
   {
-    ServerOptions o;
+    SourceOptions o;
     o.data = data;
-    o.device = "cuda:0";
-    o.decode = "gpu";
-    o.transform = transform;
+    o.device = Device::Cuda(0);
+    o.decode = DecodeMode::kGpu;
+    o.transform = *ParseTransformKind(transform);
     o.size = size;
-    o.dtype = dtype;
-    o.layout = layout;
-    o.batch_size = static_cast<uint32_t>(batch);
+    o.dtype = *ParseDType(dtype);
+    o.layout = *ParseImageLayout(layout);
     auto source = MakeSource(o);
     if (!source.ok()) Die(source.status());
     const auto fields = (*source)->fields();
@@ -157,7 +155,6 @@ int main(int argc, char** argv) {
     if (!ring.ok()) Die(ring.status());
     auto stream = cuda::Stream::Create(0);
     if (!stream.ok()) Die(stream.status());
-    ThreadPool unused(1);
     const int64_t n_files = static_cast<int64_t>((*source)->size());
     std::vector<int64_t> idx(batch);
     int64_t next = 0;
@@ -169,18 +166,17 @@ int main(int argc, char** argv) {
                          static_cast<int64_t>(images) < max_images;
            slot = (slot + 1) % kSlots) {
         for (int i = 0; i < batch; ++i) idx[i] = next++ % n_files;
-        BatchTarget t;
+        SlotView t;
         t.epoch = static_cast<uint32_t>(next / n_files);
         t.indices = idx;
         uint8_t* base = ring->data() + (per + 8) * batch * slot;
         t.field_data = {base, base + per * batch};
         t.field_bytes = {per, 8};
         t.device = Device{MemoryKind::kCuda, 0};
-        t.cuda_stream = stream->handle();
+        t.stream = stream->ref();
         std::vector<int64_t> ahead(batch);
         for (int i = 0; i < batch; ++i) ahead[i] = (next + i) % n_files;
-        t.next_indices = ahead;
-        if (Status s = (*source)->FillBatch(unused, t); !s.ok()) Die(s);
+        if (Status s = (*source)->FillBatch(t, ReadAhead{ahead, t.epoch}); !s.ok()) Die(s);
         images += batch;
       }
       (void)stream->Synchronize();

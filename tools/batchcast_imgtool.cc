@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "batchcast/core/dtype.h"
-#include "batchcast/core/image/jpeg.h"
-#include "batchcast/core/image/pipeline.h"
-#include "batchcast/core/image/transform.h"
+#include "batchcast/image/jpeg.h"
+#include "batchcast/image/pipeline.h"
+#include "batchcast/image/transform.h"
 
 namespace {
 

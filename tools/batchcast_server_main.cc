@@ -14,6 +14,7 @@
 
 #include "batchcast/client/consumer.h"
 #include "batchcast/core/logging.h"
+#include "batchcast/server/option_table.h"
 #include "batchcast/server/server.h"
 
 namespace {
@@ -76,6 +77,53 @@ void PrintStats(const nlohmann::json& j) {
   }
 }
 
+// Adds one command-line option per entry of the server's option table: the
+// data path is positional, flags get --x / --no-x, triples take "R,G,B" or
+// three values.
+void AddServerOptions(CLI::App* app, batchcast::ServerOptions& options,
+                      std::vector<batchcast::Status>& errors) {
+  const batchcast::ServerOptions defaults;
+  for (const batchcast::ServerOption& opt : batchcast::ServerOptionTable()) {
+    const std::string flag = batchcast::CommandLineName(opt.name);
+    const std::string name(opt.name);
+    auto set = [&options, &errors, name](const std::string& text) {
+      if (batchcast::Status s = batchcast::SetServerOption(options, name, text); !s.ok()) {
+        errors.push_back(std::move(s));
+      }
+    };
+    const std::string def = opt.get(defaults);
+    std::string help(opt.help);
+    if (!def.empty() && opt.type != batchcast::OptionType::kFlag && name != "data") {
+      help += " [default: " + def + "]";
+    }
+    switch (opt.type) {
+      case batchcast::OptionType::kFlag:
+        app->add_flag_function(
+            flag + ",!--no-" + flag.substr(2),
+            [set](int64_t count) { set(count > 0 ? "true" : "false"); },
+            help + (def == "true" ? " [default: on]" : " [default: off]"));
+        break;
+      case batchcast::OptionType::kTriple:
+        app->add_option_function<std::vector<std::string>>(
+               flag,
+               [set](const std::vector<std::string>& v) {
+                 std::string joined;
+                 for (const std::string& x : v) joined += (joined.empty() ? "" : ",") + x;
+                 set(joined);
+               },
+               help)
+            ->expected(1, 3)
+            ->delimiter(',')
+            ->type_name(std::string(opt.value_name));
+        break;
+      default:
+        app->add_option_function<std::string>(name == "data" ? name : flag, set, help)
+            ->type_name(std::string(opt.value_name));
+        break;
+    }
+  }
+}
+
 int Serve(batchcast::ServerOptions options, double status_interval) {
   auto server = batchcast::Server::Start(options);
   if (!server.ok()) {
@@ -129,42 +177,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 
   batchcast::ServerOptions o;
-  double lag_timeout_s = 1.0, heartbeat_timeout_s = 2.0, status_interval = 1.0;
-  std::string lag_policy = "block";
-  std::vector<float> mean, stdv;
-  CLI::App* serve = app.add_subcommand("serve", "serve a dataset to consumers");
-  serve->add_option("data", o.data, "image folder (class subfolders) or .tsv list (path<TAB>label)");
-  serve->add_option("--synthetic", o.synthetic, "serve COUNT synthetic samples instead of DATA");
-  serve->add_option("--name", o.name, "server name (endpoint, lock, shared memory)")
-      ->capture_default_str();
-  serve->add_option("--endpoint", o.endpoint, "ipc://PATH or tcp://127.0.0.1:PORT (default: by name)");
-  serve->add_option("--device", o.device, "cpu or cuda:N")->capture_default_str();
-  serve->add_option("--batch-size", o.batch_size, "producer batch (one ring slot)")->capture_default_str();
-  serve->add_option("--window", o.window, "ring slots")->capture_default_str();
-  serve->add_option("--transform", o.transform, "train or eval")->capture_default_str();
-  serve->add_option("--size", o.size, "output image size")->capture_default_str();
-  serve->add_option("--dtype", o.dtype, "float32, float16, bfloat16 or uint8")->capture_default_str();
-  serve->add_option("--layout", o.layout, "nchw or nhwc")->capture_default_str();
-  serve->add_option("--mean", mean, "normalization mean (3 values)")->expected(3);
-  serve->add_option("--std", stdv, "normalization std (3 values)")->expected(3);
-  serve->add_option("--seed", o.seed, "shuffle and augmentation seed")->capture_default_str();
-  serve->add_flag("!--no-shuffle", o.shuffle, "keep the dataset order");
-  serve->add_option("--epochs", o.epochs, "producer epochs (0 = no limit)")->capture_default_str();
-  serve->add_option("--workers", o.workers, "worker threads (0 = one per core)")->capture_default_str();
-  serve->add_option("--decode", o.decode, "auto, cpu or gpu")->capture_default_str();
-  serve->add_option("--lag-policy", lag_policy, "block, skip or evict")->capture_default_str();
-  serve->add_option("--lag-timeout", lag_timeout_s, "seconds before skip/evict")->capture_default_str();
-  serve->add_option("--heartbeat-timeout", heartbeat_timeout_s, "seconds before a silent consumer is dropped")
-      ->capture_default_str();
-  serve->add_option("--min-consumers", o.min_consumers, "consumers to wait for before the first write")
-      ->capture_default_str();
-  serve->add_option("--on-error", o.on_error, "skip or fail on undecodable files")->capture_default_str();
-  serve->add_option("--max-pixels", o.max_pixels, "largest image (width*height) to decode")
-      ->capture_default_str();
-  serve->add_option("--shard-rank", o.shard_rank, "this server's shard")->capture_default_str();
-  serve->add_option("--num-shards", o.num_shards, "number of shards")->capture_default_str();
-  serve->add_option("--max-leases", o.max_leases, "unreleased batches one consumer may hold")
-      ->capture_default_str();
+  double status_interval = 1.0;
+  CLI::App* serve = app.add_subcommand("serve", "serve a dataset (or synthetic data) to consumers");
+  // Every server option comes from the option table (batchcast/server/option_table.h);
+  // errors are collected and reported after parsing, with the option's name.
+  std::vector<batchcast::Status> option_errors;
+  AddServerOptions(serve, o, option_errors);
   serve->add_option("--status-interval", status_interval, "seconds between status lines (0 = none)")
       ->capture_default_str();
 
@@ -196,25 +214,15 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  auto policy = batchcast::ParseLagPolicy(lag_policy);
-  if (!policy.ok()) {
-    std::cerr << "batchcast-server: " << policy.status().message() << "\n";
-    return 2;
+  for (const batchcast::Status& e : option_errors) {
+    std::cerr << "batchcast-server: " << e.message() << "\n";
   }
-  o.lag_policy = *policy;
-  if (lag_timeout_s <= 0 || heartbeat_timeout_s <= 0) {
-    std::cerr << "batchcast-server: --lag-timeout and --heartbeat-timeout must be positive\n";
-    return 2;
-  }
-  o.lag_timeout = std::chrono::milliseconds(static_cast<int64_t>(lag_timeout_s * 1000));
-  o.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(heartbeat_timeout_s * 1000));
-  o.heartbeat_interval = std::max(std::chrono::milliseconds(10), o.heartbeat_timeout / 8);
-  if (!mean.empty()) std::copy(mean.begin(), mean.end(), o.mean.begin());
-  if (!stdv.empty()) std::copy(stdv.begin(), stdv.end(), o.std.begin());
-  if (o.synthetic > 0 && o.dtype == "float32") o.dtype = "uint8";
-  if (batchcast::Status s = o.Validate(); !s.ok()) {
-    std::cerr << "batchcast-server: " << s.message() << "\n";
-    return 2;
+  if (!option_errors.empty()) return 2;
+  for (batchcast::Status s : {o.Validate(), o.source.Validate()}) {
+    if (!s.ok()) {
+      std::cerr << "batchcast-server: " << s.message() << "\n";
+      return 2;
+    }
   }
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);

@@ -39,7 +39,7 @@ internal::BatchState::~BatchState() {
   }
   // Note [Device leases]: zero-copy leases end after the work queued on every
   // stream that used the batch; a gathered batch's lease is already pending.
-  std::vector<void*> used;
+  std::vector<CudaStreamRef> used;
   {
     std::lock_guard lock(streams_mu);
     used = streams;
@@ -55,7 +55,7 @@ internal::BatchState::~BatchState() {
         (void)cuda::SynchronizeStream(used[i]);
       }
     }
-    (void)cuda::FreeAsync(cuda_device, gather_device, used.empty() ? nullptr : used[0]);
+    (void)cuda::FreeAsync(cuda_device, gather_device, used.empty() ? CudaStreamRef() : used[0]);
   }
   if (lease_id != 0) connection->ReleaseAfter(lease_id, used);
 }
@@ -232,11 +232,11 @@ Result<cuda::Event> Connection::TakeEventLocked() {
   return cuda::Event::Create(cuda_device_);
 }
 
-void Connection::ReleaseAfter(uint64_t lease_id, const std::vector<void*>& streams) {
+void Connection::ReleaseAfter(uint64_t lease_id, const std::vector<CudaStreamRef>& streams) {
   std::lock_guard lock(release_mu_);
   PendingRelease p;
   p.lease_id = lease_id;
-  for (void* stream : streams) {
+  for (CudaStreamRef stream : streams) {
     Result<cuda::Event> e = TakeEventLocked();
     Status s = e.ok() ? e->Record(stream) : e.status();
     if (s.ok()) {
@@ -280,15 +280,15 @@ void Connection::PollPendingLocked() {
   }
 }
 
-Status Connection::RecordStream(internal::BatchState& state, void* stream) {
+Status Connection::RecordStream(internal::BatchState& state, CudaStreamRef stream) {
   if (!state.on_device) return Status::Ok();
   std::lock_guard lock(state.streams_mu);
-  for (void* s : state.streams) {
+  for (CudaStreamRef s : state.streams) {
     if (s == stream) return Status::Ok();
   }
   Result<cuda::Event> e = cuda::Event::Create(cuda_device_);
   if (!e.ok()) return e.status();
-  BATCHCAST_RETURN_IF_ERROR(e->Record(state.streams.empty() ? nullptr : state.streams[0]));
+  BATCHCAST_RETURN_IF_ERROR(e->Record(state.streams.empty() ? CudaStreamRef() : state.streams[0]));
   BATCHCAST_RETURN_IF_ERROR(e->BlockStream(stream));
   state.streams.push_back(stream);
   return Status::Ok();
@@ -462,7 +462,7 @@ Result<Batch> Connection::MakeBatch(const std::shared_ptr<Connection>& self, pro
   }
   state->zero_copy = state->segments.size() == 1;
   const bool on_device = device_ring_ != nullptr;
-  void* stream = cuda_stream_.load();
+  const CudaStreamRef stream = cuda_stream_.load();
   if (on_device) {
     // Note [Device ring ordering], step 3: the delivery stream waits for the
     // producer's writes of every slot the batch reads. No host sync.
@@ -638,7 +638,7 @@ Result<FieldView> Batch::field(std::string_view name) const {
                        (end_of_epoch() ? " (it is an end-of-epoch marker)" : ""));
 }
 
-Status Batch::RecordStream(void* cuda_stream) const {
+Status Batch::RecordStream(CudaStreamRef cuda_stream) const {
   if (!state_ || !state_->on_device || !state_->connection) return Status::Ok();
   return state_->connection->RecordStream(*state_, cuda_stream);
 }
@@ -664,7 +664,7 @@ Result<std::unique_ptr<Consumer>> Consumer::Connect(ConsumerOptions options) {
 }
 
 Result<Batch> Consumer::Next() { return connection_->Next(connection_); }
-void Consumer::set_cuda_stream(void* cuda_stream) { connection_->set_cuda_stream(cuda_stream); }
+void Consumer::set_cuda_stream(CudaStreamRef cuda_stream) { connection_->set_cuda_stream(cuda_stream); }
 uint64_t Consumer::batches_per_epoch() const { return connection_->welcome().batches_per_epoch; }
 uint64_t Consumer::epoch_len() const { return connection_->welcome().epoch_len; }
 uint64_t Consumer::consumer_id() const { return connection_->welcome().consumer_id; }

@@ -50,9 +50,9 @@
 
 #include "batchcast/client/batch.h"
 #include "batchcast/client/consumer.h"
-#include "batchcast/core/cuda/runtime.h"
+#include "batchcast/cuda/runtime.h"
 #include "batchcast/core/host_shm.h"
-#include "batchcast/core/protocol.h"
+#include "core/src/protocol.h"
 #include "batchcast/core/ring_layout.h"
 
 namespace batchcast {
@@ -76,7 +76,7 @@ struct BatchState {
   int cuda_device = -1;
   void* gather_device = nullptr;  // private device copy (stream-ordered allocation)
   std::mutex streams_mu;
-  std::vector<void*> streams;     // delivery stream first, then those of RecordStream
+  std::vector<CudaStreamRef> streams;  // delivery stream first, then those of RecordStream
   ~BatchState();
 };
 }  // namespace internal
@@ -93,10 +93,10 @@ class Connection {
   // Releases `lease_id` once the work queued so far on `streams` has
   // completed (Note [Device leases]); callable from any thread. lease_id 0
   // only waits (nothing to release).
-  void ReleaseAfter(uint64_t lease_id, const std::vector<void*>& streams);
+  void ReleaseAfter(uint64_t lease_id, const std::vector<CudaStreamRef>& streams);
   // Batch::RecordStream: makes `stream` wait for the data of `state`.
-  Status RecordStream(internal::BatchState& state, void* stream);
-  void set_cuda_stream(void* stream) { cuda_stream_.store(stream); }
+  Status RecordStream(internal::BatchState& state, CudaStreamRef stream);
+  void set_cuda_stream(CudaStreamRef stream) { cuda_stream_.store(stream); }
   // Leaves the stream: releases prefetched batches and sends BYE.
   void Detach();
 
@@ -129,7 +129,7 @@ class Connection {
   int cuda_device_ = -1;
   std::shared_ptr<cuda::IpcMapping> device_ring_;
   std::vector<cuda::Event> slot_events_;
-  std::atomic<void*> cuda_stream_{nullptr};
+  std::atomic<CudaStreamRef> cuda_stream_{CudaStreamRef()};
   bool server_pid_visible_ = false;
 
   std::mutex sock_mu_;  // Note [Client socket ownership]

@@ -4,7 +4,7 @@
 #include <zmq.hpp>
 
 #include "batchcast/client/consumer.h"
-#include "batchcast/core/protocol.h"
+#include "core/src/protocol.h"
 #include "batchcast/core/runtime_dir.h"
 
 namespace batchcast {

@@ -1,4 +1,4 @@
-#include "batchcast/core/protocol.h"
+#include "core/src/protocol.h"
 
 #include "wire.h"
 

@@ -9,17 +9,10 @@ from typing import Any, Dict, Optional, Union
 
 from batchcast import _core
 
-#: Keyword arguments of batchcast.Server: the ServerOptions names
-#: (server/include/batchcast/server/server_options.h). Durations in seconds.
-SERVER_OPTIONS = frozenset(
-    {
-        "name", "endpoint", "device", "batch_size", "window", "transform", "size", "dtype",
-        "layout", "mean", "std", "seed", "shuffle", "epochs", "workers", "decode",
-        "lag_policy", "lag_timeout", "min_consumers", "on_error", "max_pixels", "synthetic",
-        "shard_rank", "num_shards", "heartbeat_timeout", "heartbeat_interval", "max_leases",
-        "max_consumers",
-    }
-)
+#: Keyword arguments of batchcast.Server: the server's option table
+#: (server/include/batchcast/server/option_table.h), the same options as
+#: ``batchcast-server serve`` in snake_case. Durations in seconds.
+SERVER_OPTIONS = frozenset(name for name, _help, _default in _core.server_options())
 
 
 def _check_options(where: str, options: Dict[str, Any], allowed: frozenset) -> None:
@@ -74,8 +67,6 @@ class Server:
         opts = dict(options)
         if data is not None:
             opts["data"] = os.fspath(data)
-        if opts.get("synthetic") and opts.get("dtype") is None:
-            opts["dtype"] = "uint8"  # the synthetic source makes uint8 images
         self._core = _core.Server.start(opts)
         self._endpoint = self._core.endpoint
         self._name = self._core.name

@@ -88,19 +88,12 @@ class PyConsumer {
     o.endpoint = endpoint;
     o.batch_size = batch_size;
     o.drop_last = drop_last;
-    if (join == "immediate") {
-      o.join = JoinPolicy::kImmediate;
-    } else if (join == "next_epoch") {
-      o.join = JoinPolicy::kNextEpoch;
-    } else {
-      throw StatusError(
-          InvalidArgumentError("join must be 'immediate' or 'next_epoch', got '" + join + "'"));
-    }
+    o.join = Unwrap(ParseJoinPolicy(join));
     o.prefetch = prefetch;
     o.timeout = SecondsToMs(timeout);
     if (!connect_timeout.is_none()) o.connect_timeout = SecondsToMs(connect_timeout);
     o.name = name;
-    o.cuda_stream = reinterpret_cast<void*>(cuda_stream);
+    o.cuda_stream = CudaStreamRef::FromAddress(cuda_stream);
     std::optional<Result<std::unique_ptr<Consumer>>> r;
     {
       py::gil_scoped_release nogil;
@@ -125,7 +118,7 @@ class PyConsumer {
   py::object Next(const py::object& cuda_stream) {
     Consumer& c = get();
     if (!cuda_stream.is_none()) {
-      c.set_cuda_stream(reinterpret_cast<void*>(cuda_stream.cast<uintptr_t>()));
+      c.set_cuda_stream(CudaStreamRef::FromAddress(cuda_stream.cast<uintptr_t>()));
     }
     std::optional<Result<Batch>> r;
     {

@@ -1,6 +1,7 @@
 // batchcast._core: the thin pybind11 layer under the `batchcast` package.
 // See common.h for the rules (GIL released on blocking calls, Status ->
 // exceptions) and python/batchcast/ for the user-facing API.
+#include "batchcast/core/version.h"
 #include "common.h"
 
 PYBIND11_MODULE(_core, m) {
@@ -8,5 +9,5 @@ PYBIND11_MODULE(_core, m) {
   batchcast::pybind::RegisterErrors(m);
   batchcast::pybind::RegisterConsumer(m);
   batchcast::pybind::RegisterServer(m);
-  m.attr("__version__") = "0.1.0";
+  m.attr("__version__") = BATCHCAST_VERSION;
 }

@@ -20,67 +20,74 @@
 
 #include "batchcast/core/dtype.h"
 #include "batchcast/core/logging.h"
+#include "batchcast/server/option_table.h"
 #include "batchcast/server/server.h"
 #include "common.h"
 
 namespace batchcast::pybind {
 namespace {
 
-std::chrono::milliseconds Seconds(const py::handle& v, const char* name) {
-  const double s = v.cast<double>();
-  if (!(s > 0)) throw py::value_error(std::string(name) + " must be a positive number of seconds");
-  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0 + 0.5));
+// A Python value as the option table's text for `opt` (batchcast/server/option_table.h).
+// Values of the wrong type are a StatusError naming the option, never a cast error.
+std::string OptionText(const ServerOption& opt, const py::handle& value) {
+  auto wrong = [&](const char* expected) {
+    return StatusError(InvalidArgumentError(
+        std::string(opt.name) + " must be " + expected + ", got " +
+        py::str(py::type::of(value).attr("__name__")).cast<std::string>() + " " +
+        py::repr(value).cast<std::string>()));
+  };
+  switch (opt.type) {
+    case OptionType::kFlag:
+      if (!py::isinstance<py::bool_>(value)) throw wrong("True or False");
+      return value.cast<bool>() ? "true" : "false";
+    case OptionType::kInteger:
+      if (py::isinstance<py::bool_>(value) || !py::isinstance<py::int_>(value)) {
+        throw wrong("a non-negative integer");
+      }
+      return py::str(value).cast<std::string>();
+    case OptionType::kSeconds:
+      if (py::isinstance<py::bool_>(value) ||
+          !(py::isinstance<py::int_>(value) || py::isinstance<py::float_>(value))) {
+        throw wrong("a number of seconds");
+      }
+      return py::repr(py::float_(py::reinterpret_borrow<py::object>(value))).cast<std::string>();
+    case OptionType::kTriple: {
+      if (py::isinstance<py::str>(value) || !py::isinstance<py::sequence>(value) ||
+          py::len(value) != 3) {
+        throw wrong("three numbers (R, G, B)");
+      }
+      std::string out;
+      for (const py::handle item : value) {
+        if (py::isinstance<py::bool_>(item) ||
+            !(py::isinstance<py::int_>(item) || py::isinstance<py::float_>(item))) {
+          throw wrong("three numbers (R, G, B)");
+        }
+        out += (out.empty() ? "" : ",") + py::repr(py::float_(py::reinterpret_borrow<py::object>(item))).cast<std::string>();
+      }
+      return out;
+    }
+    case OptionType::kText:
+      if (py::isinstance<py::str>(value)) return value.cast<std::string>();
+      if (py::hasattr(value, "__fspath__")) {  // os.PathLike (the data path)
+        return py::str(value.attr("__fspath__")()).cast<std::string>();
+      }
+      throw wrong("a string");
+  }
+  throw wrong("a value");
 }
 
-std::array<float, 3> Three(const py::handle& v, const char* name) {
-  auto values = v.cast<std::vector<float>>();
-  if (values.size() != 3) throw py::value_error(std::string(name) + " needs 3 values (R, G, B)");
-  return {values[0], values[1], values[2]};
-}
-
+// kwargs of batchcast.Server: ServerOptions names; None = the default. An
+// unknown name is a TypeError naming it.
 ServerOptions ParseOptions(const py::dict& kwargs) {
   ServerOptions o;
-  bool interval_given = false;
   for (const auto& [key, value] : kwargs) {
     const std::string k = key.cast<std::string>();
-    if (value.is_none()) continue;  // None = the default
-    if (k == "data") o.data = py::str(value).cast<std::string>();  // str or os.PathLike
-    else if (k == "synthetic") o.synthetic = value.cast<uint64_t>();
-    else if (k == "name") o.name = value.cast<std::string>();
-    else if (k == "endpoint") o.endpoint = value.cast<std::string>();
-    else if (k == "device") o.device = value.cast<std::string>();
-    else if (k == "batch_size") o.batch_size = value.cast<uint32_t>();
-    else if (k == "window") o.window = value.cast<uint32_t>();
-    else if (k == "transform") o.transform = value.cast<std::string>();
-    else if (k == "size") o.size = value.cast<int>();
-    else if (k == "dtype") o.dtype = value.cast<std::string>();
-    else if (k == "layout") o.layout = value.cast<std::string>();
-    else if (k == "mean") o.mean = Three(value, "mean");
-    else if (k == "std") o.std = Three(value, "std");
-    else if (k == "decode") o.decode = value.cast<std::string>();
-    else if (k == "on_error") o.on_error = value.cast<std::string>();
-    else if (k == "max_pixels") o.max_pixels = value.cast<uint64_t>();
-    else if (k == "seed") o.seed = value.cast<uint64_t>();
-    else if (k == "shuffle") o.shuffle = value.cast<bool>();
-    else if (k == "epochs") o.epochs = value.cast<uint64_t>();
-    else if (k == "shard_rank") o.shard_rank = value.cast<uint32_t>();
-    else if (k == "num_shards") o.num_shards = value.cast<uint32_t>();
-    else if (k == "workers") o.workers = value.cast<int>();
-    else if (k == "lag_policy") o.lag_policy = Unwrap(ParseLagPolicy(value.cast<std::string>()));
-    else if (k == "lag_timeout") o.lag_timeout = Seconds(value, "lag_timeout");
-    else if (k == "min_consumers") o.min_consumers = value.cast<uint32_t>();
-    else if (k == "heartbeat_timeout") o.heartbeat_timeout = Seconds(value, "heartbeat_timeout");
-    else if (k == "heartbeat_interval") {
-      o.heartbeat_interval = Seconds(value, "heartbeat_interval");
-      interval_given = true;
+    const ServerOption* opt = FindServerOption(k);
+    if (opt == nullptr || k.find('-') != std::string::npos) {
+      throw py::type_error("unexpected server option '" + k + "'");
     }
-    else if (k == "max_leases") o.max_leases = value.cast<uint32_t>();
-    else if (k == "max_consumers") o.max_consumers = value.cast<uint32_t>();
-    else throw py::type_error("unexpected server option '" + k + "'");
-  }
-  // As the CLI does: the interval follows the timeout unless given.
-  if (!interval_given) {
-    o.heartbeat_interval = std::max(std::chrono::milliseconds(10), o.heartbeat_timeout / 8);
+    if (value.is_none()) continue;
+    ThrowIfError(SetServerOption(o, k, OptionText(*opt, value)));
   }
   return o;
 }
@@ -112,7 +119,7 @@ struct SlotBuffer {
 struct PyWriteSlot {
   std::shared_ptr<Server> server;
   std::shared_ptr<const std::vector<FieldSpec>> specs;  // of the external producer
-  WriteSlot slot;
+  SlotView slot;
   bool committed = false;
 };
 
@@ -166,7 +173,7 @@ py::object SlotFieldDLPack(const PyWriteSlot& w, size_t i) {
   const FieldSpec& f = (*w.specs)[i];
   auto* ctx = new SlotDLPack();
   ctx->server = w.server;
-  ctx->shape.push_back(static_cast<int64_t>(w.slot.count));
+  ctx->shape.push_back(static_cast<int64_t>(w.slot.count()));
   ctx->shape.insert(ctx->shape.end(), f.shape.begin(), f.shape.end());
   DLTensor& t = ctx->tensor.dl_tensor;
   t.data = w.slot.field_data[i];
@@ -237,7 +244,7 @@ class PyServer {
     std::span<const int64_t> idx(indices.data(), static_cast<size_t>(indices.size()));
     auto ms = SecondsToMs(timeout);
     if (ms.count() == 0) ms = std::chrono::hours(24 * 365);
-    std::optional<Result<WriteSlot>> r;
+    std::optional<Result<SlotView>> r;
     {
       py::gil_scoped_release nogil;
       r.emplace(s->BeginBatch(epoch, idx, ms));
@@ -250,7 +257,7 @@ class PyServer {
   void CommitBatch(PyWriteSlot& w, uintptr_t cuda_stream) {
     if (w.committed) throw StatusError(InvalidArgumentError("this slot was committed already"));
     if (w.server != server_) throw StatusError(InvalidArgumentError("a slot of another server"));
-    ThrowIfError(get().CommitBatch(w.slot, reinterpret_cast<void*>(cuda_stream)));
+    ThrowIfError(get().CommitBatch(w.slot, CudaStreamRef::FromAddress(cuda_stream)));
     w.committed = true;
   }
 
@@ -309,7 +316,7 @@ void RegisterServer(py::module_& m) {
   py::class_<PyWriteSlot>(m, "WriteSlot", "A ring slot handed to an external producer.")
       .def_property_readonly("slot", [](const PyWriteSlot& w) { return w.slot.slot; })
       .def_property_readonly("first_seq", [](const PyWriteSlot& w) { return w.slot.first_seq; })
-      .def_property_readonly("count", [](const PyWriteSlot& w) { return w.slot.count; })
+      .def_property_readonly("count", [](const PyWriteSlot& w) { return w.slot.count(); })
       .def_property_readonly("committed", [](const PyWriteSlot& w) { return w.committed; })
       .def_property_readonly("num_fields",
                              [](const PyWriteSlot& w) { return w.slot.field_data.size(); })
@@ -320,7 +327,7 @@ void RegisterServer(py::module_& m) {
             if (w.committed) {
               throw StatusError(InvalidArgumentError("the slot was committed: it is read-only now"));
             }
-            return SlotBuffer{w.server, w.slot.field_data[i], w.slot.field_bytes[i] * w.slot.count};
+            return SlotBuffer{w.server, w.slot.field_data[i], w.slot.field_bytes[i] * w.slot.count()};
           },
           py::arg("index"),
           "A writable buffer over field `index` of the slot's `count` samples (host rings).")
@@ -344,7 +351,7 @@ void RegisterServer(py::module_& m) {
       .def_property_readonly("epoch_len", [](PyServer& s) { return s.get().epoch_len(); })
       .def_property_readonly("batch_size", [](PyServer& s) { return s.get().options().batch_size; })
       .def_property_readonly("window", [](PyServer& s) { return s.get().options().window; })
-      .def_property_readonly("device", [](PyServer& s) { return s.get().options().device; })
+      .def_property_readonly("device", [](PyServer& s) { return DeviceName(s.get().options().source.device); })
       .def_property_readonly("closed", &PyServer::closed)
       .def("begin_batch", &PyServer::BeginBatch, py::arg("epoch"), py::arg("indices"),
            py::arg("timeout") = py::none(),
@@ -358,6 +365,18 @@ void RegisterServer(py::module_& m) {
       .def("check_status", &PyServer::CheckStatus, "raises the error that stopped the server")
       .def("stop", &PyServer::Stop)
       .def("close", &PyServer::Close);
+
+  m.def(
+      "server_options",
+      [] {
+        py::list out;
+        const ServerOptions defaults;
+        for (const ServerOption& o : ServerOptionTable()) {
+          out.append(py::make_tuple(std::string(o.name), std::string(o.help), o.get(defaults)));
+        }
+        return out;
+      },
+      "[(name, help, default as text)] of every server option (the option table)");
 
   m.def("set_log_level", [](const std::string& level) { SetLogLevel(level); }, py::arg("level"),
         "trace, debug, info, warn, error or off");

@@ -30,10 +30,10 @@ Result<std::unique_ptr<RingMemory>> RingMemory::Create(const RingLayout& layout,
     BATCHCAST_ASSIGN_OR_RETURN(a.mem_handle, ring->device_.ExportIpc());
     // Zero the ring once, so that no consumer can ever read uninitialized memory.
     BATCHCAST_ASSIGN_OR_RETURN(cuda::Stream s, cuda::Stream::Create(cuda_device));
-    BATCHCAST_RETURN_IF_ERROR(cuda::MemsetAsync(ring->device_.data(), 0, bytes, s.handle()));
+    BATCHCAST_RETURN_IF_ERROR(cuda::MemsetAsync(ring->device_.data(), 0, bytes, s.ref()));
     for (uint32_t k = 0; k < layout.window(); ++k) {
       BATCHCAST_ASSIGN_OR_RETURN(cuda::Event e, cuda::Event::Create(cuda_device, true));
-      BATCHCAST_RETURN_IF_ERROR(e.Record(s.handle()));  // "written" = zeroed
+      BATCHCAST_RETURN_IF_ERROR(e.Record(s.ref()));  // "written" = zeroed
       BATCHCAST_ASSIGN_OR_RETURN(cuda::IpcHandle h, e.ExportIpc());
       a.event_handles.push_back(h);
       ring->slot_events_.push_back(std::move(e));

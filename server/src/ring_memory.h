@@ -19,9 +19,9 @@
 #include <memory>
 #include <vector>
 
-#include "batchcast/core/cuda/runtime.h"
+#include "batchcast/cuda/runtime.h"
 #include "batchcast/core/host_shm.h"
-#include "batchcast/core/protocol.h"
+#include "core/src/protocol.h"
 #include "batchcast/core/ring_layout.h"
 
 namespace batchcast {

@@ -45,7 +45,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "batchcast/core/protocol.h"
+#include "core/src/protocol.h"
 #include "batchcast/core/status.h"
 #include "batchcast/server/server_options.h"
 

@@ -9,41 +9,17 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "batchcast/core/cuda/runtime.h"
 #include "batchcast/core/logging.h"
-#include "batchcast/core/protocol.h"
 #include "batchcast/core/ring_layout.h"
 #include "batchcast/core/runtime_dir.h"
 #include "batchcast/core/sampler.h"
-#include "batchcast/server/image_source.h"
-#include "batchcast/server/synthetic_source.h"
-#include "batchcast/server/thread_pool.h"
-#include "cuda_image_source.h"
+#include "batchcast/cuda/runtime.h"
+#include "batchcast/sources/make_source.h"
 #include "ring_memory.h"
+#include "core/src/protocol.h"
 #include "scheduler.h"
 
 namespace batchcast {
-
-Result<std::unique_ptr<Source>> MakeSource(const ServerOptions& options) {
-  if (options.synthetic > 0) {
-    return std::unique_ptr<Source>(new SyntheticSource(options.synthetic, options.size));
-  }
-  // GPU decode (nvJPEG + the fused kernel) needs a device ring; --decode auto
-  // takes it when this build and the device allow, else the CPU pipeline.
-  const bool on_device = options.device != "cpu";
-  if (options.decode == "gpu" && !on_device) {
-    return InvalidArgumentError("--decode gpu needs --device cuda:N (the GPU path writes the "
-                                "ring in device memory)");
-  }
-  if (on_device && options.decode != "cpu") {
-    Result<std::unique_ptr<Source>> gpu = MakeCudaImageSource(options);
-    if (gpu.ok() || options.decode == "gpu" || gpu.status().code() != StatusCode::kUnavailable) {
-      return gpu;
-    }
-    BC_LOG_INFO("--decode auto: decoding on the CPU ({})", gpu.status().message());
-  }
-  return MakeImageSource(options);
-}
 
 namespace {
 
@@ -85,7 +61,6 @@ struct Server::Impl {
   std::unique_ptr<RingMemory> memory;
   std::unique_ptr<Scheduler> scheduler;
   std::optional<Sampler> sampler;
-  std::unique_ptr<ThreadPool> pool;
   // Device ring (--device cuda:N): the producer's stream, and pinned staging
   // buffers for sources that fill host memory (Note [Device ring ordering]).
   int cuda_device = -1;
@@ -132,14 +107,15 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len) {
     BATCHCAST_ASSIGN_OR_RETURN(endpoint, ResolveEndpoint(options.endpoint));
   }
   // --device cuda:N puts every field (labels too) in one device allocation.
-  if (options.device != "cpu") {
+  const std::string device_name = DeviceName(options.source.device);
+  if (options.source.device.is_cuda()) {
     if (!cuda::BuiltWithCuda()) {
-      return InvalidArgumentError("--device " + options.device +
+      return InvalidArgumentError("--device " + device_name +
                                   ": this build of batchcast has no CUDA support (use --device cpu)");
     }
-    cuda_device = std::stoi(options.device.substr(5));  // Validate() checked "cuda:N"
+    cuda_device = options.source.device.index;
     BATCHCAST_RETURN_IF_ERROR(
-        cuda::CheckDevice(cuda_device).WithContext("--device " + options.device));
+        cuda::CheckDevice(cuda_device).WithContext("--device " + device_name));
   }
   const MemoryKind kind = cuda_device >= 0 ? MemoryKind::kCuda : MemoryKind::kHost;
   for (FieldSpec& f : specs) f.memory = kind;
@@ -151,7 +127,7 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len) {
     BATCHCAST_ASSIGN_OR_RETURN(cuda::Stream st, cuda::Stream::Create(cuda_device));
     stream.emplace(std::move(st));
     BC_LOG_INFO("ring of {} MiB on {}: {}", layout->allocation_bytes(MemoryKind::kCuda) >> 20,
-                options.device, cuda::DeviceDescription(cuda_device));
+                device_name, cuda::DeviceDescription(cuda_device));
   }
 
   SchedulerConfig sc;
@@ -230,9 +206,9 @@ void Server::Impl::HandleMessage(const std::string& identity, std::span<const ui
   }
   proto::Message& m = *decoded;
   if (auto* hello = std::get_if<proto::Hello>(&m)) {
-    if (!hello->device.empty() && hello->device != options.device) {
+    if (!hello->device.empty() && hello->device != DeviceName(options.source.device)) {
       SendTo(identity, proto::Error{0, StatusCode::kInvalidArgument,
-                                    "this server's ring is on " + options.device +
+                                    "this server's ring is on " + DeviceName(options.source.device) +
                                         ", the consumer asked for " + hello->device});
       return;
     }
@@ -255,7 +231,7 @@ void Server::Impl::HandleMessage(const std::string& identity, std::span<const ui
     w.allocations = memory->allocations();
     w.epoch_len = scheduler->config().epoch_len;
     w.batches_per_epoch = a->batches_per_epoch;
-    w.heartbeat_interval_ms = static_cast<uint32_t>(options.heartbeat_interval.count());
+    w.heartbeat_interval_ms = static_cast<uint32_t>(options.heartbeat_period().count());
     w.heartbeat_timeout_ms = static_cast<uint32_t>(options.heartbeat_timeout.count());
     SendTo(identity, w);
     return;
@@ -340,7 +316,7 @@ void Server::Impl::ControlLoop() {
     const auto now = Clock::now();
     if (now >= next_heartbeat) {
       for (const std::string& id : scheduler->Identities()) SendTo(id, proto::Heartbeat{});
-      next_heartbeat = now + options.heartbeat_interval;
+      next_heartbeat = now + options.heartbeat_period();
     }
     if (now >= next_liveness) {
       scheduler->CheckLiveness(options.heartbeat_timeout);
@@ -383,7 +359,7 @@ Status Server::Impl::PrepareStaging() {
   for (int k = 0; k < 2; ++k) {
     BATCHCAST_ASSIGN_OR_RETURN(staging[k], cuda::PinnedBuffer::Create(bytes));
     BATCHCAST_ASSIGN_OR_RETURN(staging_done[k], cuda::Event::Create(cuda_device, false, true));
-    BATCHCAST_RETURN_IF_ERROR(staging_done[k].Record(stream->handle()));
+    BATCHCAST_RETURN_IF_ERROR(staging_done[k].Record(stream->ref()));
   }
   return Status::Ok();
 }
@@ -397,12 +373,12 @@ Status Server::Impl::PublishDeviceSlot(uint32_t slot, size_t count, int staging_
       const size_t bytes = fields[f].bytes_per_sample() * count;
       uint8_t* dst = memory->base(MemoryKind::kCuda) + layout->SampleOffset(f, slot, 0);
       BATCHCAST_RETURN_IF_ERROR(
-          cuda::CopyAsync(dst, staging[staging_index].data() + off, bytes, stream->handle()));
+          cuda::CopyAsync(dst, staging[staging_index].data() + off, bytes, stream->ref()));
       off += fields[f].bytes_per_sample() * options.batch_size;
     }
-    BATCHCAST_RETURN_IF_ERROR(staging_done[staging_index].Record(stream->handle()));
+    BATCHCAST_RETURN_IF_ERROR(staging_done[staging_index].Record(stream->ref()));
   }
-  return memory->slot_event(slot).Record(stream->handle());
+  return memory->slot_event(slot).Record(stream->ref());
 }
 
 void Server::Impl::PipelineLoop() {
@@ -434,9 +410,12 @@ void Server::Impl::PipelineLoop() {
         if (grant.status().code() != StatusCode::kCancelled) Finish(grant.status());
         return;
       }
-      BatchTarget target;
+      SlotView target;
+      target.slot = grant->slot;
+      target.first_seq = grant->first_seq;
       target.epoch = static_cast<uint32_t>(epoch);
       target.indices = std::span<int64_t>(grant->indices, n);
+      ReadAhead next;
       const int staging_index = direct ? -1 : next_staging;
       Status s;
       if (staging_index >= 0) s = staging_done[staging_index].Synchronize();
@@ -453,20 +432,20 @@ void Server::Impl::PipelineLoop() {
       }
       if (device_ring && direct) {
         target.device = Device{MemoryKind::kCuda, cuda_device};
-        target.cuda_stream = stream->handle();
+        target.stream = stream->ref();
       }
       if (off + B < L) {  // lookahead for sources that read ahead
         const size_t next_n = static_cast<size_t>(std::min<uint64_t>(B, L - off - B));
-        target.next_indices = std::span<const int64_t>(order.data() + off + B, next_n);
-        target.next_epoch = static_cast<uint32_t>(epoch);
+        next.indices = std::span<const int64_t>(order.data() + off + B, next_n);
+        next.epoch = static_cast<uint32_t>(epoch);
       } else if (source->output_memory() == MemoryKind::kCuda &&
                  (options.epochs == 0 || epoch + 1 < options.epochs)) {
         next_order = sampler->EpochOrder(epoch + 1);
-        target.next_indices = std::span<const int64_t>(
+        next.indices = std::span<const int64_t>(
             next_order.data(), static_cast<size_t>(std::min<uint64_t>(B, next_order.size())));
-        target.next_epoch = static_cast<uint32_t>(epoch + 1);
+        next.epoch = static_cast<uint32_t>(epoch + 1);
       }
-      if (s.ok()) s = source->FillBatch(*pool, target);
+      if (s.ok()) s = source->FillBatch(target, next);
       if (s.ok() && device_ring) s = PublishDeviceSlot(grant->slot, n, staging_index);
       if (!s.ok()) {
         BC_LOG_ERROR("producer stopped: {}", s.ToString());
@@ -509,7 +488,7 @@ std::string Server::Impl::StatsJson() const {
   nlohmann::json j = scheduler->Stats();
   j["name"] = options.name;
   j["endpoint"] = endpoint;
-  j["device"] = options.device;
+  j["device"] = DeviceName(options.source.device);
   j["pid"] = getpid();
   if (source) {
     j["source"] = source->description();
@@ -527,24 +506,20 @@ Server::~Server() { Stop(); }
 
 Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   BATCHCAST_RETURN_IF_ERROR(options.Validate());
-  BATCHCAST_ASSIGN_OR_RETURN(std::unique_ptr<Source> source, MakeSource(options));
+  BATCHCAST_ASSIGN_OR_RETURN(std::unique_ptr<Source> source, MakeSource(options.source));
   return Start(std::move(options), std::move(source));
 }
 
 Result<std::unique_ptr<Server>> Server::Start(ServerOptions options,
                                               std::unique_ptr<Source> source) {
-  if (options.data.empty() && options.synthetic == 0) options.synthetic = source->size();
   BATCHCAST_RETURN_IF_ERROR(options.Validate());
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  SamplerOptions so{options.seed, options.shuffle, options.shard_rank, options.num_shards};
+  SamplerOptions so{options.source.seed, options.shuffle, options.shard_rank, options.num_shards};
   BATCHCAST_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Make(source->size(), so));
   impl->sampler.emplace(sampler);
   BATCHCAST_RETURN_IF_ERROR(impl->Init(source->fields(), sampler.epoch_len()));
   impl->source = std::move(source);
-  int workers = options.workers > 0 ? options.workers
-                                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  impl->pool = std::make_unique<ThreadPool>(workers);
   BC_LOG_INFO("server '{}' on {}: {}, epoch of {} samples, batch {}, window {}, lag policy {}",
               options.name, impl->endpoint, impl->source->description(), sampler.epoch_len(),
               options.batch_size, options.window, LagPolicyName(options.lag_policy));
@@ -557,7 +532,6 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options,
 Result<std::unique_ptr<Server>> Server::StartExternal(ServerOptions options,
                                                       std::vector<FieldSpec> fields,
                                                       uint64_t epoch_len) {
-  if (options.data.empty() && options.synthetic == 0) options.synthetic = epoch_len;
   BATCHCAST_RETURN_IF_ERROR(options.Validate());
   if (epoch_len == 0) return InvalidArgumentError("epoch_len must be positive");
   auto impl = std::make_unique<Impl>();
@@ -575,14 +549,15 @@ const ServerOptions& Server::options() const { return impl_->options; }
 uint64_t Server::epoch_len() const { return impl_->scheduler->config().epoch_len; }
 std::string Server::StatsJson() const { return impl_->StatsJson(); }
 
-Result<WriteSlot> Server::BeginBatch(uint32_t epoch, std::span<const int64_t> indices,
+Result<SlotView> Server::BeginBatch(uint32_t epoch, std::span<const int64_t> indices,
                                      std::chrono::milliseconds timeout) {
   BATCHCAST_ASSIGN_OR_RETURN(SlotGrant g,
                              impl_->scheduler->BeginBatch(epoch, indices, Clock::now() + timeout));
-  WriteSlot w;
+  SlotView w;
   w.slot = g.slot;
   w.first_seq = g.first_seq;
-  w.count = g.count;
+  w.epoch = epoch;
+  w.indices = std::span<int64_t>(g.indices, g.count);
   for (size_t f = 0; f < impl_->fields.size(); ++f) {
     w.field_data.push_back(impl_->memory->base(impl_->fields[f].memory) +
                            impl_->layout->SampleOffset(f, g.slot, 0));
@@ -592,7 +567,7 @@ Result<WriteSlot> Server::BeginBatch(uint32_t epoch, std::span<const int64_t> in
   return w;
 }
 
-Status Server::CommitBatch(const WriteSlot& slot, void* cuda_stream) {
+Status Server::CommitBatch(const SlotView& slot, CudaStreamRef cuda_stream) {
   if (slot.slot >= impl_->options.window) return InvalidArgumentError("bad slot");
   if (impl_->memory->has_device_memory()) {
     // Note [Device ring ordering], step 2.

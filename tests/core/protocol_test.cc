@@ -1,7 +1,7 @@
 // Tests of the batchcast wire protocol codec: round trips of every message,
 // the exact header layout, and hostile input (truncation, bad headers, bad
 // enums, huge counts, trailing bytes, random mutation).
-#include "batchcast/core/protocol.h"
+#include "core/src/protocol.h"
 
 #include <gtest/gtest.h>
 

@@ -24,13 +24,13 @@
 #include <thread>
 
 #include "batchcast/client/consumer.h"
-#include "batchcast/core/cuda/runtime.h"
+#include "batchcast/cuda/runtime.h"
 #include "batchcast/core/synthetic.h"
 
 namespace {
 
 // The field's bytes on the host (copied on `stream` from a CUDA ring).
-std::vector<uint8_t> ToHost(const batchcast::FieldView& f, void* stream, int64_t& cuda_errors) {
+std::vector<uint8_t> ToHost(const batchcast::FieldView& f, batchcast::CudaStreamRef stream, int64_t& cuda_errors) {
   const auto* data = static_cast<const uint8_t*>(f.data);
   if (f.device.kind != batchcast::MemoryKind::kCuda) return {data, data + f.bytes};
   std::vector<uint8_t> out(f.bytes);
@@ -43,7 +43,7 @@ std::vector<uint8_t> ToHost(const batchcast::FieldView& f, void* stream, int64_t
   return out;
 }
 
-int64_t CheckBatch(const batchcast::Batch& batch, void* stream, int64_t& cuda_errors) {
+int64_t CheckBatch(const batchcast::Batch& batch, batchcast::CudaStreamRef stream, int64_t& cuda_errors) {
   int64_t bad = 0;
   auto image = batch.field("image");
   auto label = batch.field("label");
@@ -129,9 +129,9 @@ int main(int argc, char** argv) {
       return 3;
     }
     stream.emplace(std::move(*s));
-    (*consumer)->set_cuda_stream(stream->handle());
+    (*consumer)->set_cuda_stream(stream->ref());
   }
-  void* const stream_handle = stream ? stream->handle() : nullptr;
+  const batchcast::CudaStreamRef stream_handle = stream ? stream->ref() : batchcast::CudaStreamRef();
   const auto t0 = std::chrono::steady_clock::now();
   nlohmann::json current = nlohmann::json::array();
   int64_t delivered = 0;

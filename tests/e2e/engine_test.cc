@@ -12,7 +12,7 @@
 #include <zmq.hpp>
 
 #include "batchcast/client/consumer.h"
-#include "batchcast/core/protocol.h"
+#include "core/src/protocol.h"
 #include "batchcast/core/runtime_dir.h"
 #include "batchcast/core/sampler.h"
 #include "batchcast/core/synthetic.h"

@@ -68,7 +68,7 @@ inline std::unique_ptr<Process> StartConsumerProcess(const std::string& consumer
 // An in-process consumer (null and a test failure if it cannot connect).
 inline std::unique_ptr<Consumer> ConnectConsumer(const std::string& name, uint32_t batch,
                                                  JoinPolicy join, uint16_t prefetch = 2,
-                                                 void* cuda_stream = nullptr) {
+                                                 CudaStreamRef cuda_stream = {}) {
   ConsumerOptions o;
   o.endpoint = name;
   o.batch_size = batch;

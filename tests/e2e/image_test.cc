@@ -8,7 +8,7 @@
 
 #include "batchcast/client/consumer.h"
 #include "batchcast/core/sampler.h"
-#include "batchcast/server/image_source.h"
+#include "sources/src/image_source.h"
 #include "batchcast/server/server.h"
 #include "process.h"
 
@@ -39,12 +39,12 @@ std::string MakeDataset(const std::string& key, const std::vector<std::string>& 
 ServerOptions ImageOptions(const std::string& data) {
   ServerOptions o;
   o.name = UniqueName("img");
-  o.data = data;
+  o.source.data = data;
   o.batch_size = 16;
   o.window = 6;
-  o.size = 32;
-  o.workers = 2;
-  o.seed = 5;
+  o.source.size = 32;
+  o.source.workers = 2;
+  o.source.seed = 5;
   return o;
 }
 
@@ -134,7 +134,7 @@ TEST(ImagePipeline, TrainCropsAreDeterministic) {
   const std::string data = MakeDataset("plain", {"--classes", "5", "--per-class", "20"});
   auto run = [&](uint64_t seed) {
     ServerOptions o = ImageOptions(data);
-    o.seed = seed;
+    o.source.seed = seed;
     o.epochs = 1;
     auto server = Server::Start(o);
     EXPECT_TRUE(server.ok()) << server.status().ToString();
@@ -175,7 +175,7 @@ TEST(ImagePipeline, OnErrorFailNamesTheFile) {
   const std::string data =
       MakeDataset("hazards", {"--classes", "2", "--per-class", "10", "--hazards"});
   ServerOptions o = ImageOptions(data);
-  o.on_error = "fail";
+  o.source.on_error = ErrorPolicy::kFail;
   auto server = Server::Start(o);
   ASSERT_FALSE(server.ok());
   EXPECT_NE(server.status().message().find("hazard_"), std::string::npos)
@@ -211,7 +211,7 @@ TEST(ImagePipeline, OnErrorFailAtDecodeStopsTheProducer) {
     std::ofstream(truncated, std::ios::binary) << bytes.substr(0, bytes.size() * 2 / 3);
   }
   ServerOptions o = ImageOptions(data);
-  o.on_error = "fail";
+  o.source.on_error = ErrorPolicy::kFail;
   o.shuffle = false;
   auto server = Server::Start(o);
   ASSERT_TRUE(server.ok()) << server.status().ToString();

@@ -15,9 +15,9 @@
 
 #include "../e2e/harness.h"
 #include "batchcast/client/consumer.h"
-#include "batchcast/core/cuda/kernels.h"
-#include "batchcast/core/cuda/runtime.h"
-#include "batchcast/core/protocol.h"
+#include "batchcast/cuda/kernels.h"
+#include "batchcast/cuda/runtime.h"
+#include "core/src/protocol.h"
 #include "batchcast/core/runtime_dir.h"
 #include "batchcast/core/sampler.h"
 #include "batchcast/core/synthetic.h"
@@ -54,12 +54,12 @@ std::unique_ptr<Process> StartConsumer(const std::string& name, const std::strin
 }
 
 std::unique_ptr<Consumer> Connect(const std::string& name, uint32_t batch, JoinPolicy join,
-                                  void* stream = nullptr) {
+                                  CudaStreamRef stream = {}) {
   return testing::ConnectConsumer(name, batch, join, 2, stream);
 }
 
 // Copies the batch to the host (on its delivery stream) and checks every byte.
-bool BatchMatchesFormula(const Batch& b, void* stream = nullptr) {
+bool BatchMatchesFormula(const Batch& b, CudaStreamRef stream = {}) {
   auto image = b.field("image");
   auto label = b.field("label");
   if (!image.ok() || !label.ok()) return false;
@@ -282,7 +282,7 @@ TEST(GpuEngine, ChecksumKernelOnHeldBatchNeverChanges) {
                                    "--window", "4", "--min-consumers", "2"});
   auto stream = cuda::Stream::Create(0);
   ASSERT_TRUE(stream.ok()) << stream.status().ToString();
-  void* s = stream->handle();
+  const CudaStreamRef s = stream->ref();
   auto holder = Connect(name, 16, JoinPolicy::kImmediate, s);
   auto other = Connect(name, 16, JoinPolicy::kImmediate);
   ASSERT_TRUE(holder && other);
@@ -340,7 +340,7 @@ TEST(GpuEngine, LeaseOutlivesBatchUntilQueuedKernelsComplete) {
                                    "--window", "4", "--min-consumers", "1"});
   auto stream = cuda::Stream::Create(0);
   ASSERT_TRUE(stream.ok());
-  void* s = stream->handle();
+  const CudaStreamRef s = stream->ref();
   auto other = Connect(name, 16, JoinPolicy::kImmediate);
   auto holder = Connect(name, 16, JoinPolicy::kImmediate, s);
   ASSERT_TRUE(holder && other);
@@ -553,7 +553,7 @@ TEST(GpuEngine, ExternalProducerOnDevice) {
   o.name = UniqueName("gexternal");
   o.batch_size = 10;
   o.window = 4;
-  o.device = "cuda:0";
+  o.source.device = Device::Cuda(0);
   std::vector<FieldSpec> fields = {{"x", DType::kInt64, {2}, MemoryKind::kHost}};
   auto server = Server::StartExternal(o, fields, 25);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
@@ -573,10 +573,10 @@ TEST(GpuEngine, ExternalProducerOnDevice) {
           host[2 * i + 1] = epoch;
         }
         ASSERT_TRUE(cuda::CopyAsync(slot->field_data[0], host.data(), idx.size() * 16,
-                                    pstream->handle())
+                                    pstream->ref())
                         .ok());
         ASSERT_TRUE(pstream->Synchronize().ok());  // `host` is reused
-        ASSERT_TRUE((*server)->CommitBatch(*slot, pstream->handle()).ok());
+        ASSERT_TRUE((*server)->CommitBatch(*slot, pstream->ref()).ok());
       }
     }
     (*server)->EndStream();

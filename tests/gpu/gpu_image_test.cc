@@ -15,13 +15,12 @@
 #include <iostream>
 
 #include "../e2e/process.h"
-#include "batchcast/core/cuda/runtime.h"
-#include "batchcast/core/image/half.h"
-#include "batchcast/core/image/jpeg.h"
-#include "batchcast/server/image_source.h"
-#include "batchcast/server/server.h"
-#include "batchcast/server/thread_pool.h"
+#include "batchcast/cuda/runtime.h"
+#include "batchcast/image/half.h"
+#include "batchcast/image/jpeg.h"
+#include "batchcast/sources/make_source.h"
 #include "gpu_util.h"
+#include "sources/src/image_source.h"
 
 namespace batchcast {
 namespace {
@@ -64,7 +63,6 @@ Output RunSource(Source& source, uint32_t epoch, int64_t count, int batch) {
   out.image.resize(out.per_sample * count);
   out.labels.resize(count);
   out.indices.resize(count);
-  ThreadPool pool(2);
   const bool device = source.output_memory() == MemoryKind::kCuda;
   std::optional<cuda::Stream> stream;
   cuda::DeviceBuffer dev;
@@ -81,25 +79,25 @@ Output RunSource(Source& source, uint32_t epoch, int64_t count, int batch) {
   for (int64_t off = 0; off < count; off += batch) {
     const int64_t n = std::min<int64_t>(batch, count - off);
     for (int64_t i = 0; i < n; ++i) out.indices[off + i] = off + i;
-    BatchTarget t;
+    SlotView t;
     t.epoch = epoch;
     t.indices = std::span<int64_t>(out.indices.data() + off, n);
     t.field_bytes = {out.per_sample, 8};
     if (device) {
       t.field_data = {dev.data(), dev.data() + out.per_sample * batch};
       t.device = Device{MemoryKind::kCuda, 0};
-      t.cuda_stream = stream->handle();
+      t.stream = stream->ref();
     } else {
       t.field_data = {host_img.data(), reinterpret_cast<uint8_t*>(host_lab.data())};
     }
-    Status s = source.FillBatch(pool, t);
+    Status s = source.FillBatch(t, ReadAhead{});
     EXPECT_TRUE(s.ok()) << s.ToString();
     if (device) {
       EXPECT_TRUE(cuda::CopyAsync(host_img.data(), dev.data(), out.per_sample * n,
-                                  stream->handle())
+                                  stream->ref())
                       .ok());
       EXPECT_TRUE(cuda::CopyAsync(host_lab.data(), dev.data() + out.per_sample * batch, 8 * n,
-                                  stream->handle())
+                                  stream->ref())
                       .ok());
       EXPECT_TRUE(stream->Synchronize().ok());
     }
@@ -110,17 +108,17 @@ Output RunSource(Source& source, uint32_t epoch, int64_t count, int batch) {
   return out;
 }
 
-ServerOptions Options(const std::string& transform, const std::string& device,
+SourceOptions Options(const std::string& transform, const std::string& device,
                       const std::string& dtype = "float32", const std::string& layout = "nchw") {
-  ServerOptions o;
+  SourceOptions o;
   o.data = Dataset();
-  o.transform = transform;
+  o.transform = *ParseTransformKind(transform);
   o.size = 224;
-  o.dtype = dtype;
-  o.layout = layout;
+  o.dtype = *ParseDType(dtype);
+  o.layout = *ParseImageLayout(layout);
   o.seed = 11;
-  o.device = device;
-  o.decode = device == "cpu" ? "cpu" : "gpu";
+  o.device = *ParseDevice(device);
+  o.decode = device == "cpu" ? DecodeMode::kCpu : DecodeMode::kGpu;
   o.workers = 2;
   return o;
 }

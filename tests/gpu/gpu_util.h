@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "batchcast/client/batch.h"
-#include "batchcast/core/cuda/runtime.h"
+#include "batchcast/cuda/runtime.h"
 
 namespace batchcast::testing {
 
@@ -20,7 +20,7 @@ namespace batchcast::testing {
 
 // The bytes of a field, copied to the host when they are in device memory
 // (ordered after the batch on `stream`, which must be its delivery stream).
-inline std::vector<uint8_t> HostBytes(const FieldView& f, void* stream = nullptr) {
+inline std::vector<uint8_t> HostBytes(const FieldView& f, CudaStreamRef stream = {}) {
   std::vector<uint8_t> out(f.bytes);
   if (f.device.kind == MemoryKind::kCuda) {
     Status s = cuda::CopyAsync(out.data(), f.data, f.bytes, stream);

@@ -1,4 +1,4 @@
-#include "batchcast/core/image/jpeg.h"
+#include "batchcast/image/jpeg.h"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>

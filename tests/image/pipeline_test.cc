@@ -1,4 +1,4 @@
-#include "batchcast/core/image/pipeline.h"
+#include "batchcast/image/pipeline.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <opencv2/imgproc.hpp>
 #include <vector>
 
-#include "batchcast/core/image/half.h"
+#include "batchcast/image/half.h"
 #include "test_jpegs.h"
 
 namespace batchcast::image {

@@ -1,4 +1,4 @@
-#include "batchcast/core/image/transform.h"
+#include "batchcast/image/transform.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <set>
 #include <tuple>
 
-#include "batchcast/core/image/half.h"
+#include "batchcast/image/half.h"
 
 namespace batchcast::image {
 namespace {

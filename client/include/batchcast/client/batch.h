@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "batchcast/core/cuda_stream.h"
 #include "batchcast/core/dtype.h"
 #include "batchcast/core/field_spec.h"
 #include "batchcast/core/status.h"
@@ -90,7 +91,7 @@ class Batch {
   // wait until the batch's data is ready, and makes the lease's end wait for
   // the work queued on it too. For batches used on more than the consumer's
   // stream. No-op for host rings.
-  Status RecordStream(void* cuda_stream) const;
+  Status RecordStream(CudaStreamRef cuda_stream) const;
 
  private:
   friend class Connection;

@@ -45,7 +45,8 @@
 
 #include "batchcast/client/batch.h"
 #include "batchcast/core/field_spec.h"
-#include "batchcast/core/protocol.h"
+#include "batchcast/core/cuda_stream.h"
+#include "batchcast/core/join_policy.h"
 #include "batchcast/core/status.h"
 
 namespace batchcast {
@@ -65,7 +66,7 @@ struct ConsumerOptions {
   // CUDA rings: the stream (a cudaStream_t of the producer's device) on which
   // batches are delivered and used; nullptr = that device's legacy default
   // stream. See batch.h.
-  void* cuda_stream = nullptr;
+  CudaStreamRef cuda_stream;
 };
 
 class Consumer {
@@ -85,7 +86,7 @@ class Consumer {
   Result<Batch> Next();
   // Changes the delivery stream of the following batches (see
   // ConsumerOptions::cuda_stream), e.g. to the framework's current stream.
-  void set_cuda_stream(void* cuda_stream);
+  void set_cuda_stream(CudaStreamRef cuda_stream);
 
   uint64_t batches_per_epoch() const;
   uint64_t epoch_len() const;

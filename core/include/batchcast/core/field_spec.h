@@ -3,9 +3,11 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "batchcast/core/dtype.h"
+#include "batchcast/core/status.h"
 
 namespace batchcast {
 
@@ -20,7 +22,16 @@ struct Device {
   MemoryKind kind = MemoryKind::kHost;
   int index = -1;
   bool operator==(const Device&) const = default;
+
+  static constexpr Device Cpu() { return Device{}; }
+  static constexpr Device Cuda(int index) { return Device{MemoryKind::kCuda, index}; }
+  bool is_cuda() const { return kind == MemoryKind::kCuda; }
 };
+
+// "cpu" or "cuda:N" (N a device number below 65536); InvalidArgument otherwise.
+Result<Device> ParseDevice(std::string_view text);
+// "cpu" or "cuda:N".
+std::string DeviceName(Device device);
 
 struct FieldSpec {
   std::string name;            // "image", "label", ...

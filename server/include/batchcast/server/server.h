@@ -22,24 +22,15 @@
 
 #include "batchcast/core/field_spec.h"
 #include "batchcast/core/status.h"
+#include "batchcast/core/cuda_stream.h"
 #include "batchcast/server/server_options.h"
-#include "batchcast/server/source.h"
+#include "batchcast/sources/source.h"
 
 namespace batchcast {
 
-// A slot handed to an external producer by BeginBatch.
-struct WriteSlot {
-  uint32_t slot = 0;
-  uint64_t first_seq = 0;
-  uint32_t count = 0;
-  std::vector<uint8_t*> field_data;  // sample 0 of the slot, per field
-  std::vector<size_t> field_bytes;   // bytes per sample, per field
-  Device device;                     // {kCuda, N}: field_data are device pointers
-};
-
 class Server {
  public:
-  // Starts a server whose source is built from options (synthetic or data).
+  // Starts a server whose source is built from options.source (MakeSource).
   static Result<std::unique_ptr<Server>> Start(ServerOptions options);
   // Starts a server over `source`.
   static Result<std::unique_ptr<Server>> Start(ServerOptions options,
@@ -67,13 +58,16 @@ class Server {
   // (1..batch_size) with dataset `indices` of producer epoch `epoch`; batches of
   // one epoch must add up to epoch_len before the next epoch starts.
   // Errors: DeadlineExceeded, Cancelled (stopped), InvalidArgument.
-  Result<WriteSlot> BeginBatch(uint32_t epoch, std::span<const int64_t> indices,
-                               std::chrono::milliseconds timeout);
+  // The returned view's `indices` are the server's copy of `indices` (valid
+  // until CommitBatch); its `stream` is unset: CommitBatch takes the stream
+  // the writes were queued on.
+  Result<SlotView> BeginBatch(uint32_t epoch, std::span<const int64_t> indices,
+                              std::chrono::milliseconds timeout);
   // Publishes a slot filled after BeginBatch. With a device ring, the slot's
   // interprocess event is first recorded on `cuda_stream` (a cudaStream_t of
   // the ring's device; nullptr = its legacy default stream): the writes to the
   // slot must have been queued on that stream (or be complete) by then.
-  Status CommitBatch(const WriteSlot& slot, void* cuda_stream = nullptr);
+  Status CommitBatch(const SlotView& slot, CudaStreamRef cuda_stream = {});
   // Declares that no more batches will come (consumers see the stream end).
   void EndStream();
 
@@ -91,9 +85,5 @@ class Server {
   explicit Server(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
-
-// Builds the source named by options: SyntheticSource when options.synthetic > 0,
-// else the image dataset at options.data.
-Result<std::unique_ptr<Source>> MakeSource(const ServerOptions& options);
 
 }  // namespace batchcast

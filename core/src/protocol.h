@@ -1,0 +1,178 @@
+// The batchcast wire protocol: message structs and their versioned codec.
+// Private to the project (never installed): included as "core/src/protocol.h"
+// by the server, the client and their tests.
+//
+// Every message is one ZeroMQ frame (the ROUTER adds the peer identity):
+//   magic "BC" (2 bytes) | version u16 | type u8 | reserved u8 | body
+// little-endian throughout. Decode() checks the magic, the version, every
+// length and every enum value against the limits below, and rejects trailing
+// bytes, so malformed input from a peer is a Status, never a crash or a huge
+// allocation.
+//
+// Conversation (DESIGN.md "Protocol"): HELLO -> WELCOME | ERROR;
+// NEXT -> BATCH | END_OF_EPOCH | ERROR (answered in request order);
+// RELEASE, HEARTBEAT and BYE need no answer; the server also sends HEARTBEAT;
+// STATS -> STATS_REPLY (JSON text).
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "batchcast/core/field_spec.h"
+#include "batchcast/core/join_policy.h"
+#include "batchcast/core/ring_layout.h"
+#include "batchcast/core/status.h"
+
+namespace batchcast {
+
+inline constexpr uint16_t kProtocolVersion = 1;
+
+namespace proto {
+
+// Bounds every decoder enforces.
+inline constexpr size_t kMaxString = 4096;
+inline constexpr size_t kMaxFields = 64;
+inline constexpr size_t kMaxDims = 8;
+inline constexpr size_t kMaxAllocations = 4;
+inline constexpr size_t kMaxWindow = 65536;
+inline constexpr size_t kMaxBatch = 1 << 20;
+inline constexpr size_t kMaxSegments = 65536;
+inline constexpr size_t kMaxReleases = 65536;
+inline constexpr size_t kMaxJson = 16 << 20;
+inline constexpr size_t kIpcHandleBytes = 64;
+
+enum class MessageType : uint8_t {
+  kHello = 1,
+  kWelcome = 2,
+  kNext = 3,
+  kBatch = 4,
+  kEndOfEpoch = 5,
+  kError = 6,
+  kRelease = 7,
+  kHeartbeat = 8,
+  kBye = 9,
+  kStats = 10,
+  kStatsReply = 11,
+};
+
+using IpcHandle = std::array<uint8_t, kIpcHandleBytes>;
+
+struct Hello {
+  std::string name;  // consumer name, for logs and stats
+  uint32_t pid = 0;
+  uint32_t batch_size = 0;
+  bool drop_last = true;
+  JoinPolicy join = JoinPolicy::kImmediate;
+  uint16_t prefetch = 2;
+  std::string device;  // "" = the producer's device
+  bool operator==(const Hello&) const = default;
+};
+
+// One shared allocation of the ring.
+struct Allocation {
+  MemoryKind kind = MemoryKind::kHost;
+  uint64_t bytes = 0;
+  std::string shm_name;                  // kHost: POSIX shared memory object name
+  int32_t device_index = -1;             // kCuda: the producer's device
+  IpcHandle mem_handle{};                // kCuda: cudaIpcMemHandle_t bytes
+  std::vector<IpcHandle> event_handles;  // kCuda: one interprocess event per slot
+  bool operator==(const Allocation&) const = default;
+};
+
+struct Welcome {
+  uint64_t consumer_id = 0;
+  uint32_t server_pid = 0;
+  std::string server_name;
+  uint32_t window = 0;
+  uint32_t producer_batch_size = 0;
+  std::vector<FieldSpec> fields;
+  std::vector<Allocation> allocations;
+  uint64_t epoch_len = 0;          // samples in one consumer epoch
+  uint64_t batches_per_epoch = 0;  // for this consumer's batch size and drop_last
+  uint32_t heartbeat_interval_ms = 0;
+  uint32_t heartbeat_timeout_ms = 0;
+  bool operator==(const Welcome&) const = default;
+};
+
+// Asks for the next batch; also ends the listed leases (a RELEASE carried
+// along, which saves a message per batch on the hot path).
+struct Next {
+  uint64_t request_id = 0;
+  std::vector<uint64_t> releases;
+  bool operator==(const Next&) const = default;
+};
+
+struct Batch {
+  uint64_t request_id = 0;
+  uint64_t lease_id = 0;  // 0: nothing to release
+  uint32_t epoch = 0;     // the consumer's epoch
+  uint32_t step = 0;      // batch number inside that epoch
+  uint64_t first_seq = 0;
+  uint64_t skipped = 0;  // samples this consumer has skipped so far (lag policy skip)
+  std::vector<Segment> segments;
+  std::vector<int64_t> indices;  // dataset index of each sample
+  bool operator==(const Batch&) const = default;
+};
+
+struct EndOfEpoch {
+  uint64_t request_id = 0;
+  uint32_t epoch = 0;    // the epoch that ended
+  uint32_t batches = 0;  // batches delivered in it
+  uint64_t skipped = 0;
+  bool operator==(const EndOfEpoch&) const = default;
+};
+
+struct Error {
+  uint64_t request_id = 0;  // 0 when not an answer to a NEXT
+  StatusCode code = StatusCode::kInternal;
+  std::string message;
+  bool operator==(const Error&) const = default;
+};
+
+struct Release {
+  std::vector<uint64_t> lease_ids;
+  bool operator==(const Release&) const = default;
+};
+
+struct Heartbeat {
+  bool operator==(const Heartbeat&) const = default;
+};
+// Leaves the stream. `kept_leases` are the batches the client still holds
+// (Note [Leases]); every other lease of this consumer ends at once.
+struct Bye {
+  std::vector<uint64_t> kept_leases;
+  bool operator==(const Bye&) const = default;
+};
+struct Stats {
+  bool operator==(const Stats&) const = default;
+};
+struct StatsReply {
+  std::string json;
+  bool operator==(const StatsReply&) const = default;
+};
+
+using Message = std::variant<Hello, Welcome, Next, Batch, EndOfEpoch, Error, Release, Heartbeat,
+                             Bye, Stats, StatsReply>;
+
+std::string_view MessageName(const Message& message);
+
+// Encodes `message` with the current protocol version.
+std::string Encode(const Message& message);
+
+// Appends the encoding to `out` (lets hot paths reuse a buffer).
+void EncodeTo(const Message& message, std::string& out);
+
+// Decodes one frame. Fails with InvalidArgument (bad magic, lengths, values,
+// trailing bytes) or with a version mismatch message naming both versions.
+Result<Message> Decode(std::span<const uint8_t> frame);
+
+inline Status ToStatus(const Error& error) { return Status(error.code, error.message); }
+
+}  // namespace proto
+}  // namespace batchcast

@@ -1,0 +1,73 @@
+// NvJpegDecoder: batched JPEG decoding on the GPU with nvJPEG (no CUDA or
+// nvJPEG headers here).
+//
+// Backend: the hardware JPEG engines (NVJPEG_BACKEND_HARDWARE: A100, H100, ...)
+// when the GPU has them, else the GPU-assisted hybrid backend
+// (NVJPEG_BACKEND_GPU_HYBRID). The hardware takes baseline (sequential
+// Huffman) JPEGs with 1 or 3 components; Supports() asks nvJPEG about one file
+// (nvjpegJpegStreamParseHeader + nvjpegDecodeBatchedSupported) so that the
+// caller can send the others (progressive, CMYK, ...) to the CPU decoder.
+//
+// nvJPEG is optional at build time: without it (BuiltWithNvJpeg() false)
+// Create() fails with Unavailable.
+//
+// Thread-safety: one thread at a time per decoder, except Supports().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "batchcast/core/cuda_stream.h"
+#include "batchcast/core/status.h"
+
+namespace batchcast::cuda {
+
+class NvJpegDecoder {
+ public:
+  enum class Backend { kHardware, kGpuHybrid };
+
+  // A decoder on `device` with `states` independent decode states (so that
+  // batch n+1 can be submitted while batch n is still decoding). With
+  // allow_hardware false the hybrid backend is used even where hardware exists.
+  static Result<std::unique_ptr<NvJpegDecoder>> Create(int device, int states = 2,
+                                                       bool allow_hardware = true);
+  ~NvJpegDecoder();
+  NvJpegDecoder(const NvJpegDecoder&) = delete;
+  NvJpegDecoder& operator=(const NvJpegDecoder&) = delete;
+
+  Backend backend() const { return backend_; }
+  std::string backend_name() const;
+  int device() const { return device_; }
+
+  // True when DecodeBatch can take this JPEG (its header suffices).
+  // Thread-safe (serialized internally).
+  bool Supports(std::span<const uint8_t> jpeg);
+
+  // Where one image goes: interleaved RGB, `pitch` bytes per row, in device
+  // memory of the decoder's device (at least pitch * height bytes).
+  struct Output {
+    uint8_t* data = nullptr;
+    size_t pitch = 0;
+  };
+  // Decodes jpegs[i] into outputs[i] with decode state `state`, queued on
+  // `stream` (a cudaStream_t of the decoder's device). The JPEG bytes may be
+  // reused when the call returns. Before a state is reused, the caller must
+  // make sure that the work of its previous batch has completed (e.g. an event
+  // recorded after the kernels that read its outputs). DataLoss when nvJPEG
+  // rejects the batch (a corrupt file): the caller then decodes it file by file.
+  Status DecodeBatch(int state, std::span<const std::span<const uint8_t>> jpegs,
+                     std::span<const Output> outputs, CudaStreamRef stream);
+
+  struct Impl;
+
+ private:
+  NvJpegDecoder() = default;
+  std::unique_ptr<Impl> impl_;
+  Backend backend_ = Backend::kGpuHybrid;
+  int device_ = -1;
+};
+
+}  // namespace batchcast::cuda

@@ -1,0 +1,180 @@
+// NvJpegDecoder (batchcast/cuda_image/nvjpeg.h), built when nvJPEG is found.
+#include "batchcast/cuda_image/nvjpeg.h"
+
+#include <cuda_runtime_api.h>
+#include <nvjpeg.h>
+
+#include <mutex>
+#include <vector>
+
+#include "batchcast/cuda/check.h"
+#include "batchcast/cuda/runtime.h"
+#include "batchcast/core/logging.h"
+
+namespace batchcast::cuda {
+
+namespace internal {
+
+Status NvJpegStatus(int error, const char* expression, const char* file, int line) {
+  if (error == NVJPEG_STATUS_SUCCESS) return Status::Ok();
+  const char* name = "unknown nvJPEG status";
+  StatusCode code = StatusCode::kInternal;
+  switch (error) {
+    case NVJPEG_STATUS_NOT_INITIALIZED: name = "NVJPEG_STATUS_NOT_INITIALIZED"; break;
+    case NVJPEG_STATUS_INVALID_PARAMETER:
+      name = "NVJPEG_STATUS_INVALID_PARAMETER";
+      code = StatusCode::kInvalidArgument;
+      break;
+    case NVJPEG_STATUS_BAD_JPEG:
+      name = "NVJPEG_STATUS_BAD_JPEG";
+      code = StatusCode::kDataLoss;
+      break;
+    case NVJPEG_STATUS_JPEG_NOT_SUPPORTED:
+      name = "NVJPEG_STATUS_JPEG_NOT_SUPPORTED";
+      code = StatusCode::kDataLoss;
+      break;
+    case NVJPEG_STATUS_ALLOCATOR_FAILURE:
+      name = "NVJPEG_STATUS_ALLOCATOR_FAILURE";
+      code = StatusCode::kResourceExhausted;
+      break;
+    case NVJPEG_STATUS_EXECUTION_FAILED: name = "NVJPEG_STATUS_EXECUTION_FAILED"; break;
+    case NVJPEG_STATUS_ARCH_MISMATCH:
+      name = "NVJPEG_STATUS_ARCH_MISMATCH";
+      code = StatusCode::kUnavailable;
+      break;
+    case NVJPEG_STATUS_INTERNAL_ERROR: name = "NVJPEG_STATUS_INTERNAL_ERROR"; break;
+    case NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED:
+      name = "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED";
+      code = StatusCode::kUnavailable;
+      break;
+    case NVJPEG_STATUS_INCOMPLETE_BITSTREAM:
+      name = "NVJPEG_STATUS_INCOMPLETE_BITSTREAM";
+      code = StatusCode::kDataLoss;
+      break;
+    default: break;
+  }
+  return Status(code, std::string(expression) + ": " + name + " (" + file + ":" +
+                          std::to_string(line) + ")");
+}
+
+}  // namespace internal
+
+struct NvJpegDecoder::Impl {
+  nvjpegHandle_t handle = nullptr;
+  std::vector<nvjpegJpegState_t> states;
+  std::vector<int> state_batch;  // batch size each state was initialized for
+  std::mutex probe_mu;
+  nvjpegJpegStream_t probe = nullptr;
+  std::vector<const unsigned char*> data;
+  std::vector<size_t> lengths;
+  std::vector<nvjpegImage_t> images;
+
+  ~Impl() {
+    if (probe != nullptr) nvjpegJpegStreamDestroy(probe);
+    for (nvjpegJpegState_t s : states) nvjpegJpegStateDestroy(s);
+    if (handle != nullptr) nvjpegDestroy(handle);
+  }
+};
+
+Result<std::unique_ptr<NvJpegDecoder>> NvJpegDecoder::Create(int device, int states,
+                                                             bool allow_hardware) {
+  if (states < 1) return InvalidArgumentError("NvJpegDecoder needs at least one state");
+  BATCHCAST_RETURN_IF_ERROR(CheckDevice(device));
+  DeviceGuard g(device);
+  BATCHCAST_RETURN_IF_ERROR(g.status());
+  std::unique_ptr<NvJpegDecoder> d(new NvJpegDecoder());
+  d->impl_ = std::make_unique<Impl>();
+  d->device_ = device;
+  Impl& impl = *d->impl_;
+  nvjpegStatus_t st = NVJPEG_STATUS_ARCH_MISMATCH;
+  if (allow_hardware) {
+    st = nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, nullptr, nullptr, NVJPEG_FLAGS_DEFAULT,
+                        &impl.handle);
+  }
+  if (st == NVJPEG_STATUS_SUCCESS) {
+    d->backend_ = Backend::kHardware;
+  } else {
+    if (allow_hardware) {
+      BC_LOG_INFO("nvJPEG hardware backend unavailable on cuda:{} ({}); using the GPU hybrid backend",
+                  device, BATCHCAST_NVJPEG_CHECK(st).message());
+    }
+    impl.handle = nullptr;
+    BATCHCAST_RETURN_IF_ERROR(BATCHCAST_NVJPEG_CHECK(nvjpegCreateEx(
+        NVJPEG_BACKEND_GPU_HYBRID, nullptr, nullptr, NVJPEG_FLAGS_DEFAULT, &impl.handle)));
+    d->backend_ = Backend::kGpuHybrid;
+  }
+  impl.states.resize(static_cast<size_t>(states), nullptr);
+  impl.state_batch.assign(static_cast<size_t>(states), 0);
+  for (nvjpegJpegState_t& s : impl.states) {
+    BATCHCAST_RETURN_IF_ERROR(BATCHCAST_NVJPEG_CHECK(nvjpegJpegStateCreate(impl.handle, &s)));
+  }
+  BATCHCAST_RETURN_IF_ERROR(
+      BATCHCAST_NVJPEG_CHECK(nvjpegJpegStreamCreate(impl.handle, &impl.probe)));
+  return d;
+}
+
+NvJpegDecoder::~NvJpegDecoder() {
+  if (impl_) {
+    DeviceGuard g(device_);
+    impl_.reset();
+  }
+}
+
+std::string NvJpegDecoder::backend_name() const {
+  return backend_ == Backend::kHardware ? "nvJPEG hardware" : "nvJPEG GPU hybrid";
+}
+
+bool NvJpegDecoder::Supports(std::span<const uint8_t> jpeg) {
+  Impl& impl = *impl_;
+  std::lock_guard lock(impl.probe_mu);
+  if (nvjpegJpegStreamParseHeader(impl.handle, jpeg.data(), jpeg.size(), impl.probe) !=
+      NVJPEG_STATUS_SUCCESS) {
+    return false;
+  }
+  int not_supported = 1;  // nvJPEG reports 0 for "supported"
+  if (nvjpegDecodeBatchedSupported(impl.handle, impl.probe, &not_supported) !=
+      NVJPEG_STATUS_SUCCESS) {
+    return false;
+  }
+  return not_supported == 0;
+}
+
+Status NvJpegDecoder::DecodeBatch(int state, std::span<const std::span<const uint8_t>> jpegs,
+                                  std::span<const Output> outputs, CudaStreamRef stream) {
+  Impl& impl = *impl_;
+  if (state < 0 || static_cast<size_t>(state) >= impl.states.size()) {
+    return InvalidArgumentError("bad nvJPEG state " + std::to_string(state));
+  }
+  if (jpegs.size() != outputs.size()) return InvalidArgumentError("jpegs and outputs differ in count");
+  if (jpegs.empty()) return Status::Ok();
+  DeviceGuard g(device_);
+  BATCHCAST_RETURN_IF_ERROR(g.status());
+  const int n = static_cast<int>(jpegs.size());
+  nvjpegJpegState_t s = impl.states[static_cast<size_t>(state)];
+  if (impl.state_batch[static_cast<size_t>(state)] != n) {
+    BATCHCAST_RETURN_IF_ERROR(BATCHCAST_NVJPEG_CHECK(
+        nvjpegDecodeBatchedInitialize(impl.handle, s, n, 1, NVJPEG_OUTPUT_RGBI)));
+    impl.state_batch[static_cast<size_t>(state)] = n;
+  }
+  impl.data.resize(jpegs.size());
+  impl.lengths.resize(jpegs.size());
+  impl.images.assign(jpegs.size(), nvjpegImage_t{});
+  for (size_t i = 0; i < jpegs.size(); ++i) {
+    impl.data[i] = jpegs[i].data();
+    impl.lengths[i] = jpegs[i].size();
+    impl.images[i].channel[0] = outputs[i].data;
+    impl.images[i].pitch[0] = outputs[i].pitch;
+  }
+  Status st = BATCHCAST_NVJPEG_CHECK(nvjpegDecodeBatched(impl.handle, s, impl.data.data(),
+                                                        impl.lengths.data(), impl.images.data(),
+                                                        static_cast<cudaStream_t>(stream.handle())));
+  if (!st.ok()) {
+    impl.state_batch[static_cast<size_t>(state)] = 0;  // re-initialize on the next use
+    if (st.code() == StatusCode::kInternal || st.code() == StatusCode::kInvalidArgument) {
+      return DataLossError(st.message());
+    }
+  }
+  return st;
+}
+
+}  // namespace batchcast::cuda

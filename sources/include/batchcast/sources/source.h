@@ -1,0 +1,99 @@
+// Source: where the producer's samples come from (synthetic data, an image
+// dataset, or a source of the user's), and SlotView, the ring slot it writes.
+//
+// The producer asks a Source to fill whole producer batches straight into
+// ring slots. Sources that produce one sample at a time derive from
+// SampleSource, which fans the samples of a batch out over its own worker
+// threads.
+//
+// Thread-safety: FillBatch is called from one producer thread at a time;
+// SampleSource::FillSample is called concurrently, with distinct `worker`
+// numbers (0..workers()-1) so that per-thread scratch can be indexed by it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "batchcast/core/cuda_stream.h"
+#include "batchcast/core/field_spec.h"
+#include "batchcast/core/status.h"
+
+namespace batchcast {
+
+// One ring slot being written: which samples, and where each field of each
+// sample goes. Sample i of field f lives at field_data[f] + i * field_bytes[f].
+// The server hands one to a Source (FillBatch) and to external producers
+// (Server::BeginBatch).
+struct SlotView {
+  uint32_t slot = 0;          // ring slot number
+  uint64_t first_seq = 0;     // seq number of sample 0 in the stream
+  uint32_t epoch = 0;         // producer epoch
+  // Dataset index of each sample; count() = indices.size(). A source may
+  // replace the index of a bad file with its stand-in's.
+  std::span<int64_t> indices;
+  std::vector<uint8_t*> field_data;  // sample 0 of each field
+  std::vector<size_t> field_bytes;   // bytes per sample of each field
+  // Where field_data points: host memory, or device memory of a CUDA ring
+  // ({kCuda, N}). Device writes are queued on `stream` (a stream of device N)
+  // and need not be complete when FillBatch returns (Note [Device ring
+  // ordering], server/src/slot_publisher.h).
+  Device device;
+  CudaStreamRef stream;
+
+  size_t count() const { return indices.size(); }
+  uint8_t* sample(size_t field, size_t i) const { return field_data[field] + i * field_bytes[field]; }
+};
+
+// A hint: the samples most likely asked for next (empty when unknown), so that
+// a source may start reading their files ahead. It never changes what a call
+// writes.
+struct ReadAhead {
+  std::span<const int64_t> indices;
+  uint32_t epoch = 0;
+};
+
+class Source {
+ public:
+  virtual ~Source() = default;
+  // Number of samples in the dataset (before sharding).
+  virtual uint64_t size() const = 0;
+  // Field specs; the server sets their memory kind to the ring's.
+  virtual std::vector<FieldSpec> fields() const = 0;
+  // A short description for logs and stats ("synthetic 1000 x [3,64,64]").
+  virtual std::string description() const = 0;
+  // Fills every sample of `slot`. An error stops the producer.
+  virtual Status FillBatch(const SlotView& slot, const ReadAhead& next) = 0;
+  // Where FillBatch writes: kHost (the default; with a device ring the server
+  // gives it pinned staging memory and copies that to the slot) or kCuda (it
+  // writes device slots itself, queued on SlotView::stream).
+  virtual MemoryKind output_memory() const { return MemoryKind::kHost; }
+  // Counters for stats (files skipped, ...), as JSON-able key/value pairs.
+  virtual std::vector<std::pair<std::string, int64_t>> counters() const { return {}; }
+};
+
+// A source that fills one sample at a time, on `workers` threads (the
+// producer's thread takes part as worker 0).
+class SampleSource : public Source {
+ public:
+  // REQUIRES: workers >= 1.
+  explicit SampleSource(int workers);
+  ~SampleSource() override;
+
+  Status FillBatch(const SlotView& slot, const ReadAhead& next) override;
+  // Writes sample `index` of producer epoch `epoch` to out[f] for each field f.
+  // May replace `index` with another dataset index (a bad file's stand-in).
+  virtual Status FillSample(int worker, uint32_t epoch, int64_t& index,
+                            std::span<uint8_t* const> out) = 0;
+  int workers() const { return workers_; }
+
+ private:
+  class Pool;
+  int workers_;
+  std::unique_ptr<Pool> pool_;
+};
+
+}  // namespace batchcast

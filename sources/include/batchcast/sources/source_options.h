@@ -1,0 +1,82 @@
+// SourceOptions: what the built-in sources (synthetic data, image datasets on
+// the CPU or the GPU) are made of. One struct for the component; the server's
+// options hold one (ServerOptions::source), and the option table
+// (batchcast/server/option_table.h) names its fields for the command line and
+// Python.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "batchcast/core/dtype.h"
+#include "batchcast/core/field_spec.h"
+#include "batchcast/core/status.h"
+
+namespace batchcast {
+
+// The augmentation of image sources (torchvision's ImageNet recipes).
+enum class TransformKind : uint8_t {
+  kTrain = 0,  // RandomResizedCrop + RandomHorizontalFlip + Normalize
+  kEval = 1,   // Resize(size / 0.875) + CenterCrop + Normalize
+};
+Result<TransformKind> ParseTransformKind(std::string_view text);
+std::string_view TransformKindName(TransformKind kind);
+
+// Memory layout of an image field.
+enum class ImageLayout : uint8_t {
+  kNchw = 0,  // [3, H, W] per sample
+  kNhwc = 1,  // [H, W, 3] per sample
+};
+Result<ImageLayout> ParseImageLayout(std::string_view text);
+std::string_view ImageLayoutName(ImageLayout layout);
+
+// Where JPEGs are decoded.
+enum class DecodeMode : uint8_t {
+  kAuto = 0,  // the GPU (nvJPEG) when the ring is on a GPU and the build has nvJPEG, else the CPU
+  kCpu = 1,   // libjpeg-turbo on the CPU
+  kGpu = 2,   // nvJPEG; an error when the ring is not on a GPU or nvJPEG is missing
+};
+Result<DecodeMode> ParseDecodeMode(std::string_view text);
+std::string_view DecodeModeName(DecodeMode mode);
+
+// What an undecodable file does (DESIGN.md "Bad input").
+enum class ErrorPolicy : uint8_t {
+  kSkip = 0,  // drop it from the stream, warn once, count it
+  kFail = 1,  // stop with the file's path and reason
+};
+Result<ErrorPolicy> ParseErrorPolicy(std::string_view text);
+std::string_view ErrorPolicyName(ErrorPolicy policy);
+
+struct SourceOptions {
+  // A dataset path (ImageFolder directory or .tsv list), or synthetic > 0.
+  std::string data;
+  uint64_t synthetic = 0;  // sample count of the synthetic source
+
+  // Where the source writes: host memory, or the device of a CUDA ring.
+  Device device = Device::Cpu();
+
+  // Transforms (image sources).
+  TransformKind transform = TransformKind::kTrain;
+  int size = 224;
+  // float32 | float16 | bfloat16 | uint8; unset: float32, or uint8 for the
+  // synthetic source (which makes uint8 images).
+  std::optional<DType> dtype;
+  ImageLayout layout = ImageLayout::kNchw;
+  std::array<float, 3> mean = {0.485f, 0.456f, 0.406f};
+  std::array<float, 3> std = {0.229f, 0.224f, 0.225f};
+  DecodeMode decode = DecodeMode::kAuto;
+  ErrorPolicy on_error = ErrorPolicy::kSkip;
+  uint64_t max_pixels = 178956970;
+  uint64_t seed = 0;  // crop and flip parameters are a function of (seed, epoch, index)
+  int workers = 0;    // CPU threads; 0 = one per core (CPU decode) or 2 (GPU decode)
+
+  // The output dtype: `dtype`, else its default (see above).
+  DType output_dtype() const;
+  // Checks ranges and combinations; InvalidArgument naming the option otherwise.
+  Status Validate() const;
+};
+
+}  // namespace batchcast
