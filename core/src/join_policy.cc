@@ -1,22 +1,14 @@
 #include "batchcast/core/join_policy.h"
 
-#include <string>
+#include "core/src/enum_names.h"
 
 namespace batchcast {
+namespace {
+constexpr EnumNames<JoinPolicy, 2> kNames{
+    "join", {{{JoinPolicy::kImmediate, "immediate"}, {JoinPolicy::kNextEpoch, "next_epoch"}}}};
+}  // namespace
 
-Result<JoinPolicy> ParseJoinPolicy(std::string_view text) {
-  if (text == "immediate") return JoinPolicy::kImmediate;
-  if (text == "next_epoch") return JoinPolicy::kNextEpoch;
-  return InvalidArgumentError("join must be 'immediate' or 'next_epoch', got '" +
-                              std::string(text) + "'");
-}
-
-std::string_view JoinPolicyName(JoinPolicy policy) {
-  switch (policy) {
-    case JoinPolicy::kImmediate: return "immediate";
-    case JoinPolicy::kNextEpoch: return "next_epoch";
-  }
-  return "?";
-}
+Result<JoinPolicy> ParseJoinPolicy(std::string_view text) { return kNames.Parse(text); }
+std::string_view JoinPolicyName(JoinPolicy policy) { return kNames.Name(policy); }
 
 }  // namespace batchcast

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -116,104 +117,121 @@ std::string Triple(const std::array<float, 3>& v) {
   return out;
 }
 
-using T = OptionType;
+// Follows a path of member pointers from the options to one field:
+// Field<&ServerOptions::source, &SourceOptions::size>(o) is o.source.size.
+template <auto First, auto... Rest, typename Object>
+auto& Field(Object& object) {
+  if constexpr (sizeof...(Rest) == 0) {
+    return object.*First;
+  } else {
+    return Field<Rest...>(object.*First);
+  }
+}
+
 using O = ServerOptions;
+using S = SourceOptions;
 using V = std::string_view;
+
+template <auto... Path>
+ServerOption Text(V name, V value_name, V help) {
+  return {name, OptionType::kText, value_name, help,
+          [](O& o, V t) {
+            Field<Path...>(o) = std::string(t);
+            return Status::Ok();
+          },
+          [](const O& o) { return std::string(Field<Path...>(o)); }};
+}
+
+template <auto... Path>
+ServerOption Integer(V name, V help) {
+  return {name, OptionType::kInteger, "N", help,
+          [](O& o, V t) { return ParseInteger(t, Field<Path...>(o)); },
+          [](const O& o) { return std::to_string(Field<Path...>(o)); }};
+}
+
+// `zero_is_unset`: a zero duration prints as "" (its default is derived).
+template <bool zero_is_unset, auto... Path>
+ServerOption SecondsOption(V name, V help) {
+  return {name, OptionType::kSeconds, "SECONDS", help,
+          [](O& o, V t) { return ParseSeconds(t, Field<Path...>(o)); },
+          [](const O& o) {
+            const auto ms = Field<Path...>(o);
+            return zero_is_unset && ms.count() == 0 ? std::string() : Seconds(ms);
+          }};
+}
+
+template <auto... Path>
+ServerOption TripleOption(V name, V help) {
+  return {name, OptionType::kTriple, "R,G,B", help,
+          [](O& o, V t) { return ParseTriple(t, Field<Path...>(o)); },
+          [](const O& o) { return Triple(Field<Path...>(o)); }};
+}
+
+template <auto... Path>
+ServerOption Flag(V name, V help) {
+  return {name, OptionType::kFlag, "", help,
+          [](O& o, V t) { return ParseFlag(t, Field<Path...>(o)); },
+          [](const O& o) { return std::string(Field<Path...>(o) ? "true" : "false"); }};
+}
+
+// One of an enum's names, through its Parse and Name functions.
+template <auto Parse, auto Name, auto... Path>
+ServerOption Choice(V name, V value_name, V help) {
+  return {name, OptionType::kText, value_name, help,
+          [](O& o, V t) { return ParseChoice(t, Field<Path...>(o), Parse); },
+          [](const O& o) { return std::string(Name(Field<Path...>(o))); }};
+}
+
+Status ParseDTypeOption(V t, std::optional<DType>& out) {
+  DType d{};
+  BATCHCAST_RETURN_IF_ERROR(ParseChoice(t, d, ParseDType));
+  out = d;
+  return Status::Ok();
+}
 
 // clang-format off
 const ServerOption kOptions[] = {
-  {"data", T::kText, "PATH", "image folder (class subfolders) or .tsv list (path<TAB>label)",
-   [](O& o, V t) { o.source.data = std::string(t); return Status::Ok(); },
-   [](const O& o) { return o.source.data; }},
-  {"synthetic", T::kInteger, "N", "serve N synthetic samples instead of a dataset",
-   [](O& o, V t) { return ParseInteger(t, o.source.synthetic); },
-   [](const O& o) { return std::to_string(o.source.synthetic); }},
-  {"name", T::kText, "NAME", "server name (endpoint, lock, shared memory)",
-   [](O& o, V t) { o.name = std::string(t); return Status::Ok(); },
-   [](const O& o) { return o.name; }},
-  {"endpoint", T::kText, "URL", "ipc://PATH or tcp://127.0.0.1:PORT (default: by name)",
-   [](O& o, V t) { o.endpoint = std::string(t); return Status::Ok(); },
-   [](const O& o) { return o.endpoint; }},
-  {"device", T::kText, "cpu|cuda:N", "where the ring lives (and, with cuda:N, where JPEGs are decoded)",
-   [](O& o, V t) { return ParseChoice(t, o.source.device, ParseDevice); },
-   [](const O& o) { return DeviceName(o.source.device); }},
-  {"batch_size", T::kInteger, "N", "producer batch (one ring slot)",
-   [](O& o, V t) { return ParseInteger(t, o.batch_size); },
-   [](const O& o) { return std::to_string(o.batch_size); }},
-  {"window", T::kInteger, "N", "ring slots",
-   [](O& o, V t) { return ParseInteger(t, o.window); },
-   [](const O& o) { return std::to_string(o.window); }},
-  {"transform", T::kText, "train|eval", "augmentation (torchvision's ImageNet train or eval recipe)",
-   [](O& o, V t) { return ParseChoice(t, o.source.transform, ParseTransformKind); },
-   [](const O& o) { return std::string(TransformKindName(o.source.transform)); }},
-  {"size", T::kInteger, "N", "output image size",
-   [](O& o, V t) { return ParseInteger(t, o.source.size); },
-   [](const O& o) { return std::to_string(o.source.size); }},
-  {"dtype", T::kText, "float32|float16|bfloat16|uint8", "image dtype (default float32; uint8 for --synthetic)",
-   [](O& o, V t) {
-     DType d{};
-     BATCHCAST_RETURN_IF_ERROR(ParseChoice(t, d, ParseDType));
-     o.source.dtype = d;
-     return Status::Ok();
-   },
+  Text<&O::source, &S::data>("data", "PATH", "image folder (class subfolders) or .tsv list (path<TAB>label)"),
+  Integer<&O::source, &S::synthetic>("synthetic", "serve N synthetic samples instead of a dataset"),
+  Text<&O::name>("name", "NAME", "server name (endpoint, lock, shared memory)"),
+  Text<&O::endpoint>("endpoint", "URL", "ipc://PATH or tcp://127.0.0.1:PORT (default: by name)"),
+  Choice<ParseDevice, DeviceName, &O::source, &S::device>("device", "cpu|cuda:N",
+      "where the ring lives (and, with cuda:N, where JPEGs are decoded)"),
+  Integer<&O::batch_size>("batch_size", "producer batch (one ring slot)"),
+  Integer<&O::window>("window", "ring slots"),
+  Choice<ParseTransformKind, TransformKindName, &O::source, &S::transform>("transform", "train|eval",
+      "augmentation (torchvision's ImageNet train or eval recipe)"),
+  Integer<&O::source, &S::size>("size", "output image size"),
+  {"dtype", OptionType::kText, "float32|float16|bfloat16|uint8",
+   "image dtype (default float32; uint8 for --synthetic)",
+   [](O& o, V t) { return ParseDTypeOption(t, o.source.dtype); },
    [](const O& o) { return o.source.dtype ? std::string(DTypeName(*o.source.dtype)) : std::string(); }},
-  {"layout", T::kText, "nchw|nhwc", "image memory layout",
-   [](O& o, V t) { return ParseChoice(t, o.source.layout, ParseImageLayout); },
-   [](const O& o) { return std::string(ImageLayoutName(o.source.layout)); }},
-  {"mean", T::kTriple, "R,G,B", "normalization mean",
-   [](O& o, V t) { return ParseTriple(t, o.source.mean); },
-   [](const O& o) { return Triple(o.source.mean); }},
-  {"std", T::kTriple, "R,G,B", "normalization standard deviation",
-   [](O& o, V t) { return ParseTriple(t, o.source.std); },
-   [](const O& o) { return Triple(o.source.std); }},
-  {"seed", T::kInteger, "N", "shuffle and augmentation seed",
-   [](O& o, V t) { return ParseInteger(t, o.source.seed); },
-   [](const O& o) { return std::to_string(o.source.seed); }},
-  {"shuffle", T::kFlag, "", "shuffle each epoch (--no-shuffle keeps the dataset order)",
-   [](O& o, V t) { return ParseFlag(t, o.shuffle); },
-   [](const O& o) { return std::string(o.shuffle ? "true" : "false"); }},
-  {"epochs", T::kInteger, "N", "producer epochs (0 = no limit)",
-   [](O& o, V t) { return ParseInteger(t, o.epochs); },
-   [](const O& o) { return std::to_string(o.epochs); }},
-  {"shard_rank", T::kInteger, "N", "this server's shard of the dataset",
-   [](O& o, V t) { return ParseInteger(t, o.shard_rank); },
-   [](const O& o) { return std::to_string(o.shard_rank); }},
-  {"num_shards", T::kInteger, "N", "number of shards",
-   [](O& o, V t) { return ParseInteger(t, o.num_shards); },
-   [](const O& o) { return std::to_string(o.num_shards); }},
-  {"workers", T::kInteger, "N", "CPU worker threads (0 = one per core; 2 with GPU decode)",
-   [](O& o, V t) { return ParseInteger(t, o.source.workers); },
-   [](const O& o) { return std::to_string(o.source.workers); }},
-  {"decode", T::kText, "auto|cpu|gpu", "where JPEGs are decoded",
-   [](O& o, V t) { return ParseChoice(t, o.source.decode, ParseDecodeMode); },
-   [](const O& o) { return std::string(DecodeModeName(o.source.decode)); }},
-  {"on_error", T::kText, "skip|fail", "what an undecodable file does",
-   [](O& o, V t) { return ParseChoice(t, o.source.on_error, ParseErrorPolicy); },
-   [](const O& o) { return std::string(ErrorPolicyName(o.source.on_error)); }},
-  {"max_pixels", T::kInteger, "N", "largest image (width*height) to decode",
-   [](O& o, V t) { return ParseInteger(t, o.source.max_pixels); },
-   [](const O& o) { return std::to_string(o.source.max_pixels); }},
-  {"lag_policy", T::kText, "block|skip|evict", "what happens to a consumer that holds the producer up",
-   [](O& o, V t) { return ParseChoice(t, o.lag_policy, ParseLagPolicy); },
-   [](const O& o) { return std::string(LagPolicyName(o.lag_policy)); }},
-  {"lag_timeout", T::kSeconds, "SECONDS", "how long a consumer may hold the producer up before skip/evict",
-   [](O& o, V t) { return ParseSeconds(t, o.lag_timeout); },
-   [](const O& o) { return Seconds(o.lag_timeout); }},
-  {"min_consumers", T::kInteger, "N", "consumers to wait for before the first write",
-   [](O& o, V t) { return ParseInteger(t, o.min_consumers); },
-   [](const O& o) { return std::to_string(o.min_consumers); }},
-  {"heartbeat_timeout", T::kSeconds, "SECONDS", "silence after which a consumer (or the server) counts as dead",
-   [](O& o, V t) { return ParseSeconds(t, o.heartbeat_timeout); },
-   [](const O& o) { return Seconds(o.heartbeat_timeout); }},
-  {"heartbeat_interval", T::kSeconds, "SECONDS", "time between heartbeats (default: heartbeat_timeout / 8)",
-   [](O& o, V t) { return ParseSeconds(t, o.heartbeat_interval); },
-   [](const O& o) { return o.heartbeat_interval.count() > 0 ? Seconds(o.heartbeat_interval) : std::string(); }},
-  {"max_leases", T::kInteger, "N", "unreleased batches one consumer may hold",
-   [](O& o, V t) { return ParseInteger(t, o.max_leases); },
-   [](const O& o) { return std::to_string(o.max_leases); }},
-  {"max_consumers", T::kInteger, "N", "consumers connected at once",
-   [](O& o, V t) { return ParseInteger(t, o.max_consumers); },
-   [](const O& o) { return std::to_string(o.max_consumers); }},
+  Choice<ParseImageLayout, ImageLayoutName, &O::source, &S::layout>("layout", "nchw|nhwc",
+      "image memory layout"),
+  TripleOption<&O::source, &S::mean>("mean", "normalization mean"),
+  TripleOption<&O::source, &S::std>("std", "normalization standard deviation"),
+  Integer<&O::source, &S::seed>("seed", "shuffle and augmentation seed"),
+  Flag<&O::shuffle>("shuffle", "shuffle each epoch (--no-shuffle keeps the dataset order)"),
+  Integer<&O::epochs>("epochs", "producer epochs (0 = no limit)"),
+  Integer<&O::shard_rank>("shard_rank", "this server's shard of the dataset"),
+  Integer<&O::num_shards>("num_shards", "number of shards"),
+  Integer<&O::source, &S::workers>("workers", "CPU worker threads (0 = one per core; 2 with GPU decode)"),
+  Choice<ParseDecodeMode, DecodeModeName, &O::source, &S::decode>("decode", "auto|cpu|gpu",
+      "where JPEGs are decoded"),
+  Choice<ParseErrorPolicy, ErrorPolicyName, &O::source, &S::on_error>("on_error", "skip|fail",
+      "what an undecodable file does"),
+  Integer<&O::source, &S::max_pixels>("max_pixels", "largest image (width*height) to decode"),
+  Choice<ParseLagPolicy, LagPolicyName, &O::lag_policy>("lag_policy", "block|skip|evict",
+      "what happens to a consumer that holds the producer up"),
+  SecondsOption<false, &O::lag_timeout>("lag_timeout",
+      "how long a consumer may hold the producer up before skip/evict"),
+  Integer<&O::min_consumers>("min_consumers", "consumers to wait for before the first write"),
+  SecondsOption<false, &O::heartbeat_timeout>("heartbeat_timeout",
+      "silence after which a consumer (or the server) counts as dead"),
+  SecondsOption<true, &O::heartbeat_interval>("heartbeat_interval",
+      "time between heartbeats (default: heartbeat_timeout / 8)"),
+  Integer<&O::max_leases>("max_leases", "unreleased batches one consumer may hold"),
+  Integer<&O::max_consumers>("max_consumers", "consumers connected at once"),
 };
 // clang-format on
 

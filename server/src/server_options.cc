@@ -3,25 +3,18 @@
 #include <algorithm>
 
 #include "batchcast/core/runtime_dir.h"
+#include "core/src/enum_names.h"
 
 namespace batchcast {
 
-Result<LagPolicy> ParseLagPolicy(std::string_view text) {
-  if (text == "block") return LagPolicy::kBlock;
-  if (text == "skip") return LagPolicy::kSkip;
-  if (text == "evict") return LagPolicy::kEvict;
-  return InvalidArgumentError("lag_policy must be block, skip or evict, got '" +
-                              std::string(text) + "'");
-}
+namespace {
+constexpr EnumNames<LagPolicy, 3> kLagPolicyNames{
+    "lag_policy",
+    {{{LagPolicy::kBlock, "block"}, {LagPolicy::kSkip, "skip"}, {LagPolicy::kEvict, "evict"}}}};
+}  // namespace
 
-std::string_view LagPolicyName(LagPolicy policy) {
-  switch (policy) {
-    case LagPolicy::kBlock: return "block";
-    case LagPolicy::kSkip: return "skip";
-    case LagPolicy::kEvict: return "evict";
-  }
-  return "?";
-}
+Result<LagPolicy> ParseLagPolicy(std::string_view text) { return kLagPolicyNames.Parse(text); }
+std::string_view LagPolicyName(LagPolicy policy) { return kLagPolicyNames.Name(policy); }
 
 std::chrono::milliseconds ServerOptions::heartbeat_period() const {
   if (heartbeat_interval.count() > 0) return heartbeat_interval;

@@ -2,55 +2,29 @@
 
 #include <string>
 
+#include "core/src/enum_names.h"
+
 namespace batchcast {
 namespace {
-Status BadChoice(std::string_view option, std::string_view choices, std::string_view got) {
-  return InvalidArgumentError(std::string(option) + " must be " + std::string(choices) +
-                              ", got '" + std::string(got) + "'");
-}
+constexpr EnumNames<TransformKind, 2> kTransformNames{
+    "transform", {{{TransformKind::kTrain, "train"}, {TransformKind::kEval, "eval"}}}};
+constexpr EnumNames<ImageLayout, 2> kLayoutNames{
+    "layout", {{{ImageLayout::kNchw, "nchw"}, {ImageLayout::kNhwc, "nhwc"}}}};
+constexpr EnumNames<DecodeMode, 3> kDecodeNames{
+    "decode",
+    {{{DecodeMode::kAuto, "auto"}, {DecodeMode::kCpu, "cpu"}, {DecodeMode::kGpu, "gpu"}}}};
+constexpr EnumNames<ErrorPolicy, 2> kErrorPolicyNames{
+    "on_error", {{{ErrorPolicy::kSkip, "skip"}, {ErrorPolicy::kFail, "fail"}}}};
 }  // namespace
 
-Result<TransformKind> ParseTransformKind(std::string_view text) {
-  if (text == "train") return TransformKind::kTrain;
-  if (text == "eval") return TransformKind::kEval;
-  return BadChoice("transform", "train or eval", text);
-}
-std::string_view TransformKindName(TransformKind kind) {
-  return kind == TransformKind::kEval ? "eval" : "train";
-}
-
-Result<ImageLayout> ParseImageLayout(std::string_view text) {
-  if (text == "nchw") return ImageLayout::kNchw;
-  if (text == "nhwc") return ImageLayout::kNhwc;
-  return BadChoice("layout", "nchw or nhwc", text);
-}
-std::string_view ImageLayoutName(ImageLayout layout) {
-  return layout == ImageLayout::kNhwc ? "nhwc" : "nchw";
-}
-
-Result<DecodeMode> ParseDecodeMode(std::string_view text) {
-  if (text == "auto") return DecodeMode::kAuto;
-  if (text == "cpu") return DecodeMode::kCpu;
-  if (text == "gpu") return DecodeMode::kGpu;
-  return BadChoice("decode", "auto, cpu or gpu", text);
-}
-std::string_view DecodeModeName(DecodeMode mode) {
-  switch (mode) {
-    case DecodeMode::kAuto: return "auto";
-    case DecodeMode::kCpu: return "cpu";
-    case DecodeMode::kGpu: return "gpu";
-  }
-  return "?";
-}
-
-Result<ErrorPolicy> ParseErrorPolicy(std::string_view text) {
-  if (text == "skip") return ErrorPolicy::kSkip;
-  if (text == "fail") return ErrorPolicy::kFail;
-  return BadChoice("on_error", "skip or fail", text);
-}
-std::string_view ErrorPolicyName(ErrorPolicy policy) {
-  return policy == ErrorPolicy::kFail ? "fail" : "skip";
-}
+Result<TransformKind> ParseTransformKind(std::string_view t) { return kTransformNames.Parse(t); }
+std::string_view TransformKindName(TransformKind k) { return kTransformNames.Name(k); }
+Result<ImageLayout> ParseImageLayout(std::string_view t) { return kLayoutNames.Parse(t); }
+std::string_view ImageLayoutName(ImageLayout l) { return kLayoutNames.Name(l); }
+Result<DecodeMode> ParseDecodeMode(std::string_view t) { return kDecodeNames.Parse(t); }
+std::string_view DecodeModeName(DecodeMode m) { return kDecodeNames.Name(m); }
+Result<ErrorPolicy> ParseErrorPolicy(std::string_view t) { return kErrorPolicyNames.Parse(t); }
+std::string_view ErrorPolicyName(ErrorPolicy p) { return kErrorPolicyNames.Name(p); }
 
 DType SourceOptions::output_dtype() const {
   if (dtype) return *dtype;
