@@ -92,19 +92,22 @@ void AddServerOptions(CLI::App* app, batchcast::ServerOptions& options,
       }
     };
     const std::string def = opt.get(defaults);
+    std::string group(batchcast::OptionGroupName(opt.group));
+    group[0] = static_cast<char>(std::toupper(group[0]));
+    CLI::Option* added = nullptr;
     std::string help(opt.help);
     if (!def.empty() && opt.type != batchcast::OptionType::kFlag && name != "data") {
       help += " [default: " + def + "]";
     }
     switch (opt.type) {
       case batchcast::OptionType::kFlag:
-        app->add_flag_function(
+        added = app->add_flag_function(
             flag + ",!--no-" + flag.substr(2),
             [set](int64_t count) { set(count > 0 ? "true" : "false"); },
             help + (def == "true" ? " [default: on]" : " [default: off]"));
         break;
       case batchcast::OptionType::kTriple:
-        app->add_option_function<std::vector<std::string>>(
+        added = app->add_option_function<std::vector<std::string>>(
                flag,
                [set](const std::vector<std::string>& v) {
                  std::string joined;
@@ -117,10 +120,11 @@ void AddServerOptions(CLI::App* app, batchcast::ServerOptions& options,
             ->type_name(std::string(opt.value_name));
         break;
       default:
-        app->add_option_function<std::string>(name == "data" ? name : flag, set, help)
+        added = app->add_option_function<std::string>(name == "data" ? name : flag, set, help)
             ->type_name(std::string(opt.value_name));
         break;
     }
+    if (name != "data") added->group(group + " options");
   }
 }
 

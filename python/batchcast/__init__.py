@@ -33,19 +33,8 @@ import json as _json
 from typing import Any, Dict, Optional
 
 from batchcast import _core
-from batchcast._errors import (
-    BatchcastError,
-    Cancelled,
-    DataLoss,
-    EndOfStream,
-    Evicted,
-    InternalError,
-    InvalidArgument,
-    NotFound,
-    ResourceExhausted,
-    ServerUnavailable,
-    Timeout,
-)
+from batchcast import _errors
+from batchcast._errors import *  # noqa: F401,F403  (the exception classes; see _errors.__all__)
 from batchcast._loader import Loader
 from batchcast._producer import Producer
 from batchcast._server import SERVER_OPTIONS, Server
@@ -64,22 +53,11 @@ def set_log_level(level: str) -> None:
     _core.set_log_level(level)
 
 
-__all__ = [
-    "BatchcastError",
-    "Cancelled",
-    "DataLoss",
-    "EndOfStream",
-    "Evicted",
-    "InternalError",
-    "InvalidArgument",
+__all__ = _errors.__all__ + [
     "Loader",
-    "NotFound",
     "Producer",
-    "ResourceExhausted",
     "SERVER_OPTIONS",
     "Server",
-    "ServerUnavailable",
-    "Timeout",
     "query_stats",
     "set_log_level",
     "__version__",

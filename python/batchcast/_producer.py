@@ -2,21 +2,11 @@
 from __future__ import annotations
 
 import itertools
-import json
 import threading
-import weakref
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from batchcast import _core
-from batchcast._server import _check_options, _wait
-
-#: Server options that make sense for an external producer.
-PRODUCER_OPTIONS = frozenset(
-    {
-        "endpoint", "lag_policy", "lag_timeout", "min_consumers", "heartbeat_timeout",
-        "heartbeat_interval", "max_leases", "max_consumers",
-    }
-)
+from batchcast._server import PRODUCER_OPTIONS, _check_options, _Serving, _wait
 
 _TUPLE_NAMES = ("image", "label")
 
@@ -37,7 +27,7 @@ class _Stopped(Exception):
     pass
 
 
-class Producer:
+class Producer(_Serving):
     """Serves the batches of a Python iterable (e.g. an existing torch DataLoader)
     through a batchcast ring, to any number of :class:`batchcast.Loader` s::
 
@@ -150,10 +140,7 @@ class Producer:
             name=name, device=device, window=window, batch_size=self._batch_size,
             epochs=epochs or 0,
         )
-        self._core = _core.Server.start_external(opts, self._specs, self._epoch_len)
-        self._endpoint = self._core.endpoint
-        self._name = self._core.name
-        self._finalizer = weakref.finalize(self, self._core.close)
+        self._attach(_core.Server.start_external(opts, self._specs, self._epoch_len))
         self._pending = (iterator, first)
         self._closing = False
         self._error: Optional[BaseException] = None
@@ -362,27 +349,12 @@ class Producer:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
 
-    @property
-    def closed(self) -> bool:
-        return not self._finalizer.alive
-
-    def __enter__(self) -> "Producer":
-        return self
-
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self.close()
         if exc_type is None and self._error is not None and not self._error_reported:
             self._raise_error()
 
     # ---- state ----
-
-    @property
-    def endpoint(self) -> str:
-        return self._endpoint
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     @property
     def epoch_len(self) -> int:
@@ -411,9 +383,6 @@ class Producer:
     def error(self) -> Optional[BaseException]:
         """The error that stopped the producer thread, if any."""
         return self._error
-
-    def stats(self) -> Dict[str, Any]:
-        return json.loads(self._core.stats())
 
     def __repr__(self) -> str:
         return (

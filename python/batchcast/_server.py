@@ -12,7 +12,16 @@ from batchcast import _core
 #: Keyword arguments of batchcast.Server: the server's option table
 #: (server/include/batchcast/server/option_table.h), the same options as
 #: ``batchcast-server serve`` in snake_case. Durations in seconds.
-SERVER_OPTIONS = frozenset(name for name, _help, _default in _core.server_options())
+SERVER_OPTIONS = frozenset(name for name, _group, _help, _default in _core.server_options())
+
+#: Keyword arguments of batchcast.Producer beyond its own parameters: the ring
+#: and consumer options of the table (its iterable brings the samples and
+#: their order).
+PRODUCER_OPTIONS = frozenset(
+    name
+    for name, group, _help, _default in _core.server_options()
+    if group in ("ring", "consumers") and name not in ("name", "device", "window", "batch_size")
+)
 
 
 def _check_options(where: str, options: Dict[str, Any], allowed: frozenset) -> None:
@@ -32,7 +41,46 @@ def _wait(core_server: Any, timeout: Optional[float]) -> bool:
             return False
 
 
-class Server:
+class _Serving:
+    """What batchcast.Server and batchcast.Producer share: a native server
+    (_core.Server) stopped by close(), the ``with`` block, garbage collection
+    or interpreter exit; its endpoint, name and stats."""
+
+    def _attach(self, core: Any) -> None:
+        self._core = core
+        self._endpoint: str = core.endpoint
+        self._name: str = core.name
+        self._finalizer = weakref.finalize(self, core.close)
+
+    @property
+    def endpoint(self) -> str:
+        """Where Loaders connect (``batchcast.Loader(x.endpoint, ...)``; the name works too)."""
+        return self._endpoint
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def stats(self) -> Dict[str, Any]:
+        """The stats (as ``batchcast-server stat NAME --json``) as a dict."""
+        return json.loads(self._core.stats())
+
+    def close(self) -> None:
+        """Stops serving (Loaders get a "server stopped" error). Idempotent."""
+        self._finalizer()
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Server(_Serving):
     """A batchcast server running in this process (background threads).
 
     Same options as ``batchcast-server serve`` (snake_case; durations in
@@ -67,27 +115,11 @@ class Server:
         opts = dict(options)
         if data is not None:
             opts["data"] = os.fspath(data)
-        self._core = _core.Server.start(opts)
-        self._endpoint = self._core.endpoint
-        self._name = self._core.name
-        self._finalizer = weakref.finalize(self, self._core.close)
-
-    @property
-    def endpoint(self) -> str:
-        """Where Loaders connect (``batchcast.Loader(server.endpoint, ...)``; the name works too)."""
-        return self._endpoint
-
-    @property
-    def name(self) -> str:
-        return self._name
+        self._attach(_core.Server.start(opts))
 
     @property
     def epoch_len(self) -> int:
         return int(self._core.epoch_len)
-
-    def stats(self) -> Dict[str, Any]:
-        """The stats (as ``batchcast-server stat NAME --json``) as a dict."""
-        return json.loads(self._core.stats())
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Blocks until the server finished: the stream ended (``epochs=``) and
@@ -97,20 +129,6 @@ class Server:
         if done:
             self._core.check_status()
         return done
-
-    def close(self) -> None:
-        """Stops the server (idempotent)."""
-        self._finalizer()
-
-    @property
-    def closed(self) -> bool:
-        return not self._finalizer.alive
-
-    def __enter__(self) -> "Server":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"batchcast.Server(name={self._name!r}, endpoint={self._endpoint!r}" + (

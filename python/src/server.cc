@@ -372,11 +372,12 @@ void RegisterServer(py::module_& m) {
         py::list out;
         const ServerOptions defaults;
         for (const ServerOption& o : ServerOptionTable()) {
-          out.append(py::make_tuple(std::string(o.name), std::string(o.help), o.get(defaults)));
+          out.append(py::make_tuple(std::string(o.name), std::string(OptionGroupName(o.group)),
+                                    std::string(o.help), o.get(defaults)));
         }
         return out;
       },
-      "[(name, help, default as text)] of every server option (the option table)");
+      "[(name, group, help, default as text)] of every server option (the option table)");
 
   m.def("set_log_level", [](const std::string& level) { SetLogLevel(level); }, py::arg("level"),
         "trace, debug, info, warn, error or off");

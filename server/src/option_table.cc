@@ -132,9 +132,11 @@ using O = ServerOptions;
 using S = SourceOptions;
 using V = std::string_view;
 
+using G = OptionGroup;
+
 template <auto... Path>
-ServerOption Text(V name, V value_name, V help) {
-  return {name, OptionType::kText, value_name, help,
+ServerOption Text(V name, G group, V value_name, V help) {
+  return {name, group, OptionType::kText, value_name, help,
           [](O& o, V t) {
             Field<Path...>(o) = std::string(t);
             return Status::Ok();
@@ -143,16 +145,16 @@ ServerOption Text(V name, V value_name, V help) {
 }
 
 template <auto... Path>
-ServerOption Integer(V name, V help) {
-  return {name, OptionType::kInteger, "N", help,
+ServerOption Integer(V name, G group, V help) {
+  return {name, group, OptionType::kInteger, "N", help,
           [](O& o, V t) { return ParseInteger(t, Field<Path...>(o)); },
           [](const O& o) { return std::to_string(Field<Path...>(o)); }};
 }
 
 // `zero_is_unset`: a zero duration prints as "" (its default is derived).
 template <bool zero_is_unset, auto... Path>
-ServerOption SecondsOption(V name, V help) {
-  return {name, OptionType::kSeconds, "SECONDS", help,
+ServerOption SecondsOption(V name, G group, V help) {
+  return {name, group, OptionType::kSeconds, "SECONDS", help,
           [](O& o, V t) { return ParseSeconds(t, Field<Path...>(o)); },
           [](const O& o) {
             const auto ms = Field<Path...>(o);
@@ -161,23 +163,23 @@ ServerOption SecondsOption(V name, V help) {
 }
 
 template <auto... Path>
-ServerOption TripleOption(V name, V help) {
-  return {name, OptionType::kTriple, "R,G,B", help,
+ServerOption TripleOption(V name, G group, V help) {
+  return {name, group, OptionType::kTriple, "R,G,B", help,
           [](O& o, V t) { return ParseTriple(t, Field<Path...>(o)); },
           [](const O& o) { return Triple(Field<Path...>(o)); }};
 }
 
 template <auto... Path>
-ServerOption Flag(V name, V help) {
-  return {name, OptionType::kFlag, "", help,
+ServerOption Flag(V name, G group, V help) {
+  return {name, group, OptionType::kFlag, "", help,
           [](O& o, V t) { return ParseFlag(t, Field<Path...>(o)); },
           [](const O& o) { return std::string(Field<Path...>(o) ? "true" : "false"); }};
 }
 
 // One of an enum's names, through its Parse and Name functions.
 template <auto Parse, auto Name, auto... Path>
-ServerOption Choice(V name, V value_name, V help) {
-  return {name, OptionType::kText, value_name, help,
+ServerOption Choice(V name, G group, V value_name, V help) {
+  return {name, group, OptionType::kText, value_name, help,
           [](O& o, V t) { return ParseChoice(t, Field<Path...>(o), Parse); },
           [](const O& o) { return std::string(Name(Field<Path...>(o))); }};
 }
@@ -191,47 +193,47 @@ Status ParseDTypeOption(V t, std::optional<DType>& out) {
 
 // clang-format off
 const ServerOption kOptions[] = {
-  Text<&O::source, &S::data>("data", "PATH", "image folder (class subfolders) or .tsv list (path<TAB>label)"),
-  Integer<&O::source, &S::synthetic>("synthetic", "serve N synthetic samples instead of a dataset"),
-  Text<&O::name>("name", "NAME", "server name (endpoint, lock, shared memory)"),
-  Text<&O::endpoint>("endpoint", "URL", "ipc://PATH or tcp://127.0.0.1:PORT (default: by name)"),
-  Choice<ParseDevice, DeviceName, &O::source, &S::device>("device", "cpu|cuda:N",
+  Text<&O::source, &S::data>("data", G::kSource, "PATH", "image folder (class subfolders) or .tsv list (path<TAB>label)"),
+  Integer<&O::source, &S::synthetic>("synthetic", G::kSource, "serve N synthetic samples instead of a dataset"),
+  Text<&O::name>("name", G::kRing, "NAME", "server name (endpoint, lock, shared memory)"),
+  Text<&O::endpoint>("endpoint", G::kRing, "URL", "ipc://PATH or tcp://127.0.0.1:PORT (default: by name)"),
+  Choice<ParseDevice, DeviceName, &O::source, &S::device>("device", G::kRing, "cpu|cuda:N",
       "where the ring lives (and, with cuda:N, where JPEGs are decoded)"),
-  Integer<&O::batch_size>("batch_size", "producer batch (one ring slot)"),
-  Integer<&O::window>("window", "ring slots"),
-  Choice<ParseTransformKind, TransformKindName, &O::source, &S::transform>("transform", "train|eval",
+  Integer<&O::batch_size>("batch_size", G::kRing, "producer batch (one ring slot)"),
+  Integer<&O::window>("window", G::kRing, "ring slots"),
+  Choice<ParseTransformKind, TransformKindName, &O::source, &S::transform>("transform", G::kSource, "train|eval",
       "augmentation (torchvision's ImageNet train or eval recipe)"),
-  Integer<&O::source, &S::size>("size", "output image size"),
-  {"dtype", OptionType::kText, "float32|float16|bfloat16|uint8",
+  Integer<&O::source, &S::size>("size", G::kSource, "output image size"),
+  {"dtype", G::kSource, OptionType::kText, "float32|float16|bfloat16|uint8",
    "image dtype (default float32; uint8 for --synthetic)",
    [](O& o, V t) { return ParseDTypeOption(t, o.source.dtype); },
    [](const O& o) { return o.source.dtype ? std::string(DTypeName(*o.source.dtype)) : std::string(); }},
-  Choice<ParseImageLayout, ImageLayoutName, &O::source, &S::layout>("layout", "nchw|nhwc",
+  Choice<ParseImageLayout, ImageLayoutName, &O::source, &S::layout>("layout", G::kSource, "nchw|nhwc",
       "image memory layout"),
-  TripleOption<&O::source, &S::mean>("mean", "normalization mean"),
-  TripleOption<&O::source, &S::std>("std", "normalization standard deviation"),
-  Integer<&O::source, &S::seed>("seed", "shuffle and augmentation seed"),
-  Flag<&O::shuffle>("shuffle", "shuffle each epoch (--no-shuffle keeps the dataset order)"),
-  Integer<&O::epochs>("epochs", "producer epochs (0 = no limit)"),
-  Integer<&O::shard_rank>("shard_rank", "this server's shard of the dataset"),
-  Integer<&O::num_shards>("num_shards", "number of shards"),
-  Integer<&O::source, &S::workers>("workers", "CPU worker threads (0 = one per core; 2 with GPU decode)"),
-  Choice<ParseDecodeMode, DecodeModeName, &O::source, &S::decode>("decode", "auto|cpu|gpu",
+  TripleOption<&O::source, &S::mean>("mean", G::kSource, "normalization mean"),
+  TripleOption<&O::source, &S::std>("std", G::kSource, "normalization standard deviation"),
+  Integer<&O::source, &S::seed>("seed", G::kOrder, "shuffle and augmentation seed"),
+  Flag<&O::shuffle>("shuffle", G::kOrder, "shuffle each epoch (--no-shuffle keeps the dataset order)"),
+  Integer<&O::epochs>("epochs", G::kOrder, "producer epochs (0 = no limit)"),
+  Integer<&O::shard_rank>("shard_rank", G::kOrder, "this server's shard of the dataset"),
+  Integer<&O::num_shards>("num_shards", G::kOrder, "number of shards"),
+  Integer<&O::source, &S::workers>("workers", G::kSource, "CPU worker threads (0 = one per core; 2 with GPU decode)"),
+  Choice<ParseDecodeMode, DecodeModeName, &O::source, &S::decode>("decode", G::kSource, "auto|cpu|gpu",
       "where JPEGs are decoded"),
-  Choice<ParseErrorPolicy, ErrorPolicyName, &O::source, &S::on_error>("on_error", "skip|fail",
+  Choice<ParseErrorPolicy, ErrorPolicyName, &O::source, &S::on_error>("on_error", G::kSource, "skip|fail",
       "what an undecodable file does"),
-  Integer<&O::source, &S::max_pixels>("max_pixels", "largest image (width*height) to decode"),
-  Choice<ParseLagPolicy, LagPolicyName, &O::lag_policy>("lag_policy", "block|skip|evict",
+  Integer<&O::source, &S::max_pixels>("max_pixels", G::kSource, "largest image (width*height) to decode"),
+  Choice<ParseLagPolicy, LagPolicyName, &O::lag_policy>("lag_policy", G::kConsumers, "block|skip|evict",
       "what happens to a consumer that holds the producer up"),
-  SecondsOption<false, &O::lag_timeout>("lag_timeout",
+  SecondsOption<false, &O::lag_timeout>("lag_timeout", G::kConsumers,
       "how long a consumer may hold the producer up before skip/evict"),
-  Integer<&O::min_consumers>("min_consumers", "consumers to wait for before the first write"),
-  SecondsOption<false, &O::heartbeat_timeout>("heartbeat_timeout",
+  Integer<&O::min_consumers>("min_consumers", G::kConsumers, "consumers to wait for before the first write"),
+  SecondsOption<false, &O::heartbeat_timeout>("heartbeat_timeout", G::kConsumers,
       "silence after which a consumer (or the server) counts as dead"),
-  SecondsOption<true, &O::heartbeat_interval>("heartbeat_interval",
+  SecondsOption<true, &O::heartbeat_interval>("heartbeat_interval", G::kConsumers,
       "time between heartbeats (default: heartbeat_timeout / 8)"),
-  Integer<&O::max_leases>("max_leases", "unreleased batches one consumer may hold"),
-  Integer<&O::max_consumers>("max_consumers", "consumers connected at once"),
+  Integer<&O::max_leases>("max_leases", G::kConsumers, "unreleased batches one consumer may hold"),
+  Integer<&O::max_consumers>("max_consumers", G::kConsumers, "consumers connected at once"),
 };
 // clang-format on
 
@@ -247,6 +249,16 @@ std::string SnakeCase(std::string_view name) {
 }  // namespace
 
 std::span<const ServerOption> ServerOptionTable() { return kOptions; }
+
+std::string_view OptionGroupName(OptionGroup group) {
+  switch (group) {
+    case OptionGroup::kSource: return "source";
+    case OptionGroup::kRing: return "ring";
+    case OptionGroup::kOrder: return "order";
+    case OptionGroup::kConsumers: return "consumers";
+  }
+  return "?";
+}
 
 const ServerOption* FindServerOption(std::string_view name) {
   const std::string snake = SnakeCase(name);

@@ -27,8 +27,19 @@ enum class OptionType : uint8_t {
   kTriple,   // three numbers, "R,G,B"
 };
 
+// What an option configures (sections of --help; the Python Producer, which
+// brings its own samples, takes the ring and consumer options only).
+enum class OptionGroup : uint8_t {
+  kSource,     // the samples: dataset, transforms, decode
+  kRing,       // name, endpoint, device, slot size, slots
+  kOrder,      // shuffle, epochs, shards
+  kConsumers,  // lag policy, heartbeats, limits
+};
+std::string_view OptionGroupName(OptionGroup group);  // "source", "ring", "order", "consumers"
+
 struct ServerOption {
   std::string_view name;        // snake_case, e.g. "batch_size"
+  OptionGroup group;
   OptionType type;
   std::string_view value_name;  // for help texts: "N", "SECONDS", "block|skip|evict"
   std::string_view help;
