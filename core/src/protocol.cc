@@ -74,8 +74,7 @@ void Write(Writer& w, const Welcome& m) {
 
 void Write(Writer& w, const Next& m) {
   w.Put(m.request_id);
-  w.Put(static_cast<uint32_t>(m.releases.size()));
-  w.PutBytes(m.releases.data(), m.releases.size() * sizeof(uint64_t));
+  w.PutArray(m.releases);
 }
 
 void Write(Writer& w, const Batch& m) {
@@ -92,8 +91,7 @@ void Write(Writer& w, const Batch& m) {
     w.Put(s.count);
     w.Put(s.producer_epoch);
   }
-  w.Put(static_cast<uint32_t>(m.indices.size()));
-  w.PutBytes(m.indices.data(), m.indices.size() * sizeof(int64_t));
+  w.PutArray(m.indices);
 }
 
 void Write(Writer& w, const EndOfEpoch& m) {
@@ -109,16 +107,10 @@ void Write(Writer& w, const Error& m) {
   w.PutString(m.message);
 }
 
-void Write(Writer& w, const Release& m) {
-  w.Put(static_cast<uint32_t>(m.lease_ids.size()));
-  w.PutBytes(m.lease_ids.data(), m.lease_ids.size() * sizeof(uint64_t));
-}
+void Write(Writer& w, const Release& m) { w.PutArray(m.lease_ids); }
 
 void Write(Writer&, const Heartbeat&) {}
-void Write(Writer& w, const Bye& m) {
-  w.Put(static_cast<uint32_t>(m.kept_leases.size()));
-  w.PutBytes(m.kept_leases.data(), m.kept_leases.size() * sizeof(uint64_t));
-}
+void Write(Writer& w, const Bye& m) { w.PutArray(m.kept_leases); }
 void Write(Writer&, const Stats&) {}
 void Write(Writer& w, const StatsReply& m) { w.PutString(m.json); }
 
@@ -205,12 +197,7 @@ bool Read(Reader& r, Welcome& m) {
 }
 
 bool Read(Reader& r, Next& m) {
-  uint32_t n = 0;
-  if (!r.Get(m.request_id) || !r.GetCount(n, kMaxReleases, sizeof(uint64_t), "lease")) {
-    return false;
-  }
-  m.releases.resize(n);
-  return r.GetBytes(m.releases.data(), n * sizeof(uint64_t));
+  return r.Get(m.request_id) && r.GetArray(m.releases, kMaxReleases, "lease");
 }
 
 bool Read(Reader& r, Batch& m) {
@@ -229,10 +216,9 @@ bool Read(Reader& r, Batch& m) {
     if (s.count == 0) return r.Fail("empty segment");
     total += s.count;
   }
-  if (!r.GetCount(n, kMaxBatch, sizeof(int64_t), "index")) return false;
-  if (n != total) return r.Fail("index count does not match the segments");
-  m.indices.resize(n);
-  return r.GetBytes(m.indices.data(), n * sizeof(int64_t));
+  if (!r.GetArray(m.indices, kMaxBatch, "index")) return false;
+  if (m.indices.size() != total) return r.Fail("index count does not match the segments");
+  return true;
 }
 
 bool Read(Reader& r, EndOfEpoch& m) {
@@ -249,20 +235,10 @@ bool Read(Reader& r, Error& m) {
   return true;
 }
 
-bool Read(Reader& r, Release& m) {
-  uint32_t n = 0;
-  if (!r.GetCount(n, kMaxReleases, sizeof(uint64_t), "lease")) return false;
-  m.lease_ids.resize(n);
-  return r.GetBytes(m.lease_ids.data(), n * sizeof(uint64_t));
-}
+bool Read(Reader& r, Release& m) { return r.GetArray(m.lease_ids, kMaxReleases, "lease"); }
 
 bool Read(Reader&, Heartbeat&) { return true; }
-bool Read(Reader& r, Bye& m) {
-  uint32_t n = 0;
-  if (!r.GetCount(n, kMaxReleases, sizeof(uint64_t), "lease")) return false;
-  m.kept_leases.resize(n);
-  return r.GetBytes(m.kept_leases.data(), n * sizeof(uint64_t));
-}
+bool Read(Reader& r, Bye& m) { return r.GetArray(m.kept_leases, kMaxReleases, "lease"); }
 bool Read(Reader&, Stats&) { return true; }
 bool Read(Reader& r, StatsReply& m) { return r.GetString(m.json, kMaxJson); }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "batchcast/core/status.h"
 
@@ -27,6 +28,13 @@ class Writer {
   void PutString(std::string_view s) {
     Put<uint32_t>(static_cast<uint32_t>(s.size()));
     PutBytes(s.data(), s.size());
+  }
+  // A u32 count, then the elements' bytes.
+  template <typename T>
+  void PutArray(const std::vector<T>& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    Put<uint32_t>(static_cast<uint32_t>(v.size()));
+    PutBytes(v.data(), v.size() * sizeof(T));
   }
 
  private:
@@ -74,6 +82,15 @@ class Reader {
       return Fail(std::string(what) + " count " + std::to_string(n) + " exceeds the message");
     }
     return true;
+  }
+  // The reverse of Writer::PutArray, with GetCount's checks.
+  template <typename T>
+  bool GetArray(std::vector<T>& v, size_t max, const char* what) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    uint32_t n = 0;
+    if (!GetCount(n, max, sizeof(T), what)) return false;
+    v.resize(n);
+    return GetBytes(v.data(), n * sizeof(T));
   }
   bool Fail(std::string why) {
     if (error_.empty()) error_ = std::move(why);
