@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The GPU host's check: builds with CUDA (and nvJPEG where the toolkit has it)
+# and runs every test there, the GPU ones included. For the device machine:
+#   scripts/gpu_check.sh [BUILD_DIR] [LOG]
+# with the carried .gpu-deps (../shared/gpu-host/prepare.sh) sourced first.
+# Each step has its own timeout; output goes to LOG (default stdout).
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+B=${1:-$ROOT/build-gpu}
+LOG=${2:-/dev/stdout}
+cd "$ROOT"
+step() { local t=$1; shift; echo "== $* ($(date +%T))" >>"$LOG"; timeout "$t" "$@" >>"$LOG" 2>&1; local rc=$?; echo "== rc=$rc" >>"$LOG"; return $rc; }
+PYBIND=$(python3 -m pybind11 --cmakedir 2>/dev/null || true)
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >>"$LOG" 2>&1
+step 300 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DPython3_EXECUTABLE="$(command -v python3)" \
+  ${PYBIND:+-Dpybind11_DIR=$PYBIND} || exit 1
+step 500 cmake --build "$B" -j "$(nproc)" || exit 1
+(cd "$B" && step 400 ctest -j 4 --timeout 300 --output-on-failure)
+ctest_rc=$?
+BATCHCAST_BUILD_DIR="$B" PYTHONPATH="$B/python" \
+  step 300 python3 -m pytest tests/python -q -p no:cacheprovider -x
+py_rc=$?
+echo "ctest rc=$ctest_rc pytest rc=$py_rc" >>"$LOG"
+[ $ctest_rc -eq 0 ] && [ $py_rc -eq 0 ]
