@@ -9,6 +9,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:-$ROOT/build-gpu}
 LOG=${2:-/dev/stdout}
 cd "$ROOT"
+export BATCHCAST_PYTHON=${BATCHCAST_PYTHON:-$(command -v python3)}  # for tools/make_dataset.py in tests
 step() { local t=$1; shift; echo "== $* ($(date +%T))" >>"$LOG"; timeout "$t" "$@" >>"$LOG" 2>&1; local rc=$?; echo "== rc=$rc" >>"$LOG"; return $rc; }
 PYBIND=$(python3 -m pybind11 --cmakedir 2>/dev/null || true)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >>"$LOG" 2>&1
