@@ -9,6 +9,7 @@
 #include <string>
 
 #include "batchcast/core/check.h"
+#include "batchcast/image/crop_planner.h"
 #include "batchcast/image/half.h"
 
 namespace batchcast::image {
@@ -154,26 +155,25 @@ Status CpuImagePipeline::Run(std::span<const uint8_t> jpeg, const CropParams* fi
   BATCHCAST_CHECK(out != nullptr);
   BATCHCAST_ASSIGN_OR_RETURN(JpegInfo info,
                              decoder_.ReadHeader(jpeg, EffectiveMaxPixels(options_)));
-  CropParams crop;
+  const int size = options_.size;
+  CropPlan planned;
   if (fixed_crop != nullptr) {
-    crop = *fixed_crop;
-    if (crop.w < 1 || crop.h < 1 || crop.x < 0 || crop.y < 0 || crop.x + crop.w > info.width ||
-        crop.y + crop.h > info.height) {
-      return InvalidArgumentError("crop " + std::to_string(crop.w) + "x" + std::to_string(crop.h) +
-                                  "+" + std::to_string(crop.x) + "+" + std::to_string(crop.y) +
+    const CropParams& c = *fixed_crop;
+    if (c.w < 1 || c.h < 1 || c.x < 0 || c.y < 0 || c.x + c.w > info.width ||
+        c.y + c.h > info.height) {
+      return InvalidArgumentError("crop " + std::to_string(c.w) + "x" + std::to_string(c.h) + "+" +
+                                  std::to_string(c.x) + "+" + std::to_string(c.y) +
                                   " is not inside the " + std::to_string(info.width) + "x" +
                                   std::to_string(info.height) + " image");
     }
-  } else if (options_.kind == TransformOptions::Kind::kTrain) {
-    crop = TrainCrop(options_, epoch, index, info.width, info.height);
+    planned.crop = c;
+    planned.decode = PlanDecode(info.width, info.height, c, size, tuning_.allow_dct_scaling);
   } else {
-    crop = EvalCrop(options_, info.width, info.height);
+    planned = PlanCrop(options_, epoch, index, info.width, info.height, tuning_.allow_dct_scaling);
   }
+  const CropParams& crop = planned.crop;
+  const DecodePlan& plan = planned.decode;
   if (crop_used != nullptr) *crop_used = crop;
-
-  const int size = options_.size;
-  const DecodePlan plan =
-      PlanDecode(info.width, info.height, crop, size, tuning_.allow_dct_scaling);
   PixelRect decode_rect = plan.rect;
   if (!tuning_.allow_cropped_decode) {
     decode_rect = PixelRect{0, 0, ScaledDimension(info.width, plan.scale_denom),

@@ -1,23 +1,28 @@
-// CudaImageSource: an image dataset decoded with nvJPEG and augmented by one
-// fused CUDA kernel straight into device ring slots (DESIGN.md "GPU path").
+// CudaImageSource: an image dataset (image_dataset.h) decoded with nvJPEG and
+// augmented by one fused CUDA kernel straight into device ring slots
+// (DESIGN.md "GPU path").
 //
-// Same datasets, transforms, crop parameters and bad-file policy as the CPU
-// ImageSource (batchcast/server/image_source.h): the crop of sample (epoch,
-// index) is image::TrainCrop / image::EvalCrop, so both paths crop alike.
+// Same datasets, transforms, crops (image::PlanCrop) and bad-file policy
+// (Note [Bad file stand-in]) as the CPU ImageSource (image_source.h), so both
+// paths crop alike.
 //
 // Decoding: at start every file's header is read; a file goes to the GPU when
 // it is baseline JPEG that nvJPEG's batched decoder accepts
 // (NvJpegDecoder::Supports) and ends with an EOI marker (a truncated file goes
 // to the CPU decoder, which reports it). The others (progressive, CMYK, ...)
-// are decoded on the CPU (libjpeg-turbo, DCT-scaled crop, as the CPU path
-// does) and uploaded. If nvJPEG rejects a batch, its files are decoded on the
-// CPU one by one. CPU work (reading files, fallback decodes) uses at most
-// `workers` threads (default 2, the pipeline's own thread included).
+// are decoded on the CPU: whole, once, into Note [CPU-decoded file cache]
+// while it has room, else their DCT-scaled crop every time, as the CPU path
+// does. Each sample's DecodeRoute (decode_route.h) says which. If nvJPEG
+// rejects a batch, its files are decoded on the CPU one by one. CPU work
+// (reading files, CPU decodes) uses at most `workers` threads (default 2, the
+// pipeline's own thread included; one of them reads the next batch's files
+// ahead, file_prefetcher.h).
 //
 // Output (Source::output_memory() == kCuda): FillBatch queues everything on
-// BatchTarget::cuda_stream and returns without waiting; two sets of buffers
-// alternate, so batch n+1's files are read while batch n decodes.
-// See Note [Device ring ordering] in server.cc.
+// SlotView::stream and returns without waiting; two sets of buffers
+// alternate (cuda_batch_buffers.h). The server records the slot's event after
+// FillBatch returns (Note [Device ring ordering], in the server), so every
+// write here must be queued on SlotView::stream.
 //
 // Thread-safety: as Source.
 #pragma once

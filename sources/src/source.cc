@@ -1,7 +1,6 @@
 #include "batchcast/sources/source.h"
 
-#include <atomic>
-#include <mutex>
+#include <algorithm>
 
 #include "thread_pool.h"
 
@@ -16,23 +15,13 @@ SampleSource::~SampleSource() = default;
 
 Status SampleSource::FillBatch(const SlotView& slot, const ReadAhead& /*next*/) {
   if (!pool_) pool_ = std::make_unique<Pool>(workers_);
-  std::mutex mu;
-  Status first_error;
-  std::atomic<bool> failed{false};
-  pool_->ParallelFor(static_cast<int64_t>(slot.count()), [&](int worker, int64_t i) {
-    if (failed.load(std::memory_order_relaxed)) return;
+  return pool_->TryParallelFor(static_cast<int64_t>(slot.count()), [&](int worker, int64_t i) {
     uint8_t* out[16];
     const size_t nf = std::min<size_t>(slot.field_data.size(), 16);
     for (size_t f = 0; f < nf; ++f) out[f] = slot.sample(f, static_cast<size_t>(i));
-    Status s = FillSample(worker, slot.epoch, slot.indices[static_cast<size_t>(i)],
-                          std::span<uint8_t* const>(out, nf));
-    if (!s.ok()) {
-      std::lock_guard lock(mu);
-      if (first_error.ok()) first_error = std::move(s);
-      failed = true;
-    }
+    return FillSample(worker, slot.epoch, slot.indices[static_cast<size_t>(i)],
+                      std::span<uint8_t* const>(out, nf));
   });
-  return first_error;
 }
 
 }  // namespace batchcast

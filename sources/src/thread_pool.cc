@@ -1,5 +1,8 @@
 #include "thread_pool.h"
 
+#include <atomic>
+#include <utility>
+
 #include "batchcast/core/check.h"
 
 namespace batchcast {
@@ -11,22 +14,24 @@ ThreadPool::ThreadPool(int threads) : threads_(threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  start_cv_.notify_all();
+  start_cv_.SignalAll();
   for (std::thread& t : helpers_) t.join();
 }
 
 void ThreadPool::Work(int worker) {
   while (true) {
     int64_t i;
+    const std::function<void(int, int64_t)>* fn;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       if (next_ >= n_) return;
       i = next_++;
+      fn = fn_;
     }
-    (*fn_)(worker, i);
+    (*fn)(worker, i);
   }
 }
 
@@ -34,18 +39,18 @@ void ThreadPool::Loop(int worker) {
   uint64_t seen = 0;
   while (true) {
     {
-      std::unique_lock lock(mu_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      MutexLock lock(&mu_);
+      while (!stop_ && generation_ == seen) WaitForStart();
       if (stop_) return;
       seen = generation_;
       ++busy_;
     }
     Work(worker);
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       --busy_;
     }
-    done_cv_.notify_all();
+    done_cv_.SignalAll();
   }
 }
 
@@ -56,17 +61,32 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int, int64_t)>&
     return;
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     fn_ = &fn;
     n_ = n;
     next_ = 0;
     ++generation_;
   }
-  start_cv_.notify_all();
+  start_cv_.SignalAll();
   Work(0);
-  std::unique_lock lock(mu_);
-  done_cv_.wait(lock, [&] { return next_ >= n_ && busy_ == 0; });
+  MutexLock lock(&mu_);
+  while (next_ < n_ || busy_ != 0) WaitForDone();
   fn_ = nullptr;
+}
+
+Status ThreadPool::TryParallelFor(int64_t n, const std::function<Status(int, int64_t)>& fn) {
+  Mutex mu;
+  Status first_error;  // guarded by mu
+  std::atomic<bool> failed{false};
+  ParallelFor(n, [&](int worker, int64_t i) {
+    if (failed.load(std::memory_order_relaxed)) return;
+    Status s = fn(worker, i);
+    if (s.ok()) return;
+    MutexLock lock(&mu);
+    if (first_error.ok()) first_error = std::move(s);
+    failed = true;
+  });
+  return first_error;
 }
 
 }  // namespace batchcast

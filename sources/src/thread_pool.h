@@ -1,15 +1,18 @@
 // ThreadPool: a fixed set of worker threads for ParallelFor over a batch.
+// Private to batchcast::sources (the sample sources and the image dataset
+// scan use it).
 //
-// Thread-safety: ParallelFor may be called by one thread at a time (the
-// pipeline's); the calling thread takes part as worker 0.
+// Thread-safety: ParallelFor / TryParallelFor may be called by one thread at a
+// time (the pipeline's); the calling thread takes part as worker 0.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "batchcast/core/status.h"
+#include "core/src/mutex.h"
 
 namespace batchcast {
 
@@ -23,22 +26,33 @@ class ThreadPool {
 
   int size() const { return threads_; }
   // Runs fn(worker, i) for i in [0, n), spread over the workers; returns when
-  // all are done.
+  // all are done. `worker` is in [0, size()), distinct among concurrent calls.
   void ParallelFor(int64_t n, const std::function<void(int worker, int64_t i)>& fn);
+  // Like ParallelFor for work that may fail: once a call has failed, the items
+  // not yet started are skipped. Returns the first error recorded (OK if none).
+  [[nodiscard]] Status TryParallelFor(int64_t n,
+                                      const std::function<Status(int worker, int64_t i)>& fn);
 
  private:
   void Loop(int worker);
   void Work(int worker);
-  int threads_;
+  // CondVar::Wait names the CondVar's own pointer to mu_, which clang cannot
+  // match with mu_; these say it (callers are checked to hold mu_).
+  void WaitForStart() BC_REQUIRES(mu_) BC_NO_THREAD_SAFETY_ANALYSIS { start_cv_.Wait(); }
+  void WaitForDone() BC_REQUIRES(mu_) BC_NO_THREAD_SAFETY_ANALYSIS { done_cv_.Wait(); }
+
+  const int threads_;
   std::vector<std::thread> helpers_;
-  std::mutex mu_;
-  std::condition_variable start_cv_, done_cv_;
-  const std::function<void(int, int64_t)>* fn_ = nullptr;
-  int64_t n_ = 0;
-  int64_t next_ = 0;
-  int busy_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  Mutex mu_;
+  CondVar start_cv_{&mu_};  // a new round (generation_) or stop_
+  CondVar done_cv_{&mu_};   // a helper finished its part of the round
+  // The round in progress: fn_(worker, i) for i in [next_, n_) still to start.
+  const std::function<void(int, int64_t)>* fn_ BC_GUARDED_BY(mu_) = nullptr;
+  int64_t n_ BC_GUARDED_BY(mu_) = 0;
+  int64_t next_ BC_GUARDED_BY(mu_) = 0;
+  int busy_ BC_GUARDED_BY(mu_) = 0;  // helpers inside Work()
+  uint64_t generation_ BC_GUARDED_BY(mu_) = 0;
+  bool stop_ BC_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace batchcast

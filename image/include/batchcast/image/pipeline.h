@@ -1,15 +1,16 @@
 // CpuImagePipeline: JPEG bytes -> one transformed sample (the CPU hot path).
 //
-// Per image: parse the header, compute the crop (TrainCrop / EvalCrop of
-// transform.h), decode only the crop's rectangle at the DCT scale of
-// PlanDecode (libjpeg-turbo: 1/2, 1/4 or 1/8 while the scaled crop stays at
-// least size x size), resize it to size x size with OpenCV, then flip,
-// normalize ((x / 255 - mean) / std, computed in float32 exactly as
-// torchvision's ToTensor + Normalize do), convert to the dtype (float16 and
-// bfloat16 round to nearest even) and write the layout, all in one pass over
-// the resized 8-bit image (per-channel lookup tables). uint8 output skips
-// normalization (flip and layout still apply). Grayscale JPEGs are resized on
-// one channel and replicated to three; CMYK/YCCK become RGB as in jpeg.h.
+// Per image: parse the header, plan the crop (PlanCrop of crop_planner.h:
+// TrainCrop / EvalCrop and PlanDecode of transform.h), decode only the crop's
+// rectangle at the planned DCT scale (libjpeg-turbo: 1/2, 1/4 or 1/8 while
+// the scaled crop stays at least size x size), resize it to size x size with
+// OpenCV, then flip, normalize ((x / 255 - mean) / std, computed in float32
+// exactly as torchvision's ToTensor + Normalize do), convert to the dtype
+// (float16 and bfloat16 round to nearest even) and write the layout, all in
+// one pass over the resized 8-bit image (per-channel lookup tables). uint8
+// output skips normalization (flip and layout still apply). Grayscale JPEGs
+// are resized on one channel and replicated to three; CMYK/YCCK become RGB as
+// in jpeg.h.
 //
 // Resize: bilinear with pixel-centre alignment (as PIL): cv::resize
 // INTER_LINEAR from the crop box, or, when DCT scaling put the box's edges

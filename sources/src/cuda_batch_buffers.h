@@ -1,0 +1,41 @@
+// BatchBuffers: the host and device buffers of one batch in flight in the GPU
+// image source. CudaImageSource keeps two sets that alternate, so that the
+// files of batch n+1 are read (FilePrefetcher) while batch n decodes, and the
+// buffers of batch n stay untouched until its GPU work is done.
+//
+// Ownership: the pipeline thread, except `files` while the prefetch thread
+// owns it (file_prefetcher.h). A set is reused only after `done` has
+// completed (FillBatch synchronizes with it first).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "batchcast/core/status.h"
+#include "batchcast/cuda/runtime.h"
+#include "decode_route.h"
+#include "file_prefetcher.h"
+
+namespace batchcast {
+
+// Device allocations of a batch are laid out at multiples of 256 bytes.
+inline constexpr size_t kDeviceAlign = 256;
+inline size_t AlignUp(size_t n) { return (n + kDeviceAlign - 1) / kDeviceAlign * kDeviceAlign; }
+
+struct BatchBuffers {
+  std::vector<FileBuffer> files;  // sample i's file (read ahead or in stage 1)
+  std::vector<GpuSample> samples;
+  cuda::DeviceBuffer arena;   // nvJPEG outputs (kNvJpeg samples)
+  cuda::PinnedBuffer upload;  // CPU-decoded images, then copied to `uploaded`
+  cuda::DeviceBuffer uploaded;
+  cuda::PinnedBuffer host_desc;  // AugmentSample[n] then int64 labels[n]
+  cuda::DeviceBuffer dev_desc;
+  cuda::Event done;  // after the kernel and the copies that read the set
+};
+
+// Grows `b` to at least `bytes` (with 25% to spare) when it is smaller; its
+// contents are not kept.
+Status Grow(cuda::DeviceBuffer& b, int device, size_t bytes);
+Status Grow(cuda::PinnedBuffer& b, size_t bytes);
+
+}  // namespace batchcast

@@ -1,0 +1,84 @@
+#include "decode_route.h"
+
+#include <cstring>
+
+namespace batchcast {
+namespace {
+
+// Copies a decoded RGB image into `out` as packed rows (width * 3 bytes each).
+void PackRgb(const image::DecodedImage& img, std::vector<uint8_t>& out) {
+  const size_t row = static_cast<size_t>(img.width) * 3;
+  out.resize(row * static_cast<size_t>(img.height));
+  for (int y = 0; y < img.height; ++y) {
+    std::memcpy(out.data() + row * y, img.data + img.stride * y, row);
+  }
+}
+
+}  // namespace
+
+SampleRouter::SampleRouter(ImageDataset& dataset, CpuFileCache& cache, int workers)
+    : dataset_(dataset), cache_(cache), decoders_(static_cast<size_t>(workers)) {}
+
+Status SampleRouter::Route(int worker, uint32_t epoch, int64_t& index, FileBuffer& file,
+                           GpuSample& sample, bool force_cpu) {
+  return dataset_.DecodeWithStandIn(
+      index, [&](int64_t i) { return RouteOnce(worker, epoch, i, file, sample, force_cpu); });
+}
+
+Status SampleRouter::RouteOnce(int worker, uint32_t epoch, int64_t index, FileBuffer& file,
+                               GpuSample& sample, bool force_cpu) {
+  const bool cacheable = !force_cpu && cache_.has_place(index);
+  if (cacheable && cache_.holds(index)) {
+    cache_.CountHit();
+    sample.route = DecodeRoute::kCachedFullImage;
+    sample.plan = PlanFromScan(epoch, index);
+    return Status::Ok();
+  }
+  if (file.index != index) BATCHCAST_RETURN_IF_ERROR(file.Read(dataset_.path(index), index));
+  if (!force_cpu && dataset_.file(index).flag) {
+    sample.route = DecodeRoute::kNvJpeg;
+    sample.plan = PlanFromScan(epoch, index);
+    return Status::Ok();
+  }
+  image::JpegDecoder& decoder = decoders_[static_cast<size_t>(worker)];
+  return cacheable ? DecodeFull(decoder, epoch, index, file, sample)
+                   : DecodeCrop(decoder, epoch, index, file, sample);
+}
+
+image::CropPlan SampleRouter::PlanFromScan(uint32_t epoch, int64_t index) const {
+  const image::JpegInfo& info = dataset_.file(index).info;
+  return image::PlanCrop(dataset_.transform(), epoch, index, info.width, info.height);
+}
+
+Status SampleRouter::DecodeFull(image::JpegDecoder& decoder, uint32_t epoch, int64_t index,
+                                const FileBuffer& file, GpuSample& sample) {
+  const image::JpegInfo& info = dataset_.file(index).info;
+  Result<image::DecodedImage> img =
+      decoder.DecodeRgb(file.bytes, image::EffectiveMaxPixels(dataset_.transform()));
+  if (img.ok() && (img->width != info.width || img->height != info.height || img->channels != 3)) {
+    img = DataLossError("decoded size differs from the header's");
+  }
+  BATCHCAST_RETURN_IF_ERROR(img.status());
+  PackRgb(*img, sample.decoded);
+  sample.route = DecodeRoute::kCpuFullForCache;
+  sample.plan = PlanFromScan(epoch, index);
+  return Status::Ok();
+}
+
+Status SampleRouter::DecodeCrop(image::JpegDecoder& decoder, uint32_t epoch, int64_t index,
+                                const FileBuffer& file, GpuSample& sample) {
+  const image::TransformOptions& t = dataset_.transform();
+  BATCHCAST_ASSIGN_OR_RETURN(image::JpegInfo info,
+                             decoder.ReadHeader(file.bytes, image::EffectiveMaxPixels(t)));
+  sample.plan = image::PlanCrop(t, epoch, index, info.width, info.height);
+  BATCHCAST_ASSIGN_OR_RETURN(image::DecodedImage img,
+                             decoder.Decode(sample.plan.decode.scale_denom, sample.plan.decode.rect,
+                                            /*gray_as_rgb=*/true));
+  PackRgb(img, sample.decoded);
+  sample.decoded_w = img.width;
+  sample.decoded_h = img.height;
+  sample.route = DecodeRoute::kCpuCropped;
+  return Status::Ok();
+}
+
+}  // namespace batchcast

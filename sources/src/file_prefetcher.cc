@@ -1,0 +1,65 @@
+#include "file_prefetcher.h"
+
+namespace batchcast {
+
+Status FileBuffer::Read(const std::string& path, int64_t index_of_path) {
+  Status s = ReadFileBytes(path, bytes);
+  index = s.ok() ? index_of_path : -1;
+  return s;
+}
+
+FilePrefetcher::FilePrefetcher(const ImageDataset& dataset, bool enabled) : dataset_(dataset) {
+  if (enabled) thread_ = std::thread([this] { Loop(); });
+}
+
+FilePrefetcher::~FilePrefetcher() { Stop(); }
+
+void FilePrefetcher::Stop() {
+  {
+    MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  cv_.SignalAll();
+  if (thread_.joinable()) thread_.join();
+}
+
+void FilePrefetcher::Loop() {
+  mu_.Lock();
+  while (true) {
+    while (!stop_ && !busy_) WaitForChange();
+    if (stop_) {
+      busy_ = false;  // a read started but not begun is dropped
+      cv_.SignalAll();
+      break;
+    }
+    std::vector<FileBuffer>& files = *files_;
+    const std::vector<int64_t> indices = indices_;
+    mu_.Unlock();
+    if (files.size() < indices.size()) files.resize(indices.size());
+    for (size_t i = 0; i < indices.size(); ++i) {
+      const int64_t index = indices[i];
+      if (index < 0 || static_cast<uint64_t>(index) >= dataset_.size()) continue;
+      (void)files[i].Read(dataset_.path(index), index);  // a failure is found again when used
+    }
+    mu_.Lock();
+    busy_ = false;
+    cv_.SignalAll();
+  }
+  mu_.Unlock();
+}
+
+void FilePrefetcher::Start(std::vector<FileBuffer>* files, std::span<const int64_t> indices) {
+  if (!thread_.joinable() || indices.empty()) return;
+  MutexLock lock(&mu_);
+  files_ = files;
+  indices_.assign(indices.begin(), indices.end());
+  busy_ = true;
+  cv_.SignalAll();
+}
+
+void FilePrefetcher::Wait() {
+  MutexLock lock(&mu_);
+  while (busy_) WaitForChange();
+}
+
+}  // namespace batchcast

@@ -1,0 +1,196 @@
+// The CPU-side parts of the GPU image source, which run without a GPU: the
+// SampleRouter's choice of DecodeRoute and its CPU decodes (decode_route.h),
+// the places of Note [CPU-decoded file cache] (cpu_file_cache.h), and the
+// read-ahead thread (file_prefetcher.h).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "batchcast/image/crop_planner.h"
+#include "batchcast/image/jpeg.h"
+#include "sources/src/cpu_file_cache.h"
+#include "sources/src/decode_route.h"
+#include "sources/src/file_prefetcher.h"
+#include "sources/src/image_dataset.h"
+#include "temp_dataset.h"
+
+namespace batchcast {
+namespace {
+
+using testing::TempDataset;
+
+// Files, in index order; the scan's flag ("nvJPEG takes it") is set for the
+// names with "gpu".
+//   0 gpu 64x48 | 1 cpu 40x30 | 2 cpu 400x300 | 3 cpu 80x80 truncated | 4 gpu 50x50
+struct Fixture {
+  Fixture() {
+    d.Write("c/0_gpu.jpg", TempDataset::Jpeg(64, 48, 1));
+    d.Write("c/1_cpu.jpg", TempDataset::Jpeg(40, 30, 2));
+    d.Write("c/2_cpu.jpg", TempDataset::Jpeg(400, 300, 3));
+    d.Write("c/3_cpu_bad.jpg", TempDataset::Truncated(80, 80, 4));
+    d.Write("c/4_gpu.jpg", TempDataset::Jpeg(50, 50, 5));
+    SourceOptions o;
+    o.data = d.root();
+    o.size = 24;
+    o.seed = 3;
+    auto ds = ImageDataset::Open(
+        o, 2, [](const std::string& path, std::span<const uint8_t>, const image::JpegInfo&) {
+          return path.find("gpu") != std::string::npos;
+        });
+    EXPECT_TRUE(ds.ok()) << ds.status().ToString();
+    dataset = std::move(*ds);
+    EXPECT_EQ(dataset->size(), 5u);
+  }
+  std::vector<uint8_t> Bytes(int64_t index) const {
+    std::vector<uint8_t> b;
+    EXPECT_TRUE(ReadFileBytes(dataset->path(index), b).ok());
+    return b;
+  }
+  TempDataset d;
+  std::unique_ptr<ImageDataset> dataset;
+};
+
+// Places for 1 (3,600 bytes, aligned to 3,840) and 3 (19,200): 2 (360,000)
+// is beyond the budget; 0 and 4 go to nvJPEG.
+constexpr size_t kBudget = 32768;
+
+std::vector<uint8_t> Packed(const image::DecodedImage& img) {
+  std::vector<uint8_t> out;
+  for (int y = 0; y < img.height; ++y) {
+    const uint8_t* row = img.data + img.stride * y;
+    out.insert(out.end(), row, row + size_t(img.width) * 3);
+  }
+  return out;
+}
+
+void ExpectPlan(const image::CropPlan& got, const image::CropPlan& want) {
+  EXPECT_EQ(got.crop, want.crop);
+  EXPECT_EQ(got.decode.scale_denom, want.decode.scale_denom);
+  EXPECT_EQ(got.decode.rect.x, want.decode.rect.x);
+  EXPECT_EQ(got.decode.rect.y, want.decode.rect.y);
+  EXPECT_EQ(got.decode.rect.w, want.decode.rect.w);
+  EXPECT_EQ(got.decode.rect.h, want.decode.rect.h);
+}
+
+TEST(CpuFileCache, PlacesInIndexOrderWhileTheBudgetLasts) {
+  Fixture f;
+  CpuFileCache cache(*f.dataset, kBudget);
+  EXPECT_EQ(cache.bytes(), 3840u + 19200u);
+  EXPECT_FALSE(cache.has_place(0));
+  EXPECT_TRUE(cache.has_place(1));
+  EXPECT_FALSE(cache.has_place(2));
+  EXPECT_TRUE(cache.has_place(3));
+  EXPECT_FALSE(cache.has_place(4));
+  for (int64_t i = 0; i < 5; ++i) EXPECT_FALSE(cache.holds(i));
+  EXPECT_EQ(cache.hits(), 0);
+}
+
+TEST(SampleRouter, RoutesByScanAndCachePlace) {
+  Fixture f;
+  CpuFileCache cache(*f.dataset, kBudget);
+  SampleRouter router(*f.dataset, cache, 1);
+  const image::TransformOptions& t = f.dataset->transform();
+  const uint32_t epoch = 7;
+  image::JpegDecoder reference;
+
+  // nvJPEG takes it: the file is read, the plan is the scan's.
+  FileBuffer file;
+  GpuSample s;
+  int64_t index = 0;
+  ASSERT_TRUE(router.Route(0, epoch, index, file, s, false).ok());
+  EXPECT_EQ(s.route, DecodeRoute::kNvJpeg);
+  EXPECT_EQ(file.index, 0);
+  EXPECT_EQ(file.bytes, f.Bytes(0));
+  ExpectPlan(s.plan, image::PlanCrop(t, epoch, 0, 64, 48));
+
+  // A cache place, not filled yet: decoded whole, for the cache.
+  index = 1;
+  ASSERT_TRUE(router.Route(0, epoch, index, file, s, false).ok());
+  EXPECT_EQ(s.route, DecodeRoute::kCpuFullForCache);
+  EXPECT_EQ(file.index, 1);
+  auto full = reference.DecodeRgb(f.Bytes(1), 0);
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(s.decoded, Packed(*full));
+  ExpectPlan(s.plan, image::PlanCrop(t, epoch, 1, 40, 30));
+
+  // The same file when nvJPEG rejected its batch: its crop, on the CPU.
+  ASSERT_TRUE(router.Route(0, epoch, index, file, s, /*force_cpu=*/true).ok());
+  EXPECT_EQ(s.route, DecodeRoute::kCpuCropped);
+
+  // No place: the DCT-scaled crop, as the CPU path decodes it.
+  index = 2;
+  ASSERT_TRUE(router.Route(0, epoch, index, file, s, false).ok());
+  EXPECT_EQ(s.route, DecodeRoute::kCpuCropped);
+  const image::CropPlan plan = image::PlanCrop(t, epoch, 2, 400, 300);
+  ExpectPlan(s.plan, plan);
+  EXPECT_GT(plan.decode.scale_denom, 1);
+  const std::vector<uint8_t> bytes2 = f.Bytes(2);
+  ASSERT_TRUE(reference.ReadHeader(bytes2, 0).ok());
+  auto crop = reference.Decode(plan.decode.scale_denom, plan.decode.rect, true);
+  ASSERT_TRUE(crop.ok());
+  EXPECT_EQ(s.decoded, Packed(*crop));
+  EXPECT_EQ(s.decoded_w, plan.decode.rect.w);
+  EXPECT_EQ(s.decoded_h, plan.decode.rect.h);
+  EXPECT_EQ(f.dataset->decode_errors(), 0);
+
+  // A bad file: Note [Bad file stand-in], the next index (nvJPEG's) instead.
+  index = 3;
+  ASSERT_TRUE(router.Route(0, epoch, index, file, s, false).ok());
+  EXPECT_EQ(index, 4);
+  EXPECT_EQ(s.route, DecodeRoute::kNvJpeg);
+  EXPECT_EQ(file.index, 4);
+  ExpectPlan(s.plan, image::PlanCrop(t, epoch, 4, 50, 50));
+  EXPECT_EQ(f.dataset->decode_errors(), 1);
+}
+
+TEST(SampleRouter, AFileReadAheadIsNotReadAgain) {
+  Fixture f;
+  CpuFileCache cache(*f.dataset, kBudget);
+  SampleRouter router(*f.dataset, cache, 1);
+  FileBuffer file;
+  file.bytes = {1, 2, 3};
+  file.index = 0;  // as if the prefetcher had read index 0
+  GpuSample s;
+  int64_t index = 0;
+  ASSERT_TRUE(router.Route(0, 0, index, file, s, false).ok());
+  EXPECT_EQ(s.route, DecodeRoute::kNvJpeg);
+  EXPECT_EQ(file.bytes, (std::vector<uint8_t>{1, 2, 3}));
+}
+
+TEST(FilePrefetcher, ReadsTheHintedFiles) {
+  Fixture f;
+  FilePrefetcher prefetcher(*f.dataset, true);
+  prefetcher.Wait();  // nothing started: returns at once
+  std::vector<FileBuffer> files;
+  const std::vector<int64_t> hint = {2, 0, 99, -1};
+  prefetcher.Start(&files, hint);
+  prefetcher.Wait();
+  ASSERT_EQ(files.size(), 4u);
+  EXPECT_EQ(files[0].index, 2);
+  EXPECT_EQ(files[0].bytes, f.Bytes(2));
+  EXPECT_EQ(files[1].index, 0);
+  EXPECT_EQ(files[1].bytes, f.Bytes(0));
+  EXPECT_EQ(files[2].index, -1);  // out of range: skipped
+  EXPECT_EQ(files[3].index, -1);
+
+  prefetcher.Stop();
+  std::vector<FileBuffer> after_stop;
+  prefetcher.Start(&after_stop, hint);
+  prefetcher.Wait();
+  EXPECT_TRUE(after_stop.empty());
+}
+
+TEST(FilePrefetcher, DisabledReadsNothing) {
+  Fixture f;
+  FilePrefetcher prefetcher(*f.dataset, false);
+  std::vector<FileBuffer> files;
+  const std::vector<int64_t> hint = {1};
+  prefetcher.Start(&files, hint);
+  prefetcher.Wait();
+  EXPECT_TRUE(files.empty());
+}
+
+}  // namespace
+}  // namespace batchcast

@@ -1,0 +1,338 @@
+// ImageDataset (sources/src/image_dataset.h): the listing (ImageFolder labels,
+// .tsv parsing and its errors), the header scan's drop / fail policy and its
+// classify hook, and the decode-time policy: warn once per file, count every
+// failure, Note [Bad file stand-in].
+#include "sources/src/image_dataset.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "log_capture.h"
+#include "temp_dataset.h"
+
+namespace batchcast {
+namespace {
+
+using testing::LogCapture;
+using testing::TempDataset;
+
+std::vector<std::string> Paths(const std::vector<ImageEntry>& entries) {
+  std::vector<std::string> out;
+  for (const ImageEntry& e : entries) out.push_back(e.path);
+  return out;
+}
+
+SourceOptions Options(const std::string& data, ErrorPolicy on_error = ErrorPolicy::kSkip) {
+  SourceOptions o;
+  o.data = data;
+  o.on_error = on_error;
+  o.size = 32;
+  return o;
+}
+
+// ---- Listing -------------------------------------------------------------
+
+TEST(ListImageDataset, ImageFolderLabelsAreSortedClassFolders) {
+  TempDataset d;
+  const std::vector<uint8_t> j = TempDataset::Jpeg(8, 8);
+  d.Write("zebra/b.jpg", j);
+  d.Write("zebra/a.JPEG", j);
+  d.Write("ant/x.png", j);       // listed: any torchvision image extension
+  d.Write("ant/deep/y.jpg", j);  // below the class folder
+  d.Write("ant/notes.txt", j);   // not an image extension
+  d.Write("Moose/m.jpeg", j);    // 'M' sorts before 'a'
+  d.Write("stray.jpg", j);       // not in a class folder
+  auto entries = ListImageDataset(d.root());
+  ASSERT_TRUE(entries.ok()) << entries.status().ToString();
+  EXPECT_EQ(Paths(*entries),
+            (std::vector<std::string>{d.path("Moose/m.jpeg"), d.path("ant/deep/y.jpg"),
+                                      d.path("ant/x.png"), d.path("zebra/a.JPEG"),
+                                      d.path("zebra/b.jpg")}));
+  std::vector<int64_t> labels;
+  for (const ImageEntry& e : *entries) labels.push_back(e.label);
+  EXPECT_EQ(labels, (std::vector<int64_t>{0, 1, 1, 2, 2}));
+}
+
+TEST(ListImageDataset, FolderErrors) {
+  TempDataset d;
+  auto missing = ListImageDataset(d.path("nope"));
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("does not exist"), std::string::npos);
+
+  d.Write("flat/a.jpg", TempDataset::Jpeg(8, 8));
+  auto flat = ListImageDataset(d.path("flat"));
+  EXPECT_EQ(flat.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(flat.status().message().find("no class subfolders"), std::string::npos);
+
+  d.WriteText("empty/cls/readme.txt", "no images");
+  auto empty = ListImageDataset(d.path("empty"));
+  EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(empty.status().message().find("holds no image files"), std::string::npos);
+}
+
+TEST(ListImageDataset, TsvPathsAndLabels) {
+  TempDataset d;
+  const std::string list = d.WriteText("lists/train.tsv",
+                                       "# a comment\n"
+                                       "img/a.jpg\t3\r\n"
+                                       "\n"
+                                       "/abs/b.jpg\t0\n"
+                                       "with\ttab.jpg\t12\n");
+  auto entries = ListImageDataset(list);
+  ASSERT_TRUE(entries.ok()) << entries.status().ToString();
+  ASSERT_EQ(entries->size(), 3u);
+  EXPECT_EQ((*entries)[0].path, d.path("lists/img/a.jpg"));  // relative to the list's folder
+  EXPECT_EQ((*entries)[0].label, 3);
+  EXPECT_EQ((*entries)[1].path, "/abs/b.jpg");
+  EXPECT_EQ((*entries)[1].label, 0);
+  EXPECT_EQ((*entries)[2].path, d.path("lists/with\ttab.jpg"));  // the last tab splits
+  EXPECT_EQ((*entries)[2].label, 12);
+}
+
+TEST(ListImageDataset, TsvErrorsNameTheLine) {
+  TempDataset d;
+  struct Case {
+    std::string text;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"a.jpg\t1\nb.jpg 2\n", "bad.tsv:2: expected path<TAB>label"},
+      {"# c\n\n\t4\n", "bad.tsv:3: expected path<TAB>label"},
+      {"a.jpg\tcat\n", "bad.tsv:1: bad label 'cat'"},
+      {"a.jpg\t1\na.jpg\t-1\n", "bad.tsv:2: bad label '-1'"},
+      {"a.jpg\t7x\n", "bad.tsv:1: bad label '7x'"},
+      {"a.jpg\t\n", "bad.tsv:1: bad label ''"},
+  };
+  for (const Case& c : cases) {
+    const std::string list = d.WriteText("bad.tsv", c.text);
+    auto entries = ListImageDataset(list);
+    EXPECT_EQ(entries.status().code(), StatusCode::kInvalidArgument) << c.text;
+    EXPECT_NE(entries.status().message().find(c.message), std::string::npos)
+        << entries.status().ToString();
+  }
+  const std::string only_comments = d.WriteText("comments.tsv", "# nothing\n");
+  EXPECT_NE(ListImageDataset(only_comments).status().message().find("holds no image files"),
+            std::string::npos);
+}
+
+// ---- The header scan -----------------------------------------------------
+
+// Files in listing order: a (good), b_empty, c_png, d (good), e_random,
+// f_huge, g_truncated (passes the scan), h (good).
+void WriteHazards(const TempDataset& d) {
+  d.Write("c/a.jpg", TempDataset::Jpeg(40, 30, 1));
+  d.Write("c/b_empty.jpg", {});
+  d.Write("c/c_png.jpg", TempDataset::Png());
+  d.Write("c/d.jpg", TempDataset::Jpeg(24, 48, 2));
+  d.Write("c/e_random.jpg", std::vector<uint8_t>(300, 0x5A));
+  d.Write("c/f_huge.jpg", TempDataset::Huge());
+  d.Write("c/g_truncated.jpg", TempDataset::Truncated(64, 64, 3));
+  d.Write("c/h.jpg", TempDataset::Jpeg(17, 19, 4));
+}
+
+TEST(ImageDatasetOpen, SkipDropsUnusableFilesAndNamesThem) {
+  TempDataset d;
+  WriteHazards(d);
+  LogCapture log;
+  auto ds = ImageDataset::Open(Options(d.root()), 3);
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  ASSERT_EQ((*ds)->size(), 4u);
+  EXPECT_EQ((*ds)->dropped_at_scan(), 4u);
+  EXPECT_EQ((*ds)->path(0), d.path("c/a.jpg"));
+  EXPECT_EQ((*ds)->path(1), d.path("c/d.jpg"));
+  EXPECT_EQ((*ds)->path(2), d.path("c/g_truncated.jpg"));
+  EXPECT_EQ((*ds)->path(3), d.path("c/h.jpg"));
+  EXPECT_EQ((*ds)->file(1).info.width, 24);
+  EXPECT_EQ((*ds)->file(1).info.height, 48);
+  EXPECT_FALSE((*ds)->file(0).flag);  // no classify hook
+  for (const char* name : {"b_empty", "c_png", "e_random", "f_huge"}) {
+    EXPECT_EQ(log.Count(std::string("dropping ") + d.path("c/") + name), 1) << name;
+  }
+  EXPECT_EQ(log.Count("dropping"), 4);
+  const auto counters = (*ds)->counters();
+  EXPECT_EQ(counters, (std::vector<std::pair<std::string, int64_t>>{
+                          {"files", 4}, {"files_dropped_at_scan", 4}, {"decode_errors", 0}}));
+}
+
+TEST(ImageDatasetOpen, FailStopsAtTheFirstUnusableFile) {
+  TempDataset d;
+  WriteHazards(d);
+  auto ds = ImageDataset::Open(Options(d.root(), ErrorPolicy::kFail), 3);
+  ASSERT_FALSE(ds.ok());
+  const std::string m = ds.status().message();
+  EXPECT_EQ(m.rfind(d.path("c/b_empty.jpg") + ": ", 0), 0u) << m;
+  EXPECT_NE(m.find("(--on-error fail)"), std::string::npos) << m;
+}
+
+TEST(ImageDatasetOpen, NoUsableFile) {
+  TempDataset d;
+  d.Write("c/a.jpg", TempDataset::Png());
+  auto ds = ImageDataset::Open(Options(d.root()), 1);
+  EXPECT_EQ(ds.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(ds.status().message().find("no usable JPEG files in " + d.root()), std::string::npos);
+}
+
+TEST(ImageDatasetOpen, BadTransformOptionsFailBeforeListing) {
+  SourceOptions o = Options("/does/not/exist");
+  o.mean[1] = std::numeric_limits<float>::infinity();
+  auto ds = ImageDataset::Open(o, 1);
+  EXPECT_EQ(ds.status().code(), StatusCode::kInvalidArgument) << ds.status().ToString();
+  EXPECT_NE(ds.status().message().find("mean[1]"), std::string::npos);
+}
+
+TEST(ImageDatasetOpen, ClassifyHookSeesEveryUsableHeader) {
+  TempDataset d;
+  WriteHazards(d);
+  Mutex mu;
+  std::set<std::string> seen;
+  auto ds = ImageDataset::Open(
+      Options(d.root()), 2,
+      [&](const std::string& path, std::span<const uint8_t> header, const image::JpegInfo& info) {
+        EXPECT_GE(header.size(), 2u);
+        EXPECT_EQ(header[0], 0xFF);
+        EXPECT_EQ(header[1], 0xD8);
+        MutexLock lock(&mu);
+        seen.insert(path);
+        return info.width >= 40;
+      });
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  EXPECT_EQ(seen.size(), 4u);
+  EXPECT_TRUE((*ds)->file(0).flag);   // 40 x 30
+  EXPECT_FALSE((*ds)->file(1).flag);  // 24 x 48
+  EXPECT_TRUE((*ds)->file(2).flag);   // 64 x 64
+  EXPECT_FALSE((*ds)->file(3).flag);  // 17 x 19
+}
+
+TEST(ImageDataset, FieldsAndDescription) {
+  TempDataset d;
+  d.Write("c/a.jpg", TempDataset::Jpeg(8, 8));
+  SourceOptions o = Options(d.root());
+  o.dtype = DType::kFloat16;
+  o.layout = ImageLayout::kNhwc;
+  o.transform = TransformKind::kEval;
+  auto ds = ImageDataset::Open(o, 1);
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  const std::vector<FieldSpec> f = (*ds)->fields(MemoryKind::kCuda);
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f[0].name, "image");
+  EXPECT_EQ(f[0].dtype, DType::kFloat16);
+  EXPECT_EQ(f[0].shape, (std::vector<int64_t>{32, 32, 3}));
+  EXPECT_EQ(f[0].memory, MemoryKind::kCuda);
+  EXPECT_EQ(f[1].name, "label");
+  EXPECT_EQ(f[1].dtype, DType::kInt64);
+  EXPECT_TRUE(f[1].shape.empty());
+  EXPECT_EQ((*ds)->Describe(), "image dataset " + d.root() + " (1 files, eval 32 float16)");
+  EXPECT_EQ((*ds)->Describe("more"),
+            "image dataset " + d.root() + " (1 files, eval 32 float16, more)");
+}
+
+// ---- Decode-time policy --------------------------------------------------
+
+std::unique_ptr<ImageDataset> ThreeFiles(const TempDataset& d, ErrorPolicy on_error) {
+  for (const char* name : {"c/0.jpg", "c/1.jpg", "c/2.jpg"}) d.Write(name, TempDataset::Jpeg(8, 8));
+  auto ds = ImageDataset::Open(Options(d.root(), on_error), 1);
+  EXPECT_TRUE(ds.ok()) << ds.status().ToString();
+  return ds.ok() ? std::move(*ds) : nullptr;
+}
+
+TEST(ImageDatasetPolicy, SkipWarnsOncePerFileAndCountsEveryFailure) {
+  TempDataset d;
+  auto ds = ThreeFiles(d, ErrorPolicy::kSkip);
+  ASSERT_TRUE(ds);
+  LogCapture log;
+  const Status bad = DataLossError("Premature end of JPEG file");
+  EXPECT_TRUE(ds->OnDecodeError(1, bad).ok());
+  EXPECT_TRUE(ds->OnDecodeError(1, bad).ok());
+  EXPECT_TRUE(ds->OnDecodeError(2, bad).ok());
+  EXPECT_TRUE(ds->OnDecodeError(1, bad).ok());
+  EXPECT_EQ(ds->decode_errors(), 4);
+  EXPECT_EQ(ds->counters().back(), (std::pair<std::string, int64_t>{"decode_errors", 4}));
+  EXPECT_EQ(log.Count("skipping " + d.path("c/1.jpg") + ": Premature end of JPEG file"), 1)
+      << log.text();
+  EXPECT_EQ(log.Count("skipping " + d.path("c/2.jpg")), 1);
+  EXPECT_EQ(log.Count("skipping"), 2);
+}
+
+TEST(ImageDatasetPolicy, FailReturnsPathAndReason) {
+  TempDataset d;
+  auto ds = ThreeFiles(d, ErrorPolicy::kFail);
+  ASSERT_TRUE(ds);
+  const Status s = ds->OnDecodeError(2, DataLossError("bad Huffman code"));
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(s.message(), d.path("c/2.jpg") + ": bad Huffman code (--on-error fail)");
+  EXPECT_EQ(ds->decode_errors(), 0);
+}
+
+// Note [Bad file stand-in]: today a bad file's sample is replaced by the next
+// index that decodes. Issue 10 changes this (drop, never duplicate): this
+// test is the record of the current rule and must change with it.
+TEST(ImageDatasetPolicy, StandInIsTheNextIndexThatDecodes) {
+  TempDataset d;
+  auto ds = ThreeFiles(d, ErrorPolicy::kSkip);
+  ASSERT_TRUE(ds);
+  std::set<int64_t> bad = {0, 1};
+  std::vector<int64_t> tried;
+  auto attempt = [&](int64_t i) {
+    tried.push_back(i);
+    return bad.count(i) ? DataLossError("bad") : Status::Ok();
+  };
+  int64_t index = 0;
+  EXPECT_TRUE(ds->DecodeWithStandIn(index, attempt).ok());
+  EXPECT_EQ(index, 2);
+  EXPECT_EQ(tried, (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(ds->decode_errors(), 2);
+
+  // Wraps around the end of the dataset.
+  bad = {2};
+  tried.clear();
+  index = 2;
+  EXPECT_TRUE(ds->DecodeWithStandIn(index, attempt).ok());
+  EXPECT_EQ(index, 0);
+  EXPECT_EQ(tried, (std::vector<int64_t>{2, 0}));
+
+  // A good file is its own sample.
+  index = 1;
+  bad = {};
+  EXPECT_TRUE(ds->DecodeWithStandIn(index, attempt).ok());
+  EXPECT_EQ(index, 1);
+}
+
+// DecodeWithStandIn from index 1 where every file fails with `reason`.
+struct EveryFileFails {
+  Status status;
+  int64_t index = 1;
+  int calls = 0;
+  EveryFileFails(ImageDataset& ds, const std::string& reason) {
+    status = ds.DecodeWithStandIn(index, [&](int64_t) {
+      ++calls;
+      return DataLossError(reason);
+    });
+  }
+};
+
+TEST(ImageDatasetPolicy, StandInGivesUpAfter64Failures) {
+  TempDataset d;
+  auto ds = ThreeFiles(d, ErrorPolicy::kSkip);
+  ASSERT_TRUE(ds);
+  const EveryFileFails run(*ds, "bad");
+  EXPECT_EQ(run.status.code(), StatusCode::kDataLoss);
+  EXPECT_NE(run.status.message().find("64 consecutive files failed to decode"), std::string::npos);
+  EXPECT_EQ(run.calls, kMaxStandIns);
+  EXPECT_EQ(ds->decode_errors(), kMaxStandIns);
+}
+
+TEST(ImageDatasetPolicy, FailStopsAtTheFirstBadFile) {
+  TempDataset d;
+  auto ds = ThreeFiles(d, ErrorPolicy::kFail);
+  ASSERT_TRUE(ds);
+  const EveryFileFails run(*ds, "truncated");
+  EXPECT_EQ(run.status.message(), d.path("c/1.jpg") + ": truncated (--on-error fail)");
+  EXPECT_EQ(run.calls, 1);
+  EXPECT_EQ(run.index, 1);
+}
+
+}  // namespace
+}  // namespace batchcast
