@@ -3,7 +3,7 @@
 
 namespace batchcast::cuda::internal {
 
-void IpcExports::Add(const IpcHandle& handle, Entry entry) {
+void IpcExports::AddBytes(const IpcHandle& handle, Entry entry) {
   MutexLock lock(&mu_);
   entries_[handle] = entry;
 }

@@ -29,12 +29,17 @@ class IpcExports {
     int device = -1;
   };
 
-  void Add(const IpcHandle& handle, Entry entry);
+  // Registers `entry` under a raw CUDA IPC handle (cudaIpcMemHandle_t,
+  // cudaIpcEventHandle_t); returns the handle's bytes.
+  template <typename Raw>
+  IpcHandle Add(const Raw& raw, Entry entry);
   std::optional<Entry> Find(const IpcHandle& handle) const;
   // Forgets every handle of `pointer`.
   void Remove(const void* pointer);
 
  private:
+  void AddBytes(const IpcHandle& handle, Entry entry);
+
   mutable Mutex mu_;
   std::map<IpcHandle, Entry> entries_ BC_GUARDED_BY(mu_);
 };
@@ -54,6 +59,13 @@ Raw RawHandle(const IpcHandle& bytes) {
   Raw raw;
   std::memcpy(&raw, bytes.data(), sizeof(raw));
   return raw;
+}
+
+template <typename Raw>
+IpcHandle IpcExports::Add(const Raw& raw, Entry entry) {
+  const IpcHandle bytes = HandleBytes(raw);
+  AddBytes(bytes, entry);
+  return bytes;
 }
 
 // The process's registries of exported allocations and events; never destroyed

@@ -33,10 +33,8 @@ Result<DeviceBuffer> DeviceBuffer::Create(int device, size_t bytes) {
 Result<IpcHandle> DeviceBuffer::ExportIpc() {
   cudaIpcMemHandle_t h;
   BATCHCAST_RETURN_IF_ERROR(BATCHCAST_CUDA_CHECK(cudaIpcGetMemHandle(&h, handle_->data)));
-  const IpcHandle out = internal::HandleBytes(h);
-  internal::ExportedMemory().Add(out, {handle_->data, handle_->device});
   handle_.mutable_handle()->exported = true;
-  return out;
+  return internal::ExportedMemory().Add(h, {handle_->data, handle_->device});
 }
 
 // ---- PinnedBuffer ----

@@ -63,10 +63,8 @@ Result<Event> Event::OpenIpc(const IpcHandle& handle, int device) {
 Result<IpcHandle> Event::ExportIpc() {
   cudaIpcEventHandle_t h;
   BATCHCAST_RETURN_IF_ERROR(BATCHCAST_CUDA_CHECK(cudaIpcGetEventHandle(&h, handle_->event)));
-  const IpcHandle out = internal::HandleBytes(h);
-  internal::ExportedEvents().Add(out, {handle_->event, handle_->device});
   handle_.mutable_handle()->exported = true;
-  return out;
+  return internal::ExportedEvents().Add(h, {handle_->event, handle_->device});
 }
 
 Status Event::Record(CudaStreamRef stream) const {

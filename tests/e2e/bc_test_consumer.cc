@@ -10,9 +10,10 @@
 // (it then keeps that batch for --hold-ms without asking for more), so tests can
 // synchronize on stdout.
 //
-// CUDA rings (the cuda instances of engine_test): batches are delivered on a stream of this process
-// (Consumer::set_cuda_stream), copied to the host on it and checked there; the
-// JSON then also says "device", "zero_copy"/"gathered" counts and "cuda_errors".
+// CUDA rings (the cuda instances of engine_test): batches are delivered on a
+// stream of this process (Consumer::set_cuda_stream), copied to the host on it
+// and checked there. The JSON also says "device" (the field's device index, -1
+// for host memory), "zero_copy"/"gathered" counts and "cuda_errors".
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>

@@ -65,8 +65,8 @@ class DeviceGuard {
   const Status& status() const { return status_; }
 
  private:
-  int previous_ = -1;
-  bool restore_ = false;
+  [[maybe_unused]] int previous_ = -1;  // unused in the stub build
+  [[maybe_unused]] bool restore_ = false;
   Status status_;
 };
 
