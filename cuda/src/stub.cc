@@ -8,8 +8,9 @@
 namespace batchcast::cuda {
 namespace {
 Status NoCuda() {
-  return UnavailableError("this build of batchcast has no CUDA support (built without a CUDA "
-                          "compiler or with -DBATCHCAST_WITH_CUDA=OFF)");
+  return UnavailableError(
+      "this build of batchcast has no CUDA support (built without a CUDA "
+      "compiler or with -DBATCHCAST_WITH_CUDA=OFF)");
 }
 }  // namespace
 
@@ -30,17 +31,18 @@ std::string DeviceDescription(int) { return NoCuda().ToString(); }
 DeviceGuard::DeviceGuard(int) : status_(NoCuda()) {}
 DeviceGuard::~DeviceGuard() = default;
 
+// Handles of this build are always null: nothing to destroy.
+void internal::StreamTraits::Destroy(const Handle&) noexcept {}
+void internal::EventTraits::Destroy(const Handle&) noexcept {}
+void internal::DeviceBufferTraits::Destroy(const Handle&) noexcept {}
+void internal::PinnedBufferTraits::Destroy(const Handle&) noexcept {}
+void internal::IpcMappingTraits::Destroy(const Handle&) noexcept {}
+
 Result<Stream> Stream::Create(int) { return NoCuda(); }
-Stream::Stream(Stream&&) noexcept {}
-Stream& Stream::operator=(Stream&&) noexcept { return *this; }
-Stream::~Stream() = default;
 Status Stream::Synchronize() const { return NoCuda(); }
 
 Result<Event> Event::Create(int, bool, bool) { return NoCuda(); }
 Result<Event> Event::OpenIpc(const IpcHandle&, int) { return NoCuda(); }
-Event::Event(Event&&) noexcept {}
-Event& Event::operator=(Event&&) noexcept { return *this; }
-Event::~Event() = default;
 Result<IpcHandle> Event::ExportIpc() { return NoCuda(); }
 Status Event::Record(CudaStreamRef) const { return NoCuda(); }
 Status Event::BlockStream(CudaStreamRef) const { return NoCuda(); }
@@ -48,17 +50,10 @@ Result<bool> Event::Query() const { return NoCuda(); }
 Status Event::Synchronize() const { return NoCuda(); }
 
 Result<DeviceBuffer> DeviceBuffer::Create(int, size_t) { return NoCuda(); }
-DeviceBuffer::DeviceBuffer(DeviceBuffer&&) noexcept {}
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&&) noexcept { return *this; }
-DeviceBuffer::~DeviceBuffer() = default;
 Result<IpcHandle> DeviceBuffer::ExportIpc() { return NoCuda(); }
 
 Result<PinnedBuffer> PinnedBuffer::Create(size_t) { return NoCuda(); }
-PinnedBuffer::PinnedBuffer(PinnedBuffer&&) noexcept {}
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&&) noexcept { return *this; }
-PinnedBuffer::~PinnedBuffer() = default;
 
-IpcMapping::~IpcMapping() = default;
 Result<std::shared_ptr<IpcMapping>> OpenIpcMemory(const IpcHandle&, int) { return NoCuda(); }
 
 Status CopyAsync(void*, const void*, size_t, CudaStreamRef) { return NoCuda(); }

@@ -10,9 +10,10 @@
 // (it then keeps that batch for --hold-ms without asking for more), so tests can
 // synchronize on stdout.
 //
-// CUDA rings (tests/gpu): batches are delivered on a stream of this process
-// (Consumer::set_cuda_stream), copied to the host on it and checked there; the
-// JSON then also says "device", "zero_copy"/"gathered" counts and "cuda_errors".
+// CUDA rings (the cuda instances of engine_test): batches are delivered on a
+// stream of this process (Consumer::set_cuda_stream), copied to the host on it
+// and checked there. The JSON also says "device" (the field's device index, -1
+// for host memory), "zero_copy"/"gathered" counts and "cuda_errors".
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -25,40 +26,18 @@
 
 #include "batchcast/client/consumer.h"
 #include "batchcast/cuda/runtime.h"
-#include "batchcast/core/synthetic.h"
+#include "device_util.h"
 
 namespace {
 
-// The field's bytes on the host (copied on `stream` from a CUDA ring).
-std::vector<uint8_t> ToHost(const batchcast::FieldView& f, batchcast::CudaStreamRef stream, int64_t& cuda_errors) {
-  const auto* data = static_cast<const uint8_t*>(f.data);
-  if (f.device.kind != batchcast::MemoryKind::kCuda) return {data, data + f.bytes};
-  std::vector<uint8_t> out(f.bytes);
-  batchcast::Status s = batchcast::cuda::CopyAsync(out.data(), f.data, f.bytes, stream);
-  if (s.ok()) s = batchcast::cuda::SynchronizeStream(stream);
-  if (!s.ok()) {
-    std::cerr << s.ToString() << "\n";
-    ++cuda_errors;
-  }
-  return out;
-}
-
-int64_t CheckBatch(const batchcast::Batch& batch, batchcast::CudaStreamRef stream, int64_t& cuda_errors) {
-  int64_t bad = 0;
-  auto image = batch.field("image");
-  auto label = batch.field("label");
-  if (!image.ok() || !label.ok()) return static_cast<int64_t>(batch.size());
-  const size_t per = image->bytes / batch.size();
-  const std::vector<uint8_t> img_bytes = ToHost(*image, stream, cuda_errors);
-  const std::vector<uint8_t> lab_bytes = ToHost(*label, stream, cuda_errors);
-  const uint8_t* img = img_bytes.data();
-  const auto* lab = reinterpret_cast<const int64_t*>(lab_bytes.data());
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const int64_t index = batch.indices()[i];
-    if (batchcast::synthetic::FirstMismatch(index, {img + i * per, per}) >= 0) ++bad;
-    if (lab[i] != batchcast::synthetic::Label(index)) ++bad;
-  }
-  return bad;
+// FormulaMismatches of the batch; a CUDA error is printed and counted.
+int64_t CheckBatch(const batchcast::Batch& batch, batchcast::CudaStreamRef stream,
+                   int64_t& cuda_errors) {
+  batchcast::Result<int64_t> bad = batchcast::testing::FormulaMismatches(batch, stream);
+  if (bad.ok()) return *bad;
+  std::cerr << bad.status().ToString() << "\n";
+  ++cuda_errors;
+  return 0;
 }
 
 }  // namespace
@@ -106,8 +85,8 @@ int main(int argc, char** argv) {
   options.batch_size = batch_size;
   options.drop_last = !no_drop_last;
   options.prefetch = static_cast<uint16_t>(prefetch);
-  options.join = join == "next_epoch" ? batchcast::JoinPolicy::kNextEpoch
-                                      : batchcast::JoinPolicy::kImmediate;
+  options.join =
+      join == "next_epoch" ? batchcast::JoinPolicy::kNextEpoch : batchcast::JoinPolicy::kImmediate;
   options.timeout = std::chrono::milliseconds(timeout_ms);
   options.name = "test-consumer-" + std::to_string(batch_size);
   auto consumer = batchcast::Consumer::Connect(options);
@@ -131,7 +110,8 @@ int main(int argc, char** argv) {
     stream.emplace(std::move(*s));
     (*consumer)->set_cuda_stream(stream->ref());
   }
-  const batchcast::CudaStreamRef stream_handle = stream ? stream->ref() : batchcast::CudaStreamRef();
+  const batchcast::CudaStreamRef stream_handle =
+      stream ? stream->ref() : batchcast::CudaStreamRef();
   const auto t0 = std::chrono::steady_clock::now();
   nlohmann::json current = nlohmann::json::array();
   int64_t delivered = 0;
@@ -139,7 +119,8 @@ int main(int argc, char** argv) {
   bool ready_printed = false;
   while (done_epochs < epochs && (max_batches < 0 || delivered < max_batches)) {
     auto batch = (*consumer)->Next();
-    const double t_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double t_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!batch.ok()) {
       std::cerr << "bc_test_consumer: " << batch.status().ToString() << "\n";
       result["error"] = batch.status().message();
@@ -155,7 +136,8 @@ int main(int argc, char** argv) {
       continue;
     }
     for (int64_t idx : batch->indices()) current.push_back(idx);
-    result["batches"].push_back({batch->first_seq(), batch->size(), t_ms, batch->epoch(), batch->skipped()});
+    result["batches"].push_back(
+        {batch->first_seq(), batch->size(), t_ms, batch->epoch(), batch->skipped()});
     result["skipped"] = batch->skipped();
     (batch->zero_copy() ? zero_copy : gathered) += 1;
     if (auto f = batch->field("image"); f.ok()) device = f->device.index;

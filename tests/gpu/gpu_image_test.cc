@@ -14,12 +14,12 @@
 #include <filesystem>
 #include <iostream>
 
+#include "../e2e/device_util.h"
 #include "../e2e/process.h"
 #include "batchcast/cuda/runtime.h"
 #include "batchcast/image/half.h"
 #include "batchcast/image/jpeg.h"
 #include "batchcast/sources/make_source.h"
-#include "gpu_util.h"
 #include "sources/src/image_source.h"
 
 namespace batchcast {
@@ -93,9 +93,8 @@ Output RunSource(Source& source, uint32_t epoch, int64_t count, int batch) {
     Status s = source.FillBatch(t, ReadAhead{});
     EXPECT_TRUE(s.ok()) << s.ToString();
     if (device) {
-      EXPECT_TRUE(cuda::CopyAsync(host_img.data(), dev.data(), out.per_sample * n,
-                                  stream->ref())
-                      .ok());
+      EXPECT_TRUE(
+          cuda::CopyAsync(host_img.data(), dev.data(), out.per_sample * n, stream->ref()).ok());
       EXPECT_TRUE(cuda::CopyAsync(host_lab.data(), dev.data() + out.per_sample * batch, 8 * n,
                                   stream->ref())
                       .ok());
@@ -193,9 +192,9 @@ TEST_F(GpuImageTest, CpuAndGpuPathsAgree) {
     }
     const double mean = sum / count;
     std::cout << "[ " << transform << " ] " << count << " samples, mean |cpu - gpu| = " << mean
-              << ", worst sample mean = " << worst_sample << ", max = " << max_abs << "; "
-              << n_fb << " CPU-decoded files: mean " << (n_fb ? sum_fb / n_fb : 0.0)
-              << "; gpu counters " << b.counters.dump() << std::endl;
+              << ", worst sample mean = " << worst_sample << ", max = " << max_abs << "; " << n_fb
+              << " CPU-decoded files: mean " << (n_fb ? sum_fb / n_fb : 0.0) << "; gpu counters "
+              << b.counters.dump() << std::endl;
     RecordProperty(std::string(transform) + "_mean_abs_diff", std::to_string(mean));
     EXPECT_LT(mean, kMeanAbsBound);
     EXPECT_GT(b.counters.value("gpu_decoded", 0), count / 2) << "nvJPEG decoded too few files";

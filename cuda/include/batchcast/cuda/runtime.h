@@ -1,8 +1,11 @@
 // batchcast::cuda: the CUDA runtime behind opaque C++ types (no CUDA headers).
 //
 // Only files under cuda/ and cuda_image/ include CUDA headers (DESIGN.md
-// "Layout"); everything else uses these RAII wrappers, which hold CUDA handles
-// as void*.
+// "Layout"); everything else uses these RAII wrappers. Each owns its resource
+// through one UniqueHandle (batchcast/cuda/unique_handle.h): move-only, moves
+// leave the source empty, destruction releases the resource with the device
+// it belongs to made current. CUDA's opaque stream and event types are only
+// declared here (CUstream_st, CUevent_st), never defined.
 // A build without CUDA (no nvcc, or BATCHCAST_WITH_CUDA=OFF) has the same API:
 // BuiltWithCuda() is false and every call fails with Unavailable.
 //
@@ -27,6 +30,11 @@
 
 #include "batchcast/core/cuda_stream.h"
 #include "batchcast/core/status.h"
+#include "batchcast/cuda/unique_handle.h"
+
+// CUDA's opaque types behind cudaStream_t and cudaEvent_t (driver_types.h).
+struct CUstream_st;
+struct CUevent_st;
 
 namespace batchcast::cuda {
 
@@ -57,26 +65,93 @@ class DeviceGuard {
   const Status& status() const { return status_; }
 
  private:
-  int previous_ = -1;
-  bool restore_ = false;
+  [[maybe_unused]] int previous_ = -1;  // unused in the stub build
+  [[maybe_unused]] bool restore_ = false;
   Status status_;
 };
+
+// What each RAII type below owns, as the Traits of its UniqueHandle: the raw
+// CUDA handle plus what destroying it needs. Destroy is defined next to the
+// type's other functions (a no-op in the stub build, whose handles are always
+// null).
+namespace internal {
+
+struct StreamTraits {
+  struct Handle {
+    CUstream_st* stream = nullptr;
+    int device = -1;
+  };
+  static bool IsNull(const Handle& h) { return h.stream == nullptr; }
+  // cudaStreamDestroy, with h.device current.
+  static void Destroy(const Handle& h) noexcept;
+};
+
+struct EventTraits {
+  struct Handle {
+    CUevent_st* event = nullptr;
+    int device = -1;
+    // False for an event of this very process returned by Event::OpenIpc: a
+    // reference to the exporter's event, which only the exporter destroys.
+    bool owned = true;
+    // Registered for Event::OpenIpc in this process (Event::ExportIpc).
+    bool exported = false;
+  };
+  static bool IsNull(const Handle& h) { return h.event == nullptr; }
+  // Unregisters an exported event, then cudaEventDestroy when owned.
+  static void Destroy(const Handle& h) noexcept;
+};
+
+struct DeviceBufferTraits {
+  struct Handle {
+    uint8_t* data = nullptr;
+    size_t size = 0;
+    int device = -1;
+    // Registered for OpenIpcMemory in this process (DeviceBuffer::ExportIpc).
+    bool exported = false;
+  };
+  static bool IsNull(const Handle& h) { return h.data == nullptr; }
+  // Unregisters an exported allocation, then cudaFree with h.device current.
+  static void Destroy(const Handle& h) noexcept;
+};
+
+struct PinnedBufferTraits {
+  struct Handle {
+    uint8_t* data = nullptr;
+    size_t size = 0;
+  };
+  static bool IsNull(const Handle& h) { return h.data == nullptr; }
+  // cudaFreeHost.
+  static void Destroy(const Handle& h) noexcept;
+};
+
+struct IpcMappingTraits {
+  struct Handle {
+    uint8_t* data = nullptr;
+    int device = -1;
+    bool owned = false;  // false: an allocation of this very process
+  };
+  static bool IsNull(const Handle& h) { return h.data == nullptr; }
+  // cudaIpcCloseMemHandle with h.device current, when owned.
+  static void Destroy(const Handle& h) noexcept;
+};
+
+}  // namespace internal
 
 // A non-blocking stream (cudaStreamNonBlocking) on one device.
 class Stream {
  public:
   static Result<Stream> Create(int device);
   Stream() = default;
-  Stream(Stream&& other) noexcept;
-  Stream& operator=(Stream&& other) noexcept;
-  ~Stream();
-  CudaStreamRef ref() const { return CudaStreamRef(stream_); }
-  int device() const { return device_; }
+  Stream(Stream&& other) noexcept = default;
+  Stream& operator=(Stream&& other) noexcept = default;
+  CudaStreamRef ref() const { return CudaStreamRef(handle_->stream); }
+  int device() const { return handle_->device; }
   Status Synchronize() const;
 
  private:
-  void* stream_ = nullptr;
-  int device_ = -1;
+  using Traits = internal::StreamTraits;
+  explicit Stream(const Traits::Handle& h) : handle_(h) {}
+  UniqueHandle<Traits> handle_;
 };
 
 // A CUDA event without timing (cudaEventDisableTiming), optionally
@@ -90,9 +165,8 @@ class Event {
   // returned as a non-owning reference to it (see OpenIpcMemory).
   static Result<Event> OpenIpc(const IpcHandle& handle, int device);
   Event() = default;
-  Event(Event&& other) noexcept;
-  Event& operator=(Event&& other) noexcept;
-  ~Event();
+  Event(Event&& other) noexcept = default;
+  Event& operator=(Event&& other) noexcept = default;
 
   // cudaIpcGetEventHandle; registers the event for OpenIpc in this process.
   Result<IpcHandle> ExportIpc();
@@ -104,15 +178,14 @@ class Event {
   // True when the work before the last record has completed (cudaEventQuery).
   Result<bool> Query() const;
   Status Synchronize() const;
-  bool valid() const { return event_ != nullptr; }
-  int device() const { return device_; }
-  void* handle() const { return event_; }
+  bool valid() const { return static_cast<bool>(handle_); }
+  int device() const { return handle_->device; }
+  void* handle() const { return handle_->event; }
 
  private:
-  void* event_ = nullptr;
-  int device_ = -1;
-  bool owned_ = true;
-  bool exported_ = false;
+  using Traits = internal::EventTraits;
+  explicit Event(const Traits::Handle& h) : handle_(h) {}
+  UniqueHandle<Traits> handle_;
 };
 
 // One cudaMalloc allocation.
@@ -120,13 +193,12 @@ class DeviceBuffer {
  public:
   static Result<DeviceBuffer> Create(int device, size_t bytes);
   DeviceBuffer() = default;
-  DeviceBuffer(DeviceBuffer&& other) noexcept;
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
-  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept = default;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept = default;
 
-  uint8_t* data() const { return data_; }
-  size_t size() const { return size_; }
-  int device() const { return device_; }
+  uint8_t* data() const { return handle_->data; }
+  size_t size() const { return handle_->size; }
+  int device() const { return handle_->device; }
   // cudaIpcGetMemHandle of the allocation. Also registers the allocation in
   // this process's IPC cache, so that OpenIpcMemory in the same process (a
   // consumer in the server's process) finds it without CUDA IPC, which does
@@ -134,10 +206,9 @@ class DeviceBuffer {
   Result<IpcHandle> ExportIpc();
 
  private:
-  uint8_t* data_ = nullptr;
-  size_t size_ = 0;
-  int device_ = -1;
-  bool exported_ = false;
+  using Traits = internal::DeviceBufferTraits;
+  explicit DeviceBuffer(const Traits::Handle& h) : handle_(h) {}
+  UniqueHandle<Traits> handle_;
 };
 
 // Page-locked host memory (cudaMallocHost), for fast asynchronous copies.
@@ -145,33 +216,32 @@ class PinnedBuffer {
  public:
   static Result<PinnedBuffer> Create(size_t bytes);
   PinnedBuffer() = default;
-  PinnedBuffer(PinnedBuffer&& other) noexcept;
-  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
-  ~PinnedBuffer();
-  uint8_t* data() const { return data_; }
-  size_t size() const { return size_; }
+  PinnedBuffer(PinnedBuffer&& other) noexcept = default;
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept = default;
+  uint8_t* data() const { return handle_->data; }
+  size_t size() const { return handle_->size; }
 
  private:
-  uint8_t* data_ = nullptr;
-  size_t size_ = 0;
+  using Traits = internal::PinnedBufferTraits;
+  explicit PinnedBuffer(const Traits::Handle& h) : handle_(h) {}
+  UniqueHandle<Traits> handle_;
 };
 
-// A device allocation of another process, mapped into this one.
+// A device allocation of another process, mapped into this one (or, for an
+// allocation of this process, a non-owning view of it). Not movable: held
+// through the shared_ptr of OpenIpcMemory.
 class IpcMapping {
  public:
-  ~IpcMapping();
   IpcMapping(const IpcMapping&) = delete;
   IpcMapping& operator=(const IpcMapping&) = delete;
-  uint8_t* data() const { return data_; }
-  int device() const { return device_; }
+  uint8_t* data() const { return handle_->data; }
+  int device() const { return handle_->device; }
 
  private:
+  using Traits = internal::IpcMappingTraits;
   friend Result<std::shared_ptr<IpcMapping>> OpenIpcMemory(const IpcHandle&, int);
-  IpcMapping() = default;
-  uint8_t* data_ = nullptr;
-  int device_ = -1;
-  bool owned_ = false;  // false: an allocation of this very process
-  IpcHandle handle_{};
+  explicit IpcMapping(const Traits::Handle& h) : handle_(h) {}
+  UniqueHandle<Traits> handle_;
 };
 
 // Maps the allocation behind `handle` (cudaIpcOpenMemHandle with
