@@ -1,6 +1,8 @@
 // Batch, its shared state (batch_state.h): how a BATCH reply becomes a Batch
 // and how its lease and private copies end.
 #include <algorithm>
+#include <span>
+#include <utility>
 
 #include "batch_state.h"
 #include "core/src/dlpack.h"
