@@ -4,8 +4,8 @@
 #include <zmq.hpp>
 
 #include "batchcast/client/consumer.h"
-#include "core/src/protocol.h"
 #include "batchcast/core/runtime_dir.h"
+#include "core/src/protocol.h"
 
 namespace batchcast {
 

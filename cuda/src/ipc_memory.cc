@@ -17,13 +17,14 @@ namespace batchcast::cuda {
 // cudaIpcGetMemHandle; its handle and one interprocess event per slot travel
 // in WELCOME. A consumer process maps the allocation once (cudaIpcOpenMemHandle
 // costs a millisecond or more) and keeps the mapping while its connection
-// lives: the Connection holds the shared_ptr<IpcMapping>, and every Batch holds
-// the Connection, so the mapping outlives every view a user may still have.
+// lives: the client's Session holds the shared_ptr<IpcMapping> (through its
+// CUDA ring view), and every Batch holds the Session, so the mapping outlives
+// every view a user may still have.
 // The cache below keys mappings by handle bytes, so two consumers of one
 // server in one process share one mapping (CUDA refuses to open a handle twice
-// in one context); the last holder's release closes it. Before a Connection
+// in one context); the last holder's release closes it. Before a Session
 // drops its mapping it waits for the GPU work its batches were used by (Note
-// [Device leases] in client/src/connection.h), since closing a mapping that
+// [Device leases] in client/src/lease_ledger.h), since closing a mapping that
 // queued kernels still read is undefined.
 // A handle exported by this very process (a consumer in the server's process,
 // e.g. Python tests) cannot be opened through CUDA IPC; ExportIpc registers

@@ -17,6 +17,8 @@
 
 #include "batchcast/core/status.h"
 
+struct DLManagedTensor;  // <dlpack/dlpack.h>
+
 namespace batchcast::pybind {
 
 namespace py = pybind11;
@@ -49,6 +51,11 @@ inline std::chrono::milliseconds SecondsToMs(const py::object& seconds) {
   if (!(s >= 0)) throw py::value_error("a timeout must be a non-negative number of seconds");
   return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0 + 0.5));
 }
+
+// A DLPack capsule ("dltensor") owning `managed`: whoever consumes it calls
+// the deleter, else the capsule does when collected (Note [DLPack capsules],
+// consumer.cc). On failure the deleter runs and a Python error is thrown.
+py::object MakeDLPackCapsule(DLManagedTensor* managed);
 
 void RegisterErrors(py::module_& m);
 void RegisterConsumer(py::module_& m);

@@ -58,13 +58,9 @@ void DLPackCapsuleDestructor(PyObject* capsule) {
   PyErr_Restore(type, value, traceback);
 }
 
-// The hook for per-tensor device handling. Host and CUDA rings need none: the
-// client library orders a CUDA lease's end after the delivery stream (above).
-// TODO(gpu): to support tensors used on extra streams, keep the Batch here and
-// call Batch::RecordStream(stream) when the user asks (Loader.record_stream).
-DLManagedTensor* WrapForDevice(DLManagedTensor* managed) { return managed; }
+}  // namespace
 
-py::object MakeCapsule(DLManagedTensor* managed) {
+py::object MakeDLPackCapsule(DLManagedTensor* managed) {
   PyObject* capsule = PyCapsule_New(managed, kCapsuleName, DLPackCapsuleDestructor);
   if (capsule == nullptr) {
     managed->deleter(managed);
@@ -72,6 +68,15 @@ py::object MakeCapsule(DLManagedTensor* managed) {
   }
   return py::reinterpret_steal<py::object>(capsule);
 }
+
+namespace {
+
+// The hook for per-tensor device handling. Host and CUDA rings need none: the
+// client library orders a CUDA lease's end after the delivery stream (above).
+// TODO(gpu): to support tensors used on extra streams, keep the Batch here and
+// call Batch::RecordStream(stream) when the user asks (Loader.record_stream).
+DLManagedTensor* WrapForDevice(DLManagedTensor* managed) { return managed; }
+
 
 py::tuple FieldTuple(const FieldSpec& f) {
   py::tuple shape(f.shape.size());
@@ -135,7 +140,7 @@ class PyConsumer {
     py::tuple capsules(names_.size());
     for (size_t i = 0; i < names_.size(); ++i) {
       DLManagedTensor* managed = Unwrap(batch.ToDLPack(names_[i]));
-      capsules[i] = MakeCapsule(WrapForDevice(managed));
+      capsules[i] = MakeDLPackCapsule(WrapForDevice(managed));
     }
     const std::span<const int64_t> idx = batch.indices();
     py::array_t<int64_t> indices(static_cast<py::ssize_t>(idx.size()));

@@ -16,13 +16,12 @@
 #include <memory>
 #include <optional>
 
-#include <dlpack/dlpack.h>
-
 #include "batchcast/core/dtype.h"
 #include "batchcast/core/logging.h"
 #include "batchcast/server/option_table.h"
 #include "batchcast/server/server.h"
 #include "common.h"
+#include "core/src/dlpack.h"
 
 namespace batchcast::pybind {
 namespace {
@@ -124,45 +123,8 @@ struct PyWriteSlot {
 };
 
 // DLPack view of one field of a slot: [count, *per-sample shape], on the
-// ring's device; keeps the server (and so the ring memory) alive.
-struct SlotDLPack {
-  std::shared_ptr<Server> server;
-  std::vector<int64_t> shape;
-  DLManagedTensor tensor{};
-};
-
-DLDataType ToDLDataType(DType dtype) {
-  DLDataType t{};
-  t.lanes = 1;
-  t.bits = static_cast<uint8_t>(DTypeSize(dtype) * 8);
-  switch (dtype) {
-    case DType::kUInt8:
-    case DType::kBool: t.code = kDLUInt; break;  // dlpack 0.6 has no bool: as the client does
-    case DType::kInt8:
-    case DType::kInt16:
-    case DType::kInt32:
-    case DType::kInt64: t.code = kDLInt; break;
-    case DType::kFloat16:
-    case DType::kFloat32:
-    case DType::kFloat64: t.code = kDLFloat; break;
-    case DType::kBFloat16: t.code = kDLBfloat; break;
-  }
-  return t;
-}
-
-void SlotCapsuleDestructor(PyObject* capsule) {
-  if (PyCapsule_IsValid(capsule, "used_dltensor")) return;
-  PyObject *type, *value, *traceback;
-  PyErr_Fetch(&type, &value, &traceback);
-  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
-  if (managed == nullptr) {
-    PyErr_WriteUnraisable(capsule);
-  } else if (managed->deleter != nullptr) {
-    managed->deleter(managed);
-  }
-  PyErr_Restore(type, value, traceback);
-}
-
+// ring's device, typed as Batch::ToDLPack types it (core/src/dlpack.h); it
+// keeps the server (and so the ring memory) alive.
 py::object SlotFieldDLPack(const PyWriteSlot& w, size_t i) {
   if (!w.specs || i >= w.specs->size() || i >= w.slot.field_data.size()) {
     throw py::index_error("no such field");
@@ -171,27 +133,10 @@ py::object SlotFieldDLPack(const PyWriteSlot& w, size_t i) {
     throw StatusError(InvalidArgumentError("the slot was committed: it is read-only now"));
   }
   const FieldSpec& f = (*w.specs)[i];
-  auto* ctx = new SlotDLPack();
-  ctx->server = w.server;
-  ctx->shape.push_back(static_cast<int64_t>(w.slot.count()));
-  ctx->shape.insert(ctx->shape.end(), f.shape.begin(), f.shape.end());
-  DLTensor& t = ctx->tensor.dl_tensor;
-  t.data = w.slot.field_data[i];
-  t.device = w.slot.device.kind == MemoryKind::kCuda ? DLDevice{kDLCUDA, w.slot.device.index}
-                                                     : DLDevice{kDLCPU, 0};
-  t.ndim = static_cast<int>(ctx->shape.size());
-  t.dtype = ToDLDataType(f.dtype);
-  t.shape = ctx->shape.data();
-  t.strides = nullptr;
-  t.byte_offset = 0;
-  ctx->tensor.manager_ctx = ctx;
-  ctx->tensor.deleter = [](DLManagedTensor* m) { delete static_cast<SlotDLPack*>(m->manager_ctx); };
-  PyObject* capsule = PyCapsule_New(&ctx->tensor, "dltensor", SlotCapsuleDestructor);
-  if (capsule == nullptr) {
-    delete ctx;
-    throw py::error_already_set();
-  }
-  return py::reinterpret_steal<py::object>(capsule);
+  std::vector<int64_t> shape{static_cast<int64_t>(w.slot.count())};
+  shape.insert(shape.end(), f.shape.begin(), f.shape.end());
+  return MakeDLPackCapsule(
+      MakeDLManagedTensor(w.slot.field_data[i], shape, f.dtype, w.slot.device, w.server));
 }
 
 class PyServer {
@@ -333,7 +278,7 @@ void RegisterServer(py::module_& m) {
           "A writable buffer over field `index` of the slot's `count` samples (host rings).")
       .def("field_dlpack", &SlotFieldDLPack, py::arg("index"),
            "A DLPack capsule viewing field `index` of the slot: [count, *shape], on the ring's "
-           "device (CPU or CUDA); bool fields are exported as uint8.")
+           "device (CPU or CUDA), typed as the Loader's batches are (core/src/dlpack.h).")
       .def_property_readonly("device", [](const PyWriteSlot& w) {
         return w.slot.device.kind == MemoryKind::kCuda
                    ? "cuda:" + std::to_string(w.slot.device.index)

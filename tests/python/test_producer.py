@@ -135,6 +135,49 @@ def test_dict_batches_with_index_field_and_split_slots():
         assert producer.stats()["batch_size"] == 8
 
 
+def test_a_bool_field_has_one_dlpack_type_for_the_producer_and_the_loader():
+    # One DLPack conversion (core/src/dlpack.h): the slot a producer writes
+    # through WriteSlot.field_dlpack and the batch a consumer reads carry a bool
+    # field with the same DLPack type (bool where the build's DLPack has it,
+    # else uint8), and a Loader hands it out as torch.bool.
+    from batchcast import _core
+    from torch.utils.dlpack import from_dlpack
+
+    mask = torch.arange(24).view(8, 3) % 3 == 0
+    name = H.unique_name("bool")
+    server = _core.Server.start_external(
+        {"name": name, "window": 4, "batch_size": 8, "epochs": 0},
+        [("mask", "bool", (3,)), ("label", "int64", ())], 8)
+    try:
+        consumer = _core.Consumer(server.endpoint, 8)
+        loader = batchcast.Loader(name, batch_size=8, timeout=10)
+        for epoch in range(2):
+            slot = server.begin_batch(epoch, np.arange(8), 10.0)
+            written = from_dlpack(slot.field_dlpack(0))
+            assert written.dtype in (torch.bool, torch.uint8) and written.shape == (8, 3)
+            written.copy_(mask)
+            from_dlpack(slot.field_dlpack(1)).copy_(torch.arange(8))
+            slot_dtype = written.dtype
+            del written
+            server.commit_batch(slot)
+        capsules, indices, *_ = consumer.next()
+        read = from_dlpack(capsules[0])
+        assert read.dtype == slot_dtype
+        assert torch.equal(read.bool(), mask)
+        del read, capsules
+        batch = next(iter(loader))
+        if isinstance(batch, dict):
+            got = batch["mask"]
+        else:
+            got = batch[0]
+        assert got.dtype == torch.bool and torch.equal(got, mask)
+        del batch, got
+        loader.close()
+        consumer.close()
+    finally:
+        server.close()
+
+
 def test_generator_single_epoch_and_tuple_fields():
     def gen():
         for i in range(5):

@@ -39,7 +39,8 @@ namespace batchcast {
 
 namespace internal {
 struct BatchState;
-}
+struct BatchAccess;
+}  // namespace internal
 
 // A field of a batch: a dense tensor of shape [size(), *per-sample shape].
 struct FieldView {
@@ -94,7 +95,7 @@ class Batch {
   Status RecordStream(CudaStreamRef cuda_stream) const;
 
  private:
-  friend class Connection;
+  friend struct internal::BatchAccess;
   explicit Batch(std::shared_ptr<internal::BatchState> state) : state_(std::move(state)) {}
   std::shared_ptr<internal::BatchState> state_;
 };

@@ -37,6 +37,7 @@
 // gone.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -51,7 +52,9 @@
 
 namespace batchcast {
 
-class Connection;
+namespace internal {
+class Session;
+}  // namespace internal
 
 struct ConsumerOptions {
   std::string endpoint = "batchcast";  // server name, ipc://PATH or tcp://HOST:PORT
@@ -100,8 +103,10 @@ class Consumer {
   Result<std::string> Stats();
 
  private:
-  explicit Consumer(std::shared_ptr<Connection> connection);
-  std::shared_ptr<Connection> connection_;
+  explicit Consumer(std::shared_ptr<internal::Session> session);
+  // Shared with every live Batch (it outlives the Consumer while they do).
+  std::shared_ptr<internal::Session> session_;
+  std::atomic<CudaStreamRef> cuda_stream_;  // the delivery stream of the next batches
 };
 
 // Asks the server at `endpoint_or_name` for its stats (JSON text) without

@@ -1,0 +1,106 @@
+// RingView: this client's mapping of one of the server's ring allocations,
+// and the memory operations a batch needs there; MappedRing: all of them,
+// with the ring's layout. Internal to batchcast::client.
+//
+// One implementation per memory path, each in its own file (like NCCL's
+// transports): host_ring_view.cc (POSIX shared memory: plain loads and
+// memcpy, nothing to order or wait for) and cuda_ring_view.cc (a CUDA IPC
+// mapping: slot events, stream-ordered copies and buffers, CUDA events as
+// completion tokens). The batch code (batch.cc) is written once against this
+// interface and does not know which memory it reads.
+//
+// Ordering and leases: Note [Device ring ordering] (server/src/server.cc) and
+// Note [Device leases] (lease_ledger.h). Streams are the consumer's delivery
+// stream and those of Batch::RecordStream; host views ignore them.
+//
+// Thread-safety: a MappedRing is immutable once mapped; its views may be used
+// from any thread (the CUDA view's event pool has its own mutex, a leaf lock).
+// Lifetime: the session owns the MappedRing and keeps it until the GPU work
+// of every batch completed (Note [CUDA IPC lifetimes], cuda/src/runtime.cc).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "batchcast/core/cuda_stream.h"
+#include "batchcast/core/field_spec.h"
+#include "batchcast/core/ring_layout.h"
+#include "batchcast/core/status.h"
+#include "core/src/protocol.h"
+#include "lease_ledger.h"
+
+namespace batchcast::internal {
+
+// One copy of a gather: `bytes` from `src` (an offset in the allocation) to
+// `dst` (an offset in the private buffer).
+struct RingCopy {
+  size_t src = 0;
+  size_t dst = 0;
+  size_t bytes = 0;
+};
+
+class RingView {
+ public:
+  virtual ~RingView() = default;
+
+  // Where the allocation lives: {kHost, -1} or {kCuda, N}.
+  virtual Device device() const = 0;
+  // The first byte of the mapped allocation (a device pointer for kCuda).
+  virtual const uint8_t* data() const = 0;
+
+  // Makes `stream` wait for the producer's writes of `slots` (Note [Device
+  // ring ordering], step 3); never waits on the host.
+  virtual Status OrderAfterProducer(std::span<const uint32_t> slots,
+                                    CudaStreamRef stream) const = 0;
+  // Makes `stream` wait for the work queued so far on `after` (RecordStream).
+  virtual Status StreamWaitsFor(CudaStreamRef stream, CudaStreamRef after) const = 0;
+
+  // A private buffer of `bytes` filled by `copies` out of the allocation, in
+  // the order of `stream` (at once on the host). On failure nothing is left
+  // allocated, and no copy queued by this call still reads the ring.
+  virtual Result<void*> Gather(std::span<const RingCopy> copies, size_t bytes,
+                               CudaStreamRef stream) const = 0;
+  // Frees a buffer of Gather once the work queued so far on `users` (the
+  // delivery stream first) has completed, without waiting on the host.
+  virtual void FreeGather(void* buffer, std::span<const CudaStreamRef> users) const = 0;
+
+  // Tokens that are done once the work queued so far on `streams` has
+  // completed (Note [Device leases]); none for host memory.
+  virtual CompletionTokens TokensAfter(std::span<const CudaStreamRef> streams) const = 0;
+};
+
+// Maps a host ring allocation (host_ring_view.cc).
+Result<std::unique_ptr<RingView>> MapHostRing(const proto::Allocation& allocation);
+// Maps a CUDA ring allocation and opens its `window` slot events
+// (cuda_ring_view.cc). InvalidArgument in a build without CUDA.
+Result<std::unique_ptr<RingView>> MapCudaRing(const proto::Allocation& allocation, uint32_t window);
+
+// The server's ring as this client sees it: the layout and one view per
+// allocation (per memory kind) that WELCOME announced.
+class MappedRing {
+ public:
+  // Maps every allocation of `welcome`. Internal when the sizes disagree with
+  // the layout or a field's memory has no allocation; the mapping's error
+  // (with what to check) otherwise.
+  static Result<MappedRing> Map(const proto::Welcome& welcome);
+
+  const RingLayout& layout() const { return layout_; }
+  // The view holding fields of memory `kind` (Map checked it exists).
+  const RingView& view(MemoryKind kind) const;
+  const std::vector<std::unique_ptr<RingView>>& views() const { return views_; }
+
+  // RingView's operations over every view of the ring.
+  Status OrderAfterProducer(std::span<const uint32_t> slots, CudaStreamRef stream) const;
+  Status StreamWaitsFor(CudaStreamRef stream, CudaStreamRef after) const;
+  CompletionTokens TokensAfter(std::span<const CudaStreamRef> streams) const;
+
+ private:
+  explicit MappedRing(RingLayout layout) : layout_(std::move(layout)) {}
+  RingLayout layout_;
+  std::vector<std::unique_ptr<RingView>> views_;
+};
+
+}  // namespace batchcast::internal

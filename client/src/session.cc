@@ -1,0 +1,334 @@
+#include "session.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "batchcast/core/logging.h"
+#include "batchcast/core/runtime_dir.h"
+
+namespace batchcast::internal {
+
+using SteadyClock = std::chrono::steady_clock;
+
+namespace {
+
+// The longest a released lease waits for a NEXT to carry it (Note [Client
+// socket ownership]); also the flush thread's period.
+constexpr std::chrono::milliseconds kReleaseFlush(10);
+// How often the server's pid is checked (when it is visible to us).
+constexpr std::chrono::milliseconds kPidCheck(100);
+
+std::string DefaultConsumerName() {
+  std::string exe = "consumer";
+  std::error_code ec;
+  auto path = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) exe = path.filename().string();
+  return exe + ":" + std::to_string(getpid());
+}
+
+int64_t MsSince(SteadyClock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - t).count();
+}
+
+}  // namespace
+
+Session::Session(const ConsumerOptions& options)
+    : options_(options), socket_(context_, zmq::socket_type::dealer) {
+  socket_.set(zmq::sockopt::linger, 200);
+  socket_.set(zmq::sockopt::rcvhwm, 100000);
+  socket_.set(zmq::sockopt::sndhwm, 100000);
+  socket_.set(zmq::sockopt::maxmsgsize, int64_t{64} << 20);
+}
+
+Session::~Session() {
+  {
+    MutexLock lock(&flush_mu_);
+    flush_stop_ = true;
+  }
+  flush_cv_.SignalAll();
+  if (flush_thread_.joinable()) flush_thread_.join();
+  {
+    // Note [Device leases]: the GPU work that read our batches finishes before
+    // their leases end and before the ring's mapping closes (with ring_).
+    MutexLock lock(&lease_mu_);
+    ledger_.WaitForPending();
+  }
+  MutexLock lock(&sock_mu_);
+  FlushReleases();
+  if (!detached_ && fatal_.ok()) Send(proto::Bye{});
+  socket_.close();
+}
+
+Result<std::shared_ptr<Session>> Session::Open(const ConsumerOptions& options) {
+  if (options.batch_size == 0) return InvalidArgumentError("batch_size must be at least 1");
+  if (options.prefetch == 0) return InvalidArgumentError("prefetch must be at least 1");
+  std::shared_ptr<Session> s(new Session(options));
+  BATCHCAST_ASSIGN_OR_RETURN(s->endpoint_, ResolveEndpoint(options.endpoint));
+  if (s->endpoint_.starts_with("ipc://")) {
+    const std::string path = s->endpoint_.substr(6);
+    if (!std::filesystem::exists(path)) {
+      return NotFoundError("no batchcast server at " + s->endpoint_ +
+                           " (no such socket); start one with `batchcast-server serve ... --name " +
+                           std::string(options.endpoint) + "`");
+    }
+  }
+  if (s->options_.name.empty()) s->options_.name = DefaultConsumerName();
+  BATCHCAST_RETURN_IF_ERROR(s->Handshake());
+  BATCHCAST_ASSIGN_OR_RETURN(MappedRing ring, MappedRing::Map(s->welcome_));
+  s->ring_.emplace(std::move(ring));
+  s->server_pid_visible_ =
+      s->endpoint_.starts_with("ipc://") && ProcessAlive(static_cast<int>(s->welcome_.server_pid));
+  Session* raw = s.get();
+  s->flush_thread_ = std::thread([raw] { raw->FlushLoop(); });
+  return s;
+}
+
+Status Session::Handshake() {
+  proto::Hello h;
+  h.name = options_.name;
+  h.pid = static_cast<uint32_t>(getpid());
+  h.batch_size = options_.batch_size;
+  h.drop_last = options_.drop_last;
+  h.join = options_.join;
+  h.prefetch = options_.prefetch;
+  MutexLock lock(&sock_mu_);
+  try {
+    socket_.connect(endpoint_);
+  } catch (const zmq::error_t& e) {
+    return UnavailableError("cannot connect to " + endpoint_ + ": " + e.what());
+  }
+  Send(h);
+  const auto deadline = SteadyClock::now() + options_.connect_timeout;
+  while (fatal_.ok() && SteadyClock::now() < deadline) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+    Poll(std::max(left, std::chrono::milliseconds(1)));
+    zmq::message_t msg;
+    if (!socket_.recv(msg, zmq::recv_flags::dontwait)) continue;
+    Result<proto::Message> m = proto::Decode({static_cast<const uint8_t*>(msg.data()), msg.size()});
+    if (!m.ok()) return m.status().WithContext("bad reply from " + endpoint_);
+    if (auto* w = std::get_if<proto::Welcome>(&*m)) {
+      welcome_ = std::move(*w);
+      last_heard_ = SteadyClock::now();
+      return Status::Ok();
+    }
+    if (auto* e = std::get_if<proto::Error>(&*m)) {
+      return proto::ToStatus(*e).WithContext("server refused the connection");
+    }
+    // A heartbeat or stray message before WELCOME: keep waiting.
+  }
+  if (!fatal_.ok()) return fatal_;
+  return UnavailableError("server at " + endpoint_ + " did not answer within " +
+                          std::to_string(options_.connect_timeout.count()) + " ms");
+}
+
+void Session::Send(const proto::Message& m) {
+  buffer_.clear();
+  proto::EncodeTo(m, buffer_);
+  try {
+    if (!socket_.send(zmq::buffer(buffer_), zmq::send_flags::dontwait)) {
+      if (fatal_.ok()) fatal_ = UnavailableError("server at " + endpoint_ + " is not reading");
+    }
+    last_sent_ = SteadyClock::now();
+  } catch (const zmq::error_t& e) {
+    if (fatal_.ok()) fatal_ = UnavailableError(std::string("send failed: ") + e.what());
+  }
+}
+
+void Session::Poll(std::chrono::milliseconds timeout) {
+  zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+  try {
+    zmq::poll(&item, 1, timeout);
+  } catch (const zmq::error_t& e) {
+    if (e.num() != EINTR && fatal_.ok()) {
+      fatal_ = UnavailableError(std::string("poll failed: ") + e.what());
+    }
+  }
+}
+
+void Session::Drain() {
+  while (true) {
+    zmq::message_t msg;
+    zmq::recv_result_t r;
+    try {
+      r = socket_.recv(msg, zmq::recv_flags::dontwait);
+    } catch (const zmq::error_t& e) {
+      if (fatal_.ok()) fatal_ = UnavailableError(std::string("receive failed: ") + e.what());
+      return;
+    }
+    if (!r) return;
+    Result<proto::Message> m = proto::Decode({static_cast<const uint8_t*>(msg.data()), msg.size()});
+    if (!m.ok()) {
+      if (fatal_.ok()) fatal_ = m.status().WithContext("bad message from the server");
+      return;
+    }
+    Handle(std::move(*m));
+  }
+}
+
+void Session::Handle(proto::Message m) {
+  last_heard_ = SteadyClock::now();
+  if (std::holds_alternative<proto::Heartbeat>(m)) return;
+  if (auto* s = std::get_if<proto::StatsReply>(&m)) {
+    stats_reply_ = std::move(s->json);
+    return;
+  }
+  if (auto* e = std::get_if<proto::Error>(&m); e != nullptr && e->request_id == 0) {
+    if (fatal_.ok()) fatal_ = proto::ToStatus(*e);
+    return;
+  }
+  if (std::holds_alternative<proto::Batch>(m) || std::holds_alternative<proto::EndOfEpoch>(m) ||
+      std::holds_alternative<proto::Error>(m)) {
+    if (in_flight_ > 0) --in_flight_;
+    if (auto* b = std::get_if<proto::Batch>(&m)) {
+      MutexLock lock(&lease_mu_);
+      ledger_.Arrive(b->lease_id);  // released at once after Detach
+    }
+    if (!detached_) replies_.push_back(std::move(m));
+    return;
+  }
+  BC_LOG_WARN("ignored an unexpected {} from the server", proto::MessageName(m));
+}
+
+std::vector<uint64_t> Session::TakeReleases() {
+  MutexLock lock(&lease_mu_);
+  return ledger_.Take();
+}
+
+void Session::FlushReleases() {
+  std::vector<uint64_t> ids = TakeReleases();
+  if (!ids.empty() && fatal_.ok()) Send(proto::Release{std::move(ids)});
+}
+
+void Session::KeepAlive() {
+  FlushReleases();
+  const auto now = SteadyClock::now();
+  if (now - last_sent_ >= std::chrono::milliseconds(welcome_.heartbeat_interval_ms)) {
+    Send(proto::Heartbeat{});
+  }
+  if (!fatal_.ok()) return;
+  if (server_pid_visible_ && now - last_pid_check_ >= kPidCheck) {
+    last_pid_check_ = now;
+    if (!ProcessAlive(static_cast<int>(welcome_.server_pid))) {
+      fatal_ = UnavailableError("server '" + welcome_.server_name + "' (pid " +
+                                std::to_string(welcome_.server_pid) + ") has exited");
+      return;
+    }
+  }
+  if (MsSince(last_heard_) > welcome_.heartbeat_timeout_ms) {
+    fatal_ = UnavailableError("server '" + welcome_.server_name +
+                              "' stopped answering: nothing "
+                              "heard for " +
+                              std::to_string(MsSince(last_heard_)) + " ms");
+  }
+}
+
+void Session::TopUp() {
+  while (!detached_ && fatal_.ok() && in_flight_ + replies_.size() < options_.prefetch) {
+    Send(proto::Next{next_request_id_++, TakeReleases()});
+    ++in_flight_;
+  }
+}
+
+Result<proto::Message> Session::NextReply() {
+  MutexLock lock(&sock_mu_);
+  if (detached_) return CancelledError("the consumer was closed");
+  const auto start = SteadyClock::now();
+  Drain();
+  while (replies_.empty() && fatal_.ok()) {
+    TopUp();
+    KeepAlive();
+    if (!fatal_.ok()) break;
+    auto slice = std::chrono::milliseconds(welcome_.heartbeat_interval_ms / 2 + 1);
+    if (options_.timeout.count() > 0) {
+      const auto left = options_.timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               SteadyClock::now() - start);
+      if (left.count() <= 0) {
+        return DeadlineExceededError(
+            "no batch from server '" + welcome_.server_name + "' within " +
+            std::to_string(options_.timeout.count()) +
+            " ms (the producer may be slow or paced by a slower consumer; see "
+            "`batchcast-server stat " +
+            welcome_.server_name + "`)");
+      }
+      slice = std::min(slice, left);
+    }
+    Poll(slice);
+    Drain();
+  }
+  if (replies_.empty()) return fatal_;  // the server is gone, stopped, or evicted us
+  proto::Message reply = std::move(replies_.front());
+  replies_.pop_front();
+  if (auto* b = std::get_if<proto::Batch>(&reply)) {
+    MutexLock leases(&lease_mu_);
+    ledger_.Deliver(b->lease_id);
+  }
+  TopUp();
+  FlushReleases();
+  return reply;
+}
+
+Result<std::string> Session::Stats() {
+  MutexLock lock(&sock_mu_);
+  if (!fatal_.ok()) return fatal_;
+  stats_reply_.reset();
+  Send(proto::Stats{});
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(5);
+  while (!stats_reply_ && fatal_.ok() && SteadyClock::now() < deadline) {
+    Poll(std::chrono::milliseconds(50));
+    Drain();
+    KeepAlive();
+  }
+  if (!stats_reply_) return fatal_.ok() ? DeadlineExceededError("no stats reply") : fatal_;
+  return *std::exchange(stats_reply_, std::nullopt);
+}
+
+void Session::Detach() {
+  MutexLock lock(&sock_mu_);
+  if (detached_) return;
+  detached_ = true;
+  replies_.clear();
+  {
+    MutexLock leases(&lease_mu_);
+    ledger_.Detach();  // what was only prefetched is released (Note [Client leases])
+  }
+  FlushReleases();
+  std::vector<uint64_t> kept;
+  {
+    MutexLock leases(&lease_mu_);
+    kept = ledger_.Held();
+  }
+  if (fatal_.ok()) Send(proto::Bye{std::move(kept)});
+}
+
+void Session::Release(uint64_t lease_id) {
+  MutexLock lock(&lease_mu_);
+  ledger_.Release(lease_id);
+}
+
+void Session::ReleaseAfter(uint64_t lease_id, CompletionTokens tokens) {
+  MutexLock lock(&lease_mu_);
+  ledger_.ReleaseAfter(lease_id, std::move(tokens));
+}
+
+void Session::WaitForFlush(std::chrono::milliseconds timeout) { flush_cv_.WaitFor(timeout); }
+
+void Session::FlushLoop() {
+  while (true) {
+    {
+      MutexLock lock(&flush_mu_);
+      if (!flush_stop_) WaitForFlush(kReleaseFlush);
+      if (flush_stop_) return;
+    }
+    if (sock_mu_.TryLock()) {
+      if (fatal_.ok()) {
+        Drain();
+        KeepAlive();
+      }
+      sock_mu_.Unlock();
+    }
+  }
+}
+
+}  // namespace batchcast::internal
