@@ -87,10 +87,13 @@ class SchedulerTest : public ::testing::Test {
     produced_ += n;
     return (*grant)->slot;
   }
-  // Produces until the producer would wait; returns how many batches.
+  // Produces until the producer would wait; returns how many batches. With
+  // no reads in between, at most `window` batches can be written.
   int Pump() {
     int n = 0;
-    while (produced_ < config_.stream_end && Produce()) ++n;
+    while (n < static_cast<int>(config_.window) && produced_ < config_.stream_end && Produce()) {
+      ++n;
+    }
     return n;
   }
 
@@ -148,12 +151,12 @@ class SchedulerTest : public ::testing::Test {
     return s.empty() ? "(nothing)" : s;
   }
 
-  // Reads as `id` until OutOfRange (or `max_replies`), releasing every batch
+  // Reads as `id` until OutOfRange (or `max_turns`), releasing every batch
   // at once and producing whenever the consumer waits: the transcript.
-  std::string ReadToEnd(const std::string& id, int max_replies = 200) {
+  std::string ReadToEnd(const std::string& id, int max_turns = 200) {
     std::string transcript;
     s_->Next(id, ++request_id_);
-    for (int i = 0; i < max_replies;) {
+    for (int turn = 0; turn < max_turns; ++turn) {
       std::vector<proto::Message> r = Replies(id);
       if (r.empty()) {
         if (Pump() == 0) return transcript + " (stuck)";
@@ -161,7 +164,6 @@ class SchedulerTest : public ::testing::Test {
       }
       for (const proto::Message& m : r) {
         transcript += (transcript.empty() ? "" : " ") + Describe(m);
-        ++i;
         if (auto* b = std::get_if<proto::Batch>(&m)) Release(id, *b);
         if (auto* e = std::get_if<proto::Error>(&m)) {
           if (e->code == StatusCode::kOutOfRange) return transcript;
