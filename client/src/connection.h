@@ -20,7 +20,7 @@
 // anyone:
 //  - MakeBatch makes the delivery stream (ConsumerOptions::cuda_stream)
 //    wait on each segment's slot event (Note [Device ring ordering],
-//    server/src/server.cc) before the user sees the batch. No host sync.
+//    server/src/slot_publisher.h) before the user sees the batch. No host sync.
 //  - Zero-copy batch: when it dies, an event is recorded on every stream the
 //    batch was used on (the delivery stream, and any added by
 //    Batch::RecordStream); the lease joins `pending_`.

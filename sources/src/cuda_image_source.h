@@ -17,7 +17,7 @@
 // Output (Source::output_memory() == kCuda): FillBatch queues everything on
 // BatchTarget::cuda_stream and returns without waiting; two sets of buffers
 // alternate, so batch n+1's files are read while batch n decodes.
-// See Note [Device ring ordering] in server.cc.
+// See Note [Device ring ordering] in server/src/slot_publisher.h.
 //
 // Thread-safety: as Source.
 #pragma once
