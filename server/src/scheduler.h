@@ -180,7 +180,7 @@ class Scheduler {
 
  private:
   struct Consumer {
-    Consumer(ConsumerCursor c) : cursor(c) {}
+    explicit Consumer(ConsumerCursor c) : cursor(c) {}
     uint64_t id = 0;
     std::string identity;
     std::string name;
