@@ -1,6 +1,8 @@
 // Scheduler: the state shared by the producer and the control loop: the ring's
 // slot table, every consumer's window position and leases, and the rules that
 // decide when a slot may be rewritten and what a consumer's next batch is.
+// Time and process liveness come from a SchedulerEnv, so every rule below is
+// unit-tested with a fake clock (tests/server/scheduler_test.cc).
 //
 // Note [Leases]
 // A slot may be rewritten only when (a) no lease pins it and (b) every attached
@@ -10,48 +12,75 @@
 // Eviction and BYE only *detach* a consumer (it loses its window position);
 // its leases stay until released or until it dies, so memory that a live
 // consumer may still read is never overwritten. The client releases on Batch
-// destruction (client/src/connection.h) and, for gathered batches, right after
-// the copy. The lag policies move cursors, never leases.
+// destruction (Note [Client leases], client/src/lease_ledger.h) and, for gathered batches, right after
+// the copy. The lag policies move cursors, never leases. Bounds: a consumer
+// holding max_leases unreleased batches has its next NEXT refused
+// (ResourceExhausted); one whose own leases pin every slot while it waits for
+// data that is not written yet is answered ResourceExhausted after it stayed
+// so for 1 s (releases ride on later messages, so a shorter state is normal).
 //
 // Note [Consumer epochs]
 // Consumer epoch k covers seqs [start + k*L, start + (k+1)*L) clipped to the
 // stream end, where L = epoch_len and `start` is fixed at join (an epoch start
-// for join=next_epoch, the oldest held sample for join=immediate). A NEXT is
-// answered with the next min(B, left) samples of the epoch; with drop_last a
-// remainder shorter than B is passed over at once (so it pins nothing), and
-// the following NEXT gets END_OF_EPOCH. A skip jump may move the cursor over
-// epoch ends: each one crossed is still reported as END_OF_EPOCH. An epoch
-// that would start at or after the stream end does not exist: NEXT then gets
-// OutOfRange.
+// for join=next_epoch, the first seq of the newest unbroken run of batches in
+// the ring for join=immediate). A NEXT is answered with the next min(B, left)
+// samples of the epoch; with drop_last a remainder shorter than B is passed
+// over at once (so it pins nothing), and the following NEXT gets END_OF_EPOCH.
+// A skip jump may move the cursor over epoch ends: each one crossed is still
+// reported as END_OF_EPOCH. An epoch that would start at or after the stream
+// end does not exist: NEXT then gets OutOfRange. (Arithmetic:
+// consumer_cursor.h.)
 //
-// Thread-safety: all methods lock one mutex. BeginBatch blocks the producer
-// thread on a condition variable; every other method is non-blocking and is
-// meant for the control thread. Replies are queued in an outbox drained by
-// the control thread; `wakeup` is called (without the lock held) when a
-// producer-side call queued something.
+// Note [Lag policy]
+// The producer is *blocked* from its first attempt that found no writable
+// slot (TryBeginBatch) until it gets one. When it has been blocked for
+// lag_timeout, Tick applies the policy to every attached consumer whose
+// cursor pins the oldest unleased slot: `skip` moves its cursor to the head
+// of the stream and marks it skipping (its cursor pins nothing until its next
+// NEXT; then, if the data it jumped to was overwritten meanwhile, it moves to
+// the join floor), counting the samples passed over; `evict` sends it
+// ResourceExhausted ("evicted ...") and detaches it. The clock restarts, so a
+// producer that stays blocked applies the policy again every lag_timeout.
+// `block` never applies anything.
+//
+// Note [Producer start and stream end]
+// The producer writes its first batch once min_consumers consumers are
+// attached, and afterwards only while at least one is (it pauses rather than
+// overwrite the ring for nobody). The stream ends at config.stream_end or
+// where EndStream cuts it. The server is finished once the stream ended, no
+// consumer is left, and the stream was either published to its end or read
+// to its end by a consumer that left (with drop_last the last samples may
+// never be written, since the producer pauses with nobody attached).
+//
+// Thread-safety: every method locks mu_. BeginBatch blocks its caller (the
+// producer thread, or an external producer's) on a condition variable; every
+// other method is non-blocking. Time-based rules (Note [Lag policy], the
+// hoarding answer, liveness) run only in Tick, which the control thread calls
+// every 100 ms. Replies are queued in an outbox drained by the control
+// thread; `wakeup` is called (without the lock held) when a producer-side
+// call (Commit, EndStream) queued something.
 #pragma once
 
-#include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "core/src/protocol.h"
 #include "batchcast/core/status.h"
 #include "batchcast/server/server_options.h"
+#include "consumer_cursor.h"
+#include "core/src/mutex.h"
+#include "core/src/protocol.h"
+#include "scheduler_env.h"
+#include "slot_table.h"
 
 namespace batchcast {
-
-using Clock = std::chrono::steady_clock;
 
 struct SchedulerConfig {
   uint32_t window = 8;
@@ -60,157 +89,181 @@ struct SchedulerConfig {
   uint64_t stream_end = UINT64_MAX;  // epochs * epoch_len, or unknown
   LagPolicy lag_policy = LagPolicy::kBlock;
   std::chrono::milliseconds lag_timeout{1000};
+  std::chrono::milliseconds heartbeat_timeout{2000};
   uint32_t min_consumers = 1;
   uint32_t max_consumers = 256;
   uint32_t max_leases = 16;
 };
 
+// A reply for the control thread to send to the peer `identity`.
 struct Outgoing {
   std::string identity;
   proto::Message message;
 };
 
-// What the producer may write.
-struct SlotGrant {
-  uint32_t slot = 0;
-  uint64_t first_seq = 0;
-  uint32_t count = 0;
-  int64_t* indices = nullptr;  // the slot's index array (count entries), writable until Commit
-};
-
 class Scheduler {
  public:
-  explicit Scheduler(SchedulerConfig config);
+  // A consumer whose own leases pin every slot while it waits is answered
+  // with an error after this long (Note [Leases]).
+  static constexpr std::chrono::milliseconds kHoardTimeout{1000};
 
+  // `env` must outlive the Scheduler.
+  explicit Scheduler(SchedulerConfig config, SchedulerEnv* env = SchedulerEnv::Default());
+
+  // REQUIRES: called before any other thread uses the Scheduler.
   void set_wakeup(std::function<void()> wakeup) { wakeup_ = std::move(wakeup); }
   const SchedulerConfig& config() const { return config_; }
 
-  // ---- control thread ----
+  // ---- consumer messages (control thread) ----
   struct Admission {
     uint64_t consumer_id = 0;
     uint64_t batches_per_epoch = 0;
   };
-  // Registers a consumer behind ZeroMQ identity `identity`. InvalidArgument for
-  // bad HELLO values, ResourceExhausted when max_consumers are connected.
+  // Registers a consumer behind ZeroMQ identity `identity`. `same_host`: the
+  // peer came over ipc://, so its HELLO pid is one of this machine's; if that
+  // process exists now, Tick drops the consumer when it is gone.
+  // InvalidArgument for bad HELLO values, ResourceExhausted when
+  // max_consumers are connected.
   Result<Admission> AddConsumer(const std::string& identity, const proto::Hello& hello,
-                                bool pid_visible);
-  bool HasConsumer(const std::string& identity) const;
-  void Next(const std::string& identity, uint64_t request_id);
+                                bool same_host) BC_EXCLUDES(mu_);
+  bool HasConsumer(const std::string& identity) const BC_EXCLUDES(mu_);
+  // Queues a NEXT; answers it (and earlier ones) when it can.
+  void Next(const std::string& identity, uint64_t request_id) BC_EXCLUDES(mu_);
   // Ends leases. With wake_producer=false the caller wakes it later
   // (WakeProducer), e.g. after sending a reply that should not wait for it.
   void Release(const std::string& identity, const std::vector<uint64_t>& lease_ids,
-               bool wake_producer = true);
-  void WakeProducer() { NotifyProducer(); }
-  void Bye(const std::string& identity, const std::vector<uint64_t>& kept_leases);
-  void Touch(const std::string& identity);
-  // Drops consumers whose process is gone or whose heartbeats stopped.
-  void CheckLiveness(std::chrono::milliseconds heartbeat_timeout);
-  // Identities of every connected consumer (for heartbeats).
-  std::vector<std::string> Identities() const;
-  // Drops a consumer at once (its peer is unreachable).
-  void Remove(const std::string& identity, const std::string& reason);
-  void TakeOutbox(std::vector<Outgoing>& out);
-  // True once the stream has ended, was fully published, and no consumer is left.
-  bool Finished() const;
-  nlohmann::json Stats() const;
+               bool wake_producer = true) BC_EXCLUDES(mu_);
+  void WakeProducer() { producer_cv_.SignalAll(); }
+  // Detaches the consumer; the leases in `kept_leases` stay, all others end.
+  void Bye(const std::string& identity, const std::vector<uint64_t>& kept_leases) BC_EXCLUDES(mu_);
+  // The consumer is alive (any message, heartbeats included).
+  void Touch(const std::string& identity) BC_EXCLUDES(mu_);
+  // Drops a consumer at once (its peer is unreachable). Counted as lost.
+  void Remove(const std::string& identity, const std::string& reason) BC_EXCLUDES(mu_);
 
-  // ---- producer thread ----
-  // Waits for a writable slot for the next `indices.size()` samples of
-  // producer epoch `epoch` (see Note [Leases]). Errors: Cancelled after Stop(),
-  // DeadlineExceeded, InvalidArgument (count, or a batch crossing an epoch end).
+  // ---- time (control thread, about every 100 ms) ----
+  // Applies the time-based rules at env->Now(): drops consumers whose process
+  // is gone or that sent nothing for heartbeat_timeout (their leases end),
+  // applies Note [Lag policy], and answers NEXTs of consumers that pinned
+  // every slot for kHoardTimeout.
+  void Tick() BC_EXCLUDES(mu_);
+
+  // ---- control thread ----
+  // Identities of every connected consumer (for heartbeats).
+  std::vector<std::string> Identities() const BC_EXCLUDES(mu_);
+  // Moves the queued replies to `out` (which is cleared first).
+  void TakeOutbox(std::vector<Outgoing>& out) BC_EXCLUDES(mu_);
+  // True once the server may exit (Note [Producer start and stream end]).
+  bool Finished() const BC_EXCLUDES(mu_);
+  nlohmann::json Stats() const BC_EXCLUDES(mu_);
+
+  // ---- producer (one thread at a time) ----
+  // Begins the next batch, `indices.size()` samples of producer epoch
+  // `epoch`, if a slot may be written now (Note [Leases], Note [Producer
+  // start and stream end]); nullopt when the producer must wait (it is then
+  // blocked, Note [Lag policy]). Errors: Cancelled after Stop(), OutOfRange
+  // after the stream end, InvalidArgument (count, or a batch crossing an
+  // epoch end).
+  Result<std::optional<SlotGrant>> TryBeginBatch(uint32_t epoch, std::span<const int64_t> indices)
+      BC_EXCLUDES(mu_);
+  // TryBeginBatch, waiting until it grants or fails, or until `deadline` (a
+  // real steady_clock time; DeadlineExceeded then).
   Result<SlotGrant> BeginBatch(uint32_t epoch, std::span<const int64_t> indices,
-                               Clock::time_point deadline);
-  // REQUIRES: `slot` came from BeginBatch and was not committed yet.
-  void Commit(uint32_t slot);
+                               Clock::time_point deadline) BC_EXCLUDES(mu_);
+  // Publishes a slot granted by (Try)BeginBatch: consumers may be served
+  // from it. InvalidArgument when `slot` is not being written.
+  [[nodiscard]] Status Commit(uint32_t slot) BC_EXCLUDES(mu_);
   // No batch follows the ones begun so far.
-  void EndStream();
-  void Stop();
-  bool stopped() const;
+  void EndStream() BC_EXCLUDES(mu_);
+  // BeginBatch fails with Cancelled from now on (and wakes up if waiting).
+  void Stop() BC_EXCLUDES(mu_);
 
  private:
-  enum class SlotState : uint8_t { kFree, kWriting, kReady };
-  struct Slot {
-    SlotState state = SlotState::kFree;
-    uint64_t first_seq = 0;
-    uint32_t count = 0;
-    uint32_t epoch = 0;
-    uint32_t leases = 0;
-    std::vector<int64_t> indices;
-    uint64_t end() const { return first_seq + count; }
-  };
   struct Consumer {
+    explicit Consumer(ConsumerCursor c) : cursor(c) {}
     uint64_t id = 0;
     std::string identity;
     std::string name;
     int pid = 0;
-    bool pid_visible = false;
-    uint32_t batch_size = 0;
-    bool drop_last = true;
+    bool pid_visible = false;  // Tick probes `pid`
     JoinPolicy join = JoinPolicy::kImmediate;
-    bool attached = true;
+    ConsumerCursor cursor;
+    bool attached = true;  // false after BYE or eviction (Note [Leases])
     // Skipped by the lag policy and not asking for data: its cursor pins
-    // nothing until its next NEXT (Note [Consumer epochs]).
+    // nothing until its next NEXT (Note [Lag policy]).
     bool skipping = false;
-    uint64_t start = 0;
-    uint64_t cursor = 0;
-    uint32_t epoch = 0;
-    uint32_t step = 0;
-    uint64_t skipped = 0;
-    std::deque<uint64_t> pending;
-    std::unordered_map<uint64_t, std::vector<uint32_t>> leases;
+    std::deque<uint64_t> pending;  // NEXT request ids, answered in order
+    std::unordered_map<uint64_t, std::vector<uint32_t>> leases;  // lease id -> slots
     uint64_t next_lease = 1;
     uint64_t batches = 0;
     uint64_t samples = 0;
-    // Since when its own leases pin every slot while it waits (see ServeOneLocked).
+    // Since when its own leases pin every slot while it waits (Note [Leases]).
     std::optional<Clock::time_point> hoarding_since;
     Clock::time_point last_seen;
     Clock::time_point joined;
+    // Whether its cursor holds back the producer (Note [Leases] (b)).
+    bool PinsCursor() const { return attached && !(skipping && pending.empty()); }
   };
 
-  Consumer* Find(const std::string& identity);
-  const Consumer* Find(const std::string& identity) const;
-  uint64_t EpochEnd(const Consumer& c) const;
-  uint64_t JoinFloor() const;
-  void ServeLocked(Consumer& c);
-  void ServeAllLocked();
-  bool ServeOneLocked(Consumer& c);
-  void Send(const Consumer& c, proto::Message m);
-  void DropLeasesLocked(Consumer& c);
-  void RemoveLocked(const std::string& identity, const std::string& reason);
-  void DetachLocked(Consumer& c);
-  std::optional<uint32_t> FindWritableSlotLocked() const;
-  void ApplyLagPolicyLocked();
-  uint64_t MinAttachedCursor() const;
-  size_t AttachedCount() const;
-  void NotifyProducer() { producer_cv_.notify_all(); }
+  Consumer* Find(const std::string& identity) BC_REQUIRES(mu_);
+  const Consumer* Find(const std::string& identity) const BC_REQUIRES(mu_);
+  void Send(const Consumer& c, proto::Message m) BC_REQUIRES(mu_);
+  // Answers the pending NEXTs of `c` in order, as far as they can be.
+  void ServeLocked(Consumer& c) BC_REQUIRES(mu_);
+  void ServeAllLocked() BC_REQUIRES(mu_);
+  // Answers the head NEXT of `c`; false when it must wait.
+  bool ServeOneLocked(Consumer& c) BC_REQUIRES(mu_);
+  // True when `c` has pinned every slot with its own leases for
+  // kHoardTimeout (Note [Leases]); tracks since when.
+  bool HoardingTooLongLocked(Consumer& c) BC_REQUIRES(mu_);
+  void DropLeasesLocked(Consumer& c) BC_REQUIRES(mu_);
+  void DetachLocked(Consumer& c) BC_REQUIRES(mu_);
+  void RemoveLocked(const std::string& identity, const std::string& reason) BC_REQUIRES(mu_);
+  void RemoveDeadLocked(Clock::time_point now) BC_REQUIRES(mu_);
+  Result<std::optional<SlotGrant>> TryBeginLocked(uint32_t epoch, std::span<const int64_t> indices)
+      BC_REQUIRES(mu_);
+  // Note [Producer start and stream end]: enough consumers are attached.
+  bool MayWriteLocked() const BC_REQUIRES(mu_);
+  std::optional<uint32_t> FindWritableSlotLocked() const BC_REQUIRES(mu_);
+  void ApplyLagPolicyLocked(Clock::time_point now) BC_REQUIRES(mu_);
+  void EndBlockedLocked(Clock::time_point now) BC_REQUIRES(mu_);
+  uint64_t MinPinningCursor() const BC_REQUIRES(mu_);
+  size_t AttachedCount() const BC_REQUIRES(mu_);
+  void NotifyProducer() { producer_cv_.SignalAll(); }
+  // Waits on producer_cv_ until it is signalled or `deadline` (max(): no
+  // deadline). CondVar::Wait names the CondVar's own pointer to mu_, which
+  // clang cannot match with mu_, hence no analysis inside.
+  void WaitForProducerWake(Clock::time_point deadline)
+      BC_REQUIRES(mu_) BC_NO_THREAD_SAFETY_ANALYSIS;
 
   const SchedulerConfig config_;
-  mutable std::mutex mu_;
-  std::condition_variable producer_cv_;
-  std::function<void()> wakeup_;
+  SchedulerEnv* const env_;
+  std::function<void()> wakeup_;  // set before the threads start
 
-  std::vector<Slot> slots_;
-  std::map<uint64_t, uint32_t> by_seq_;  // first_seq -> slot, for writing and ready slots
-  uint64_t next_seq_ = 0;                // first seq not yet begun
-  uint64_t published_ = 0;               // every seq below is ready
-  uint64_t stream_end_;
-  bool started_ = false;
-  uint64_t departed_cursor_ = 0;  // the furthest cursor of a consumer that left
-  bool stopped_ = false;
-  std::optional<Clock::time_point> blocked_since_;
-  bool warned_all_leased_ = false;
+  mutable Mutex mu_;
+  CondVar producer_cv_{&mu_};  // the producer's wait in BeginBatch
 
-  std::map<std::string, Consumer> consumers_;  // by identity
-  uint64_t next_consumer_id_ = 1;
-  std::vector<Outgoing> outbox_;
+  SlotTable slots_ BC_GUARDED_BY(mu_);
+  uint64_t stream_end_ BC_GUARDED_BY(mu_);
+  bool started_ BC_GUARDED_BY(mu_) = false;          // the first batch was begun
+  uint64_t departed_cursor_ BC_GUARDED_BY(mu_) = 0;  // the furthest cursor of a consumer that left
+  bool stopped_ BC_GUARDED_BY(mu_) = false;
+  // Note [Lag policy]: since when the producer has been blocked.
+  std::optional<Clock::time_point> blocked_since_ BC_GUARDED_BY(mu_);
+  bool warned_all_leased_ BC_GUARDED_BY(mu_) = false;
+  bool warned_waiting_ BC_GUARDED_BY(mu_) = false;
+
+  std::map<std::string, Consumer> consumers_ BC_GUARDED_BY(mu_);  // by identity
+  uint64_t next_consumer_id_ BC_GUARDED_BY(mu_) = 1;
+  std::vector<Outgoing> outbox_ BC_GUARDED_BY(mu_);
 
   // Stats.
-  Clock::time_point created_ = Clock::now();
-  uint64_t batches_written_ = 0;
-  uint64_t consumers_evicted_ = 0;
-  uint64_t consumers_lost_ = 0;
-  uint64_t skip_events_ = 0;
-  std::chrono::nanoseconds blocked_total_{0};
+  const Clock::time_point created_;
+  uint64_t batches_written_ BC_GUARDED_BY(mu_) = 0;
+  uint64_t consumers_evicted_ BC_GUARDED_BY(mu_) = 0;
+  uint64_t consumers_lost_ BC_GUARDED_BY(mu_) = 0;
+  uint64_t skip_events_ BC_GUARDED_BY(mu_) = 0;
+  Clock::duration blocked_total_ BC_GUARDED_BY(mu_){0};
 };
 
 }  // namespace batchcast

@@ -21,7 +21,7 @@
 // Output (Source::output_memory() == kCuda): FillBatch queues everything on
 // SlotView::stream and returns without waiting; two sets of buffers
 // alternate (cuda_batch_buffers.h). The server records the slot's event after
-// FillBatch returns (Note [Device ring ordering], in the server), so every
+// FillBatch returns (Note [Device ring ordering], server/src/slot_publisher.h), so every
 // write here must be queued on SlotView::stream.
 //
 // Thread-safety: as Source.

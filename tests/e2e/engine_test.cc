@@ -329,7 +329,7 @@ TEST_P(Engine, KilledConsumerIsReclaimed) {
   EXPECT_EQ(st["consumers_lost"].get<int>(), 1);
   // prefetch (2) + the last batch, whose release rides on the next NEXT; on a
   // device ring also the one before it while its event is polled (Note
-  // [Device leases] in client/src/connection.h: released within 10 ms).
+  // [Device leases] in client/src/lease_ledger.h: released within 10 ms).
   EXPECT_LE(st["consumers"][0]["leases"].get<int>(), ring_.Pick(3, 4));
   survivor.reset();
   std::this_thread::sleep_for(ring_.Pick(100ms, 200ms));

@@ -12,6 +12,7 @@
 // most `window` slots; lag policies block, skip or evict.
 //
 // Thread-safety: all methods are thread-safe. Destroying the Server stops it.
+// Which thread does what: Note [Server threads] in server/src/server_impl.h.
 #pragma once
 
 #include <chrono>
@@ -53,7 +54,8 @@ class Server {
   // The stats as JSON text (the same as `batchcast-server stat NAME --json`).
   std::string StatsJson() const;
 
-  // External production. BeginBatch blocks until a slot may be written (window,
+  // External production (servers made by StartExternal; the others answer
+  // InvalidArgument). BeginBatch blocks until a slot may be written (window,
   // leases, lag policy), until `timeout`, or until Stop(). `count` samples
   // (1..batch_size) with dataset `indices` of producer epoch `epoch`; batches of
   // one epoch must add up to epoch_len before the next epoch starts.
@@ -63,7 +65,8 @@ class Server {
   // the writes were queued on.
   Result<SlotView> BeginBatch(uint32_t epoch, std::span<const int64_t> indices,
                               std::chrono::milliseconds timeout);
-  // Publishes a slot filled after BeginBatch. With a device ring, the slot's
+  // Publishes a slot filled after BeginBatch (InvalidArgument if it is not
+  // being written, e.g. committed twice). With a device ring, the slot's
   // interprocess event is first recorded on `cuda_stream` (a cudaStream_t of
   // the ring's device; nullptr = its legacy default stream): the writes to the
   // slot must have been queued on that stream (or be complete) by then.

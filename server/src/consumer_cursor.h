@@ -1,0 +1,79 @@
+// ConsumerCursor: one consumer's position in the stream and the arithmetic of
+// its epochs (Note [Consumer epochs] in scheduler.h): where it joins, where
+// each of its epochs ends, what its next NEXT is answered with, and how the
+// cursor moves after a batch, an END_OF_EPOCH or a skip.
+//
+// Thread-safety: a value type; the Scheduler keeps one per consumer under its
+// mutex.
+#pragma once
+
+#include <cstdint>
+
+#include "batchcast/core/join_policy.h"
+
+namespace batchcast {
+
+class ConsumerCursor {
+ public:
+  // A consumer of `batch_size` samples whose epochs are `epoch_len` samples
+  // long, the first one starting at seq `start`.
+  ConsumerCursor(uint64_t start, uint64_t epoch_len, uint32_t batch_size, bool drop_last);
+
+  // The seq a consumer joining now starts at, given `floor`, the first seq of
+  // the newest unbroken run of batches in the ring: `floor` itself
+  // (immediate), or the first producer-epoch start at or after it
+  // (next_epoch; so the current epoch when its start is still held).
+  static uint64_t JoinStart(JoinPolicy join, uint64_t floor, uint64_t epoch_len);
+  // Batches in one consumer epoch: floor(L/B) with drop_last, ceil(L/B) without.
+  static uint64_t BatchesPerEpoch(uint64_t epoch_len, uint32_t batch_size, bool drop_last);
+
+  // What the next NEXT gets, with the stream ending at `stream_end`
+  // (UINT64_MAX when unknown).
+  struct Plan {
+    enum class Kind {
+      kStreamEnded,  // OutOfRange: the current epoch starts at or after the stream end
+      kEndOfEpoch,   // END_OF_EPOCH: nothing (or, with drop_last, less than B) is left
+      kBatch,        // the next `count` samples, from position() on
+    };
+    Kind kind = Kind::kBatch;
+    uint32_t count = 0;
+  };
+  Plan PlanNext(uint64_t stream_end) const;
+
+  // After an END_OF_EPOCH: the next epoch begins (the cursor moves to the
+  // ended epoch's end if it was not there yet).
+  void EndEpoch(uint64_t stream_end);
+  // After a BATCH of `count` samples (a kBatch plan's). With drop_last, a
+  // remainder of the epoch shorter than batch_size is passed over at once,
+  // so it pins nothing.
+  void Advance(uint32_t count, uint64_t stream_end);
+  // Jumps forward to `target` (lag policy skip, or back after a skip onto
+  // data that was overwritten), counting the samples passed over. Does
+  // nothing when the cursor is at or past `target`.
+  void SkipTo(uint64_t target);
+
+  // The first seq of the current epoch and the seq its range ends at
+  // (exclusive): [start + k*L, start + (k+1)*L) clipped to `stream_end`.
+  uint64_t EpochStart() const;
+  uint64_t EpochEnd(uint64_t stream_end) const;
+
+  uint64_t start() const { return start_; }
+  uint64_t position() const { return position_; }  // the next seq to serve
+  uint32_t epoch() const { return epoch_; }        // the consumer's epoch number
+  uint32_t step() const { return step_; }          // batches served in this epoch
+  uint64_t skipped() const { return skipped_; }    // samples skipped so far
+  uint32_t batch_size() const { return batch_size_; }
+  bool drop_last() const { return drop_last_; }
+
+ private:
+  uint64_t start_;
+  uint64_t epoch_len_;
+  uint32_t batch_size_;
+  bool drop_last_;
+  uint64_t position_;
+  uint32_t epoch_ = 0;
+  uint32_t step_ = 0;
+  uint64_t skipped_ = 0;
+};
+
+}  // namespace batchcast

@@ -1,0 +1,254 @@
+#include "control_loop.h"
+
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "batchcast/core/logging.h"
+
+namespace batchcast {
+namespace {
+
+// The liveness and lag-policy clock of Scheduler::Tick.
+constexpr auto kTickPeriod = std::chrono::milliseconds(100);
+// How long one zmq_poll waits at most, so that timers run on time.
+constexpr auto kPollTimeout = std::chrono::milliseconds(20);
+// Messages handled per loop turn at most, so that the outbox gets flushed too.
+constexpr int kMaxReceivesPerTurn = 1024;
+
+std::string IpcPath(const std::string& endpoint) {
+  return endpoint.starts_with("ipc://") ? endpoint.substr(6) : std::string();
+}
+
+}  // namespace
+
+WakeFd::WakeFd() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+
+WakeFd::~WakeFd() {
+  if (fd_ >= 0) close(fd_);
+}
+
+void WakeFd::Signal() const {
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(fd_, &one, sizeof(one));
+}
+
+void WakeFd::Drain() const {
+  uint64_t v;
+  [[maybe_unused]] ssize_t n = read(fd_, &v, sizeof(v));
+}
+
+ControlLoop::ControlLoop(ControlLoopOptions options, Scheduler* scheduler)
+    : options_(std::move(options)), scheduler_(scheduler) {}
+
+Result<std::unique_ptr<ControlLoop>> ControlLoop::Create(ControlLoopOptions options,
+                                                         Scheduler* scheduler) {
+  std::unique_ptr<ControlLoop> loop(new ControlLoop(std::move(options), scheduler));
+  if (!loop->wake_.ok()) return InternalError("eventfd failed");
+  const std::string& endpoint = loop->options_.endpoint;
+  zmq::socket_t& router = loop->router_.emplace(loop->context_, zmq::socket_type::router);
+  router.set(zmq::sockopt::router_mandatory, 1);
+  router.set(zmq::sockopt::linger, 0);
+  router.set(zmq::sockopt::sndhwm, 100000);
+  router.set(zmq::sockopt::rcvhwm, 100000);
+  router.set(zmq::sockopt::maxmsgsize, int64_t{1} << 20);
+  const std::string path = IpcPath(endpoint);
+  if (!path.empty()) unlink(path.c_str());  // a leftover of a dead server (we hold the lock)
+  try {
+    router.bind(endpoint);
+  } catch (const zmq::error_t& e) {
+    loop->router_.reset();
+    return UnavailableError("cannot bind " + endpoint + ": " + e.what());
+  }
+  if (!path.empty()) chmod(path.c_str(), 0600);
+  // tcp://*:port binds every interface: say so, since the ring is local anyway.
+  if (endpoint.starts_with("tcp://*") || endpoint.starts_with("tcp://0.0.0.0")) {
+    BC_LOG_WARN("{} listens on every interface; consumers must still run on this machine",
+                endpoint);
+  }
+  const WakeFd* wake = &loop->wake_;
+  scheduler->set_wakeup([wake] { wake->Signal(); });
+  return loop;
+}
+
+ControlLoop::~ControlLoop() {
+  if (!router_) return;
+  router_->close();
+  router_.reset();
+  if (const std::string path = IpcPath(options_.endpoint); !path.empty()) unlink(path.c_str());
+}
+
+void ControlLoop::RequestStop() {
+  stopping_ = true;
+  wake_.Signal();
+}
+
+void ControlLoop::SendTo(const std::string& identity, const proto::Message& message) {
+  send_buffer_.clear();
+  proto::EncodeTo(message, send_buffer_);
+  try {
+    auto r1 =
+        router_->send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    auto r2 = r1 ? router_->send(zmq::buffer(send_buffer_), zmq::send_flags::dontwait)
+                 : zmq::send_result_t{};
+    if (!r1 || !r2) {
+      scheduler_->Remove(identity, "its connection is not reading (send queue full)");
+    }
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EHOSTUNREACH) {
+      scheduler_->Remove(identity, "its connection is gone");
+    } else {
+      BC_LOG_WARN("send to a consumer failed: {}", e.what());
+    }
+  }
+}
+
+void ControlLoop::FlushOutbox() {
+  scheduler_->TakeOutbox(outbox_);
+  for (const Outgoing& o : outbox_) SendTo(o.identity, o.message);
+}
+
+void ControlLoop::HandleHello(const std::string& identity, const proto::Hello& hello) {
+  if (!hello.device.empty() && hello.device != options_.device_name) {
+    SendTo(identity, proto::Error{0, StatusCode::kInvalidArgument,
+                                  "this server's ring is on " + options_.device_name +
+                                      ", the consumer asked for " + hello.device});
+    return;
+  }
+  // Over ipc:// the consumer's pid is one of this machine's.
+  const bool same_host = options_.endpoint.starts_with("ipc://");
+  Result<Scheduler::Admission> a = scheduler_->AddConsumer(identity, hello, same_host);
+  if (!a.ok()) {
+    BC_LOG_WARN("refused consumer '{}' (pid {}): {}", hello.name, hello.pid, a.status().message());
+    SendTo(identity, proto::Error{0, a.status().code(), a.status().message()});
+    return;
+  }
+  proto::Welcome w = options_.welcome;
+  w.consumer_id = a->consumer_id;
+  w.batches_per_epoch = a->batches_per_epoch;
+  SendTo(identity, w);
+}
+
+void ControlLoop::HandleMessage(const std::string& identity, std::span<const uint8_t> payload) {
+  Result<proto::Message> decoded = proto::Decode(payload);
+  if (!decoded.ok()) {
+    uint64_t& n = bad_messages_[identity];
+    if (n++ < 20 || n % 1000 == 0) {
+      BC_LOG_WARN("ignored a message from a peer ({} so far from it): {}", n,
+                  decoded.status().message());
+    }
+    SendTo(identity, proto::Error{0, StatusCode::kInvalidArgument, decoded.status().message()});
+    return;
+  }
+  proto::Message& m = *decoded;
+  if (auto* hello = std::get_if<proto::Hello>(&m)) {
+    HandleHello(identity, *hello);
+    return;
+  }
+  if (std::holds_alternative<proto::Stats>(m)) {
+    SendTo(identity, proto::StatsReply{options_.stats_json()});
+    return;
+  }
+  if (!scheduler_->HasConsumer(identity)) {
+    if (!std::holds_alternative<proto::Bye>(m) && !std::holds_alternative<proto::Release>(m) &&
+        !std::holds_alternative<proto::Heartbeat>(m)) {
+      SendTo(identity, proto::Error{0, StatusCode::kNotFound,
+                                    "unknown consumer: say HELLO first (or the server dropped "
+                                    "this consumer after missed heartbeats)"});
+    }
+    return;
+  }
+  std::visit(
+      [&](auto& msg) {
+        using T = std::decay_t<decltype(msg)>;
+        if constexpr (std::is_same_v<T, proto::Next>) {
+          // Release, answer, and only then wake the producer, so that its
+          // work does not delay the reply.
+          if (!msg.releases.empty()) scheduler_->Release(identity, msg.releases, false);
+          scheduler_->Next(identity, msg.request_id);
+          FlushOutbox();
+          scheduler_->WakeProducer();
+        } else if constexpr (std::is_same_v<T, proto::Release>) {
+          scheduler_->Release(identity, msg.lease_ids);
+        } else if constexpr (std::is_same_v<T, proto::Heartbeat>) {
+          scheduler_->Touch(identity);
+        } else if constexpr (std::is_same_v<T, proto::Bye>) {
+          scheduler_->Bye(identity, msg.kept_leases);
+        } else {
+          SendTo(identity, proto::Error{0, StatusCode::kInvalidArgument,
+                                        std::string("a consumer may not send ") +
+                                            std::string(proto::MessageName(proto::Message(msg)))});
+        }
+      },
+      m);
+}
+
+void ControlLoop::ReceiveAll() {
+  for (int i = 0; i < kMaxReceivesPerTurn; ++i) {
+    zmq::message_t identity, payload;
+    if (!router_->recv(identity, zmq::recv_flags::dontwait)) break;
+    bool extra = false;
+    if (identity.more()) {
+      (void)router_->recv(payload, zmq::recv_flags::none);
+      while (payload.more()) {  // more frames than the protocol has: drain them
+        zmq::message_t rest;
+        (void)router_->recv(rest, zmq::recv_flags::none);
+        extra = true;
+        if (!rest.more()) break;
+      }
+    }
+    const std::string id(static_cast<const char*>(identity.data()), identity.size());
+    if (extra) {
+      SendTo(id, proto::Error{0, StatusCode::kInvalidArgument,
+                              "malformed message: more than one frame"});
+      continue;
+    }
+    HandleMessage(
+        id, std::span<const uint8_t>(static_cast<const uint8_t*>(payload.data()), payload.size()));
+  }
+}
+
+void ControlLoop::RunTimers() {
+  const Clock::time_point now = Clock::now();
+  if (now >= next_heartbeat_) {
+    for (const std::string& id : scheduler_->Identities()) SendTo(id, proto::Heartbeat{});
+    next_heartbeat_ = now + options_.heartbeat_period;
+  }
+  if (now >= next_tick_) {
+    scheduler_->Tick();
+    FlushOutbox();
+    next_tick_ = now + kTickPeriod;
+  }
+}
+
+void ControlLoop::Run() {
+  next_heartbeat_ = next_tick_ = Clock::now();
+  std::vector<zmq::pollitem_t> items = {{router_->handle(), 0, ZMQ_POLLIN, 0},
+                                        {nullptr, wake_.fd(), ZMQ_POLLIN, 0}};
+  while (!stopping_.load()) {
+    try {
+      zmq::poll(items.data(), items.size(), kPollTimeout);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      options_.finish(InternalError(std::string("zmq_poll failed: ") + e.what()));
+      break;
+    }
+    if (items[1].revents & ZMQ_POLLIN) wake_.Drain();
+    ReceiveAll();
+    FlushOutbox();
+    RunTimers();
+    if (scheduler_->Finished()) {
+      BC_LOG_INFO("the stream ended and every consumer left: server '{}' is done",
+                  options_.server_name);
+      options_.finish(Status::Ok());
+      break;
+    }
+  }
+  // Tell every consumer, so that nobody waits for a heartbeat timeout.
+  for (const std::string& id : scheduler_->Identities()) {
+    SendTo(id, proto::Error{0, StatusCode::kUnavailable,
+                            "server '" + options_.server_name + "' stopped"});
+  }
+}
+
+}  // namespace batchcast

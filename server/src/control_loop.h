@@ -1,0 +1,107 @@
+// ControlLoop: the server's control thread. It owns the ZeroMQ ROUTER socket
+// and everything said on it: it decodes each consumer message and hands it to
+// the Scheduler (HELLO -> WELCOME or ERROR, NEXT, RELEASE, HEARTBEAT, BYE,
+// STATS), sends what the Scheduler queued in its outbox, heartbeats every
+// consumer, calls Scheduler::Tick every 100 ms (liveness, lag policy, the
+// hoarding answer), notices when the server is finished, and on the way out
+// tells every consumer that the server stopped. See Note [Server threads]
+// (server_impl.h).
+//
+// Thread-safety: Run is the entry point of one thread, which alone uses the
+// socket and the fields marked so. RequestStop may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <zmq.hpp>
+
+#include "batchcast/core/status.h"
+#include "core/src/protocol.h"
+#include "scheduler.h"
+
+namespace batchcast {
+
+// An eventfd that wakes the control loop's zmq_poll. Thread-safe.
+class WakeFd {
+ public:
+  WakeFd();
+  ~WakeFd();
+  WakeFd(const WakeFd&) = delete;
+  WakeFd& operator=(const WakeFd&) = delete;
+  bool ok() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  void Signal() const;
+  void Drain() const;
+
+ private:
+  const int fd_;
+};
+
+struct ControlLoopOptions {
+  std::string endpoint;     // where the ROUTER binds (ipc:// or tcp://)
+  std::string server_name;  // for logs and the shutdown notice
+  std::string device_name;  // the ring's device; a HELLO naming another is refused
+  std::chrono::milliseconds heartbeat_period{250};
+  // WELCOME as every consumer gets it; consumer_id and batches_per_epoch are
+  // filled in per consumer.
+  proto::Welcome welcome;
+  // The server's stats as JSON text (STATS).
+  std::function<std::string()> stats_json;
+  // Called on the control thread when it ends the server: OK when the stream
+  // ended and every consumer left, an error when polling failed.
+  std::function<void(Status)> finish;
+};
+
+class ControlLoop {
+ public:
+  // Binds the ROUTER socket (replacing a socket file a dead server left,
+  // Note [Server instance lock]) and makes the scheduler's wake-ups reach
+  // it. Unavailable when the endpoint cannot be bound. `scheduler` must
+  // outlive the loop.
+  static Result<std::unique_ptr<ControlLoop>> Create(ControlLoopOptions options,
+                                                     Scheduler* scheduler);
+  // Closes the socket and removes its ipc:// file. REQUIRES: Run returned
+  // (or never ran).
+  ~ControlLoop();
+
+  // The thread's entry point: serves until RequestStop or until the server
+  // is finished, then tells every consumer it stopped.
+  void Run();
+  // Makes Run return soon. Thread-safe.
+  void RequestStop();
+
+ private:
+  ControlLoop(ControlLoopOptions options, Scheduler* scheduler);
+  // Reads and handles up to a bounded number of waiting messages.
+  void ReceiveAll();
+  void HandleMessage(const std::string& identity, std::span<const uint8_t> payload);
+  void HandleHello(const std::string& identity, const proto::Hello& hello);
+  // Sends one message; a peer that is gone or not reading is removed.
+  void SendTo(const std::string& identity, const proto::Message& message);
+  void FlushOutbox();
+  // Heartbeats and Scheduler::Tick when due.
+  void RunTimers();
+
+  const ControlLoopOptions options_;
+  Scheduler* const scheduler_;
+  WakeFd wake_;
+  std::atomic<bool> stopping_{false};
+
+  // Control thread only.
+  zmq::context_t context_{1};
+  std::optional<zmq::socket_t> router_;
+  std::string send_buffer_;
+  std::vector<Outgoing> outbox_;
+  // Malformed-message logging is rate limited per peer.
+  std::unordered_map<std::string, uint64_t> bad_messages_;
+  Clock::time_point next_heartbeat_;
+  Clock::time_point next_tick_;
+};
+
+}  // namespace batchcast

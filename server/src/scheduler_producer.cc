@@ -1,0 +1,137 @@
+// Scheduler: the producer's side: beginning and committing batches (Note
+// [Leases], Note [Producer start and stream end]), the stream end and stop.
+#include <algorithm>
+
+#include "batchcast/core/logging.h"
+#include "scheduler.h"
+
+namespace batchcast {
+
+size_t Scheduler::AttachedCount() const {
+  size_t n = 0;
+  for (const auto& [_, c] : consumers_) n += c.attached ? 1 : 0;
+  return n;
+}
+
+uint64_t Scheduler::MinPinningCursor() const {
+  uint64_t m = UINT64_MAX;
+  for (const auto& [_, c] : consumers_) {
+    if (c.PinsCursor()) m = std::min(m, c.cursor.position());
+  }
+  return m;
+}
+
+bool Scheduler::MayWriteLocked() const {
+  const size_t attached = AttachedCount();
+  return started_ ? attached > 0 : attached >= std::max<uint32_t>(1, config_.min_consumers);
+}
+
+std::optional<uint32_t> Scheduler::FindWritableSlotLocked() const {
+  return slots_.FindWritable(MinPinningCursor());
+}
+
+void Scheduler::EndBlockedLocked(Clock::time_point now) {
+  if (blocked_since_) blocked_total_ += now - *blocked_since_;
+  blocked_since_.reset();
+}
+
+Result<std::optional<SlotGrant>> Scheduler::TryBeginBatch(uint32_t epoch,
+                                                          std::span<const int64_t> indices) {
+  MutexLock lock(&mu_);
+  return TryBeginLocked(epoch, indices);
+}
+
+Result<std::optional<SlotGrant>> Scheduler::TryBeginLocked(uint32_t epoch,
+                                                           std::span<const int64_t> indices) {
+  const size_t count = indices.size();
+  if (count == 0 || count > config_.batch_size) {
+    return InvalidArgumentError("a producer batch holds 1 to " +
+                                std::to_string(config_.batch_size) + " samples, got " +
+                                std::to_string(count));
+  }
+  if (stopped_) return CancelledError("server stopped");
+  const uint64_t L = config_.epoch_len;
+  const uint64_t next_seq = slots_.next_seq();
+  if (next_seq / L != epoch || (next_seq + count - 1) / L != epoch) {
+    return InvalidArgumentError(
+        "batch of " + std::to_string(count) + " samples for producer epoch " +
+        std::to_string(epoch) + " does not fit: the stream is at sample " +
+        std::to_string(next_seq % L) + " of epoch " + std::to_string(next_seq / L) +
+        ", whose length is " + std::to_string(L));
+  }
+  if (next_seq >= stream_end_) return OutOfRangeError("the stream has ended");
+  if (!MayWriteLocked()) {
+    if (!started_ && !warned_waiting_) {
+      BC_LOG_INFO("waiting for {} consumer(s) before the first write ({} connected)",
+                  std::max<uint32_t>(1, config_.min_consumers), AttachedCount());
+      warned_waiting_ = true;
+    }
+    return std::optional<SlotGrant>();
+  }
+  const Clock::time_point now = env_->Now();
+  const std::optional<uint32_t> slot = FindWritableSlotLocked();
+  if (!slot) {
+    if (!blocked_since_) blocked_since_ = now;
+    return std::optional<SlotGrant>();
+  }
+  EndBlockedLocked(now);
+  warned_all_leased_ = false;
+  started_ = true;
+  return std::optional<SlotGrant>(slots_.Begin(*slot, epoch, indices));
+}
+
+Result<SlotGrant> Scheduler::BeginBatch(uint32_t epoch, std::span<const int64_t> indices,
+                                        Clock::time_point deadline) {
+  MutexLock lock(&mu_);
+  while (true) {
+    BATCHCAST_ASSIGN_OR_RETURN(std::optional<SlotGrant> grant, TryBeginLocked(epoch, indices));
+    if (grant) return *grant;
+    if (Clock::now() >= deadline) return DeadlineExceededError("no slot became free in time");
+    // Every change that can make a slot writable signals producer_cv_.
+    WaitForProducerWake(deadline);
+  }
+}
+
+void Scheduler::WaitForProducerWake(Clock::time_point deadline) {
+  if (deadline == Clock::time_point::max()) {
+    producer_cv_.Wait();
+  } else {
+    producer_cv_.WaitUntil(deadline);
+  }
+}
+
+Status Scheduler::Commit(uint32_t slot) {
+  {
+    MutexLock lock(&mu_);
+    if (!slots_.Commit(slot)) {
+      return InvalidArgumentError("slot " + std::to_string(slot) +
+                                  " is not being written: it was committed already or never "
+                                  "begun");
+    }
+    ++batches_written_;
+    ServeAllLocked();
+    NotifyProducer();  // published() moved: an older slot may be writable now
+  }
+  if (wakeup_) wakeup_();
+  return Status::Ok();
+}
+
+void Scheduler::EndStream() {
+  {
+    MutexLock lock(&mu_);
+    stream_end_ = std::min(stream_end_, slots_.next_seq());
+    started_ = true;
+    EndBlockedLocked(env_->Now());
+    ServeAllLocked();
+    NotifyProducer();
+  }
+  if (wakeup_) wakeup_();
+}
+
+void Scheduler::Stop() {
+  MutexLock lock(&mu_);
+  stopped_ = true;
+  NotifyProducer();
+}
+
+}  // namespace batchcast

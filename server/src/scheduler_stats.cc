@@ -1,0 +1,66 @@
+// Scheduler::Stats: the scheduler's part of the server's stats JSON.
+#include "scheduler.h"
+
+namespace batchcast {
+namespace {
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+nlohmann::json Scheduler::Stats() const {
+  MutexLock lock(&mu_);
+  using nlohmann::json;
+  const Clock::time_point now = env_->Now();
+  const uint64_t published = slots_.published();
+  json j;
+  j["window"] = config_.window;
+  j["batch_size"] = config_.batch_size;
+  j["epoch_len"] = config_.epoch_len;
+  j["lag_policy"] = std::string(LagPolicyName(config_.lag_policy));
+  j["samples_published"] = published;
+  j["batches_written"] = batches_written_;
+  j["producer_epoch"] = published / config_.epoch_len;
+  j["stream_ended"] = stream_end_ != UINT64_MAX && published >= stream_end_;
+  if (stream_end_ != UINT64_MAX) j["stream_end"] = stream_end_;
+  j["uptime_s"] = Seconds(now - created_);
+  j["producer_blocked_s"] =
+      Seconds(blocked_total_ + (blocked_since_ ? now - *blocked_since_ : Clock::duration{0}));
+  const SlotTable::Counts counts = slots_.Count();
+  j["slots"] = {{"free", counts.free},
+                {"writing", counts.writing},
+                {"ready", counts.ready},
+                {"leased", counts.leased}};
+  j["consumers_evicted"] = consumers_evicted_;
+  j["consumers_lost"] = consumers_lost_;
+  j["skip_events"] = skip_events_;
+  json list = json::array();
+  uint64_t slowest_lag = 0;
+  for (const auto& [_, c] : consumers_) {
+    const uint64_t at = c.cursor.position();
+    const uint64_t lag = published > at && c.attached ? published - at : 0;
+    if (c.attached) slowest_lag = std::max(slowest_lag, lag);
+    list.push_back({{"id", c.id},
+                    {"name", c.name},
+                    {"pid", c.pid},
+                    {"batch_size", c.cursor.batch_size()},
+                    {"attached", c.attached},
+                    {"epoch", c.cursor.epoch()},
+                    {"step", c.cursor.step()},
+                    {"cursor", at},
+                    {"lag_samples", lag},
+                    {"batches", c.batches},
+                    {"samples", c.samples},
+                    {"skipped", c.cursor.skipped()},
+                    {"leases", c.leases.size()},
+                    {"pending", c.pending.size()},
+                    {"connected_s", Seconds(now - c.joined)}});
+  }
+  j["consumers"] = list;
+  j["slowest_lag_samples"] = slowest_lag;
+  j["slowest_lag_slots"] =
+      static_cast<double>(slowest_lag) / static_cast<double>(config_.batch_size);
+  return j;
+}
+
+}  // namespace batchcast

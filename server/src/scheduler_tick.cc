@@ -1,0 +1,91 @@
+// Scheduler: the time-based rules, applied by Tick on the control thread:
+// liveness, Note [Lag policy], and the hoarding answer of Note [Leases].
+#include "batchcast/core/logging.h"
+#include "scheduler.h"
+
+namespace batchcast {
+namespace {
+
+uint64_t Ms(Clock::duration d) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+}
+
+}  // namespace
+
+void Scheduler::Tick() {
+  MutexLock lock(&mu_);
+  const Clock::time_point now = env_->Now();
+  RemoveDeadLocked(now);
+  if (config_.lag_policy != LagPolicy::kBlock && blocked_since_ &&
+      now - *blocked_since_ >= config_.lag_timeout && MayWriteLocked() &&
+      !FindWritableSlotLocked()) {
+    ApplyLagPolicyLocked(now);
+  }
+  ServeAllLocked();  // time-based answers (a consumer pinning every slot)
+}
+
+void Scheduler::RemoveDeadLocked(Clock::time_point now) {
+  std::vector<std::pair<std::string, std::string>> dead;
+  for (const auto& [identity, c] : consumers_) {
+    if (c.pid_visible && !env_->ProcessAlive(c.pid)) {
+      dead.emplace_back(identity, "its process " + std::to_string(c.pid) + " exited");
+    } else if (now - c.last_seen > config_.heartbeat_timeout) {
+      dead.emplace_back(identity, "no heartbeat for " + std::to_string(Ms(now - c.last_seen)) +
+                                      " ms (timeout " +
+                                      std::to_string(config_.heartbeat_timeout.count()) + " ms)");
+    }
+  }
+  for (const auto& [identity, reason] : dead) {
+    ++consumers_lost_;
+    RemoveLocked(identity, reason);
+  }
+}
+
+void Scheduler::ApplyLagPolicyLocked(Clock::time_point now) {
+  blocked_total_ += now - *blocked_since_;
+  blocked_since_ = now;  // a producer still blocked applies it again after lag_timeout
+  const SlotTable::Slot* oldest = slots_.OldestUnleased();
+  if (oldest == nullptr) {
+    if (!warned_all_leased_) {
+      BC_LOG_WARN(
+          "producer blocked: every slot is being written or leased; a consumer holds "
+          "batches without releasing them");
+      warned_all_leased_ = true;
+    }
+    return;
+  }
+  // A skipping consumer lands at the head of the stream and pins nothing
+  // until it asks for data again.
+  const uint64_t published = slots_.published();
+  const uint64_t target = std::max(oldest->end(), published);
+  std::vector<Consumer*> laggards;
+  for (auto& [_, c] : consumers_) {
+    if (c.attached && c.cursor.position() < oldest->end()) laggards.push_back(&c);
+  }
+  for (Consumer* c : laggards) {
+    const uint64_t at = c->cursor.position();
+    if (config_.lag_policy == LagPolicy::kSkip) {
+      BC_LOG_WARN("consumer {} '{}' blocked the producer for {} ms: skipping {} samples forward",
+                  c->id, c->name, config_.lag_timeout.count(), target - at);
+      c->cursor.SkipTo(target);
+      c->skipping = true;
+      ++skip_events_;
+      ServeLocked(*c);
+    } else {
+      const uint64_t behind = published - at;
+      BC_LOG_WARN("consumer {} '{}' evicted: it blocked the producer for {} ms, {} samples behind",
+                  c->id, c->name, config_.lag_timeout.count(), behind);
+      ++consumers_evicted_;
+      Send(*c, proto::Error{0, StatusCode::kResourceExhausted,
+                            "evicted by the server: this consumer blocked the producer for over " +
+                                std::to_string(config_.lag_timeout.count()) + " ms while " +
+                                std::to_string(behind) +
+                                " samples behind (lag_policy=evict); read faster or use a larger "
+                                "window"});
+      DetachLocked(*c);
+    }
+  }
+  NotifyProducer();
+}
+
+}  // namespace batchcast

@@ -1,0 +1,100 @@
+// Server::Impl: the wiring of a batchcast server: it makes the ring, the
+// Scheduler, the ControlLoop, the SlotPublisher and (for Server::Start) the
+// ProducerLoop, starts their threads, and stops them.
+//
+// Note [Server threads]
+// thread      | entry point           | state it owns              | talks to the others through
+// ------------+-----------------------+----------------------------+------------------------------
+// control     | ControlLoop::Run      | the ROUTER socket, the     | Scheduler calls (one for each
+//             | (control_loop.h)      | send buffer, heartbeat and | message; Tick every 100 ms)
+//             |                       | tick timers, bad-message   | and its outbox; woken by its
+//             |                       | counts                     | WakeFd (Scheduler::Commit and
+//             |                       |                            | EndStream, RequestStop); ends
+//             |                       |                            | the server with Impl::Finish
+// producer    | ProducerLoop::Run     | the sampler's order, the   | Scheduler::BeginBatch (waits
+// (Start)     | (producer_loop.h)     | read-ahead hint, the       | on its CondVar, signalled by
+//             |                       | Source, the SlotPublisher  | releases, cursor moves, Tick,
+//             |                       | (its stream and staging)   | Stop) and Commit; an error
+//             |                       |                            | ends the server (Impl::Finish)
+// external    | Server::BeginBatch,   | the slot between Begin and | the same Scheduler calls; the
+// producer    | CommitBatch,          | Commit; the SlotPublisher  | slot's event is recorded on
+// (caller's)  | EndStream             | (one caller at a time)     | the caller's stream
+// user        | Server::Stop, WaitFor | nothing                    | Impl::Finish; done_mu guards
+// threads     | status, StatsJson     |                            | the outcome; Stop joins the
+//             |                       |                            | threads under shutdown_mu
+// Shared state: the Scheduler (its own mutex, Note [Leases]); the outcome
+// (done, final_status) under done_mu; everything else in Impl is set before
+// the threads start and immutable afterwards. Locks are never nested across
+// objects except shutdown_mu, taken before done_mu and before the Scheduler's.
+// Shutdown: Finish marks the outcome, stops the Scheduler (BeginBatch fails
+// with Cancelled) and the control loop (which tells every consumer); Shutdown
+// then joins both threads. The members are destroyed in reverse order, so the
+// publisher (which waits for the producer's stream) goes before the ring, and
+// the control loop (which closes the socket) before the Scheduler.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "batchcast/core/field_spec.h"
+#include "batchcast/core/ring_layout.h"
+#include "batchcast/core/runtime_dir.h"
+#include "batchcast/server/server.h"
+#include "control_loop.h"
+#include "core/src/mutex.h"
+#include "producer_loop.h"
+#include "ring_memory.h"
+#include "scheduler.h"
+#include "slot_publisher.h"
+
+namespace batchcast {
+
+struct Server::Impl {
+  ~Impl() { Shutdown(); }
+
+  // Takes the instance lock, makes the ring for `specs` (their memory kind
+  // set to the ring's), the Scheduler and the control loop (bound, not
+  // running).
+  Status Init(std::vector<FieldSpec> specs, uint64_t epoch_len);
+  // Makes the publisher for `writer`, and the producer loop over `sampler`
+  // when a Source fills the ring; then starts the threads.
+  Status StartThreads(SlotWriter writer, std::optional<Sampler> sampler);
+  // Records the outcome (the first call wins) and stops everything.
+  void Finish(Status status) BC_EXCLUDES(done_mu);
+  // Waits until Finish was called (true) or `deadline` passed (false;
+  // max() = no deadline).
+  bool WaitDone(Clock::time_point deadline) BC_EXCLUDES(done_mu);
+  // One wait on done_cv. CondVar::Wait names the CondVar's own pointer to
+  // done_mu, which clang cannot match, hence no analysis inside.
+  void WaitDoneCv(Clock::time_point deadline) BC_REQUIRES(done_mu) BC_NO_THREAD_SAFETY_ANALYSIS;
+  // Finish(OK) if not finished, then joins the threads. Idempotent.
+  void Shutdown() BC_EXCLUDES(shutdown_mu, done_mu);
+  std::string StatsJson() const;
+
+  // Set before the threads start, immutable afterwards.
+  ServerOptions options;
+  std::optional<InstanceLock> lock;
+  std::string endpoint;
+  std::vector<FieldSpec> fields;
+  std::optional<RingLayout> layout;
+  std::unique_ptr<RingMemory> memory;
+  std::unique_ptr<Scheduler> scheduler;
+  std::unique_ptr<Source> source;  // null for external production
+  std::unique_ptr<SlotPublisher> publisher;
+  std::unique_ptr<ProducerLoop> producer;  // null for external production
+  std::unique_ptr<ControlLoop> control;
+
+  Mutex shutdown_mu BC_ACQUIRED_BEFORE(done_mu);
+  std::thread control_thread BC_GUARDED_BY(shutdown_mu);
+  std::thread producer_thread BC_GUARDED_BY(shutdown_mu);
+
+  mutable Mutex done_mu;
+  CondVar done_cv{&done_mu};
+  bool done BC_GUARDED_BY(done_mu) = false;
+  Status final_status BC_GUARDED_BY(done_mu);
+};
+
+}  // namespace batchcast
