@@ -312,13 +312,12 @@ void Session::ReleaseAfter(uint64_t lease_id, CompletionTokens tokens) {
   ledger_.ReleaseAfter(lease_id, std::move(tokens));
 }
 
-void Session::WaitForFlush(std::chrono::milliseconds timeout) { flush_cv_.WaitFor(timeout); }
 
 void Session::FlushLoop() {
   while (true) {
     {
       MutexLock lock(&flush_mu_);
-      if (!flush_stop_) WaitForFlush(kReleaseFlush);
+      if (!flush_stop_) flush_cv_.WaitFor(&flush_mu_, kReleaseFlush);
       if (flush_stop_) return;
     }
     if (sock_mu_.TryLock()) {

@@ -97,11 +97,6 @@ class Session {
   std::vector<uint64_t> TakeReleases() BC_REQUIRES(sock_mu_) BC_EXCLUDES(lease_mu_);
   // The flush thread (Note [Client socket ownership]).
   void FlushLoop() BC_EXCLUDES(flush_mu_, sock_mu_, lease_mu_);
-  // Waits on flush_cv_ for up to `timeout`. CondVar::WaitFor names the
-  // CondVar's own pointer to flush_mu_, which clang cannot match with
-  // flush_mu_, hence no analysis inside.
-  void WaitForFlush(std::chrono::milliseconds timeout)
-      BC_REQUIRES(flush_mu_) BC_NO_THREAD_SAFETY_ANALYSIS;
 
   // Fixed once Open() returned.
   ConsumerOptions options_;
@@ -128,7 +123,7 @@ class Session {
   LeaseLedger ledger_ BC_GUARDED_BY(lease_mu_);
 
   Mutex flush_mu_;
-  CondVar flush_cv_{&flush_mu_};
+  CondVar flush_cv_;  // with flush_mu_
   bool flush_stop_ BC_GUARDED_BY(flush_mu_) = false;
   std::thread flush_thread_;
 };

@@ -64,35 +64,40 @@ class BC_SCOPED_CAPABILITY MutexLock {
   Mutex* const mu_;
 };
 
-// A condition variable bound to one Mutex, which every Wait requires.
+// A condition variable. Every wait names the Mutex it releases while waiting
+// (absl style), so the analysis checks that the caller holds that very mutex.
+// Use one mutex with each CondVar. Wake-ups may be spurious: wait in a loop.
 class CondVar {
  public:
-  explicit CondVar(Mutex* mu) : mu_(mu) {}
+  CondVar() = default;
   CondVar(const CondVar&) = delete;
   CondVar& operator=(const CondVar&) = delete;
 
-  void Wait() BC_REQUIRES(mu_) {
-    std::unique_lock<std::mutex> lock(mu_->mu_, std::adopt_lock);
+  void Wait(Mutex* mu) BC_REQUIRES(mu) {
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
     cv_.wait(lock);
     lock.release();
   }
-  // False when `deadline` passed (spurious wake-ups return true too).
+  // False when `deadline` passed. time_point::max() waits without a deadline.
   template <typename Clock, typename Duration>
-  bool WaitUntil(std::chrono::time_point<Clock, Duration> deadline) BC_REQUIRES(mu_) {
-    std::unique_lock<std::mutex> lock(mu_->mu_, std::adopt_lock);
+  bool WaitUntil(Mutex* mu, std::chrono::time_point<Clock, Duration> deadline) BC_REQUIRES(mu) {
+    if (deadline == std::chrono::time_point<Clock, Duration>::max()) {
+      Wait(mu);
+      return true;
+    }
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
     const bool woke = cv_.wait_until(lock, deadline) == std::cv_status::no_timeout;
     lock.release();
     return woke;
   }
   template <typename Rep, typename Period>
-  bool WaitFor(std::chrono::duration<Rep, Period> timeout) BC_REQUIRES(mu_) {
-    return WaitUntil(std::chrono::steady_clock::now() + timeout);
+  bool WaitFor(Mutex* mu, std::chrono::duration<Rep, Period> timeout) BC_REQUIRES(mu) {
+    return WaitUntil(mu, std::chrono::steady_clock::now() + timeout);
   }
   void Signal() { cv_.notify_one(); }
   void SignalAll() { cv_.notify_all(); }
 
  private:
-  Mutex* const mu_;
   std::condition_variable cv_;
 };
 

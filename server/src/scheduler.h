@@ -230,18 +230,13 @@ class Scheduler {
   uint64_t MinPinningCursor() const BC_REQUIRES(mu_);
   size_t AttachedCount() const BC_REQUIRES(mu_);
   void NotifyProducer() { producer_cv_.SignalAll(); }
-  // Waits on producer_cv_ until it is signalled or `deadline` (max(): no
-  // deadline). CondVar::Wait names the CondVar's own pointer to mu_, which
-  // clang cannot match with mu_, hence no analysis inside.
-  void WaitForProducerWake(Clock::time_point deadline)
-      BC_REQUIRES(mu_) BC_NO_THREAD_SAFETY_ANALYSIS;
 
   const SchedulerConfig config_;
   SchedulerEnv* const env_;
   std::function<void()> wakeup_;  // set before the threads start
 
   mutable Mutex mu_;
-  CondVar producer_cv_{&mu_};  // the producer's wait in BeginBatch
+  CondVar producer_cv_;  // with mu_: the producer's wait in BeginBatch
 
   SlotTable slots_ BC_GUARDED_BY(mu_);
   uint64_t stream_end_ BC_GUARDED_BY(mu_);

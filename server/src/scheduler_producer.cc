@@ -88,17 +88,10 @@ Result<SlotGrant> Scheduler::BeginBatch(uint32_t epoch, std::span<const int64_t>
     if (grant) return *grant;
     if (Clock::now() >= deadline) return DeadlineExceededError("no slot became free in time");
     // Every change that can make a slot writable signals producer_cv_.
-    WaitForProducerWake(deadline);
+    producer_cv_.WaitUntil(&mu_, deadline);
   }
 }
 
-void Scheduler::WaitForProducerWake(Clock::time_point deadline) {
-  if (deadline == Clock::time_point::max()) {
-    producer_cv_.Wait();
-  } else {
-    producer_cv_.WaitUntil(deadline);
-  }
-}
 
 Status Scheduler::Commit(uint32_t slot) {
   {

@@ -131,17 +131,9 @@ bool Server::Impl::WaitDone(Clock::time_point deadline) {
   MutexLock l(&done_mu);
   while (!done) {
     if (Clock::now() >= deadline) return false;
-    WaitDoneCv(deadline);
+    done_cv.WaitUntil(&done_mu, deadline);
   }
   return true;
-}
-
-void Server::Impl::WaitDoneCv(Clock::time_point deadline) {
-  if (deadline == Clock::time_point::max()) {
-    done_cv.Wait();
-  } else {
-    done_cv.WaitUntil(deadline);
-  }
 }
 
 void Server::Impl::Shutdown() {

@@ -67,9 +67,6 @@ struct Server::Impl {
   // Waits until Finish was called (true) or `deadline` passed (false;
   // max() = no deadline).
   bool WaitDone(Clock::time_point deadline) BC_EXCLUDES(done_mu);
-  // One wait on done_cv. CondVar::Wait names the CondVar's own pointer to
-  // done_mu, which clang cannot match, hence no analysis inside.
-  void WaitDoneCv(Clock::time_point deadline) BC_REQUIRES(done_mu) BC_NO_THREAD_SAFETY_ANALYSIS;
   // Finish(OK) if not finished, then joins the threads. Idempotent.
   void Shutdown() BC_EXCLUDES(shutdown_mu, done_mu);
   std::string StatsJson() const;
@@ -92,7 +89,7 @@ struct Server::Impl {
   std::thread producer_thread BC_GUARDED_BY(shutdown_mu);
 
   mutable Mutex done_mu;
-  CondVar done_cv{&done_mu};
+  CondVar done_cv;  // with done_mu
   bool done BC_GUARDED_BY(done_mu) = false;
   Status final_status BC_GUARDED_BY(done_mu);
 };

@@ -26,7 +26,7 @@ void FilePrefetcher::Stop() {
 void FilePrefetcher::Loop() {
   mu_.Lock();
   while (true) {
-    while (!stop_ && !busy_) WaitForChange();
+    while (!stop_ && !busy_) cv_.Wait(&mu_);
     if (stop_) {
       busy_ = false;  // a read started but not begun is dropped
       cv_.SignalAll();
@@ -59,7 +59,7 @@ void FilePrefetcher::Start(std::vector<FileBuffer>* files, std::span<const int64
 
 void FilePrefetcher::Wait() {
   MutexLock lock(&mu_);
-  while (busy_) WaitForChange();
+  while (busy_) cv_.Wait(&mu_);
 }
 
 }  // namespace batchcast

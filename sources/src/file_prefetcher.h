@@ -52,14 +52,11 @@ class FilePrefetcher {
 
  private:
   void Loop() BC_EXCLUDES(mu_);
-  // CondVar::Wait names the CondVar's own pointer to mu_, which clang cannot
-  // match with mu_; this says it (callers are checked to hold mu_).
-  void WaitForChange() BC_REQUIRES(mu_) BC_NO_THREAD_SAFETY_ANALYSIS { cv_.Wait(); }
 
   const ImageDataset& dataset_;
   std::thread thread_;
   Mutex mu_;
-  CondVar cv_{&mu_};  // busy_ or stop_ changed
+  CondVar cv_;  // with mu_: busy_ or stop_ changed
   bool stop_ BC_GUARDED_BY(mu_) = false;
   bool busy_ BC_GUARDED_BY(mu_) = false;  // a read was started and is not done
   std::vector<FileBuffer>* files_ BC_GUARDED_BY(mu_) = nullptr;

@@ -40,7 +40,7 @@ void ThreadPool::Loop(int worker) {
   while (true) {
     {
       MutexLock lock(&mu_);
-      while (!stop_ && generation_ == seen) WaitForStart();
+      while (!stop_ && generation_ == seen) start_cv_.Wait(&mu_);
       if (stop_) return;
       seen = generation_;
       ++busy_;
@@ -70,7 +70,7 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int, int64_t)>&
   start_cv_.SignalAll();
   Work(0);
   MutexLock lock(&mu_);
-  while (next_ < n_ || busy_ != 0) WaitForDone();
+  while (next_ < n_ || busy_ != 0) done_cv_.Wait(&mu_);
   fn_ = nullptr;
 }
 

@@ -36,16 +36,12 @@ class ThreadPool {
  private:
   void Loop(int worker);
   void Work(int worker);
-  // CondVar::Wait names the CondVar's own pointer to mu_, which clang cannot
-  // match with mu_; these say it (callers are checked to hold mu_).
-  void WaitForStart() BC_REQUIRES(mu_) BC_NO_THREAD_SAFETY_ANALYSIS { start_cv_.Wait(); }
-  void WaitForDone() BC_REQUIRES(mu_) BC_NO_THREAD_SAFETY_ANALYSIS { done_cv_.Wait(); }
 
   const int threads_;
   std::vector<std::thread> helpers_;
   Mutex mu_;
-  CondVar start_cv_{&mu_};  // a new round (generation_) or stop_
-  CondVar done_cv_{&mu_};   // a helper finished its part of the round
+  CondVar start_cv_;  // with mu_: a new round (generation_) or stop_
+  CondVar done_cv_;   // with mu_: a helper finished its part of the round
   // The round in progress: fn_(worker, i) for i in [next_, n_) still to start.
   const std::function<void(int, int64_t)>* fn_ BC_GUARDED_BY(mu_) = nullptr;
   int64_t n_ BC_GUARDED_BY(mu_) = 0;
