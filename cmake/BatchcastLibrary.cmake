@@ -1,4 +1,4 @@
-# batchcast_library(<name> SOURCES <files...> [PUBLIC <deps...>] [PRIVATE <deps...>])
+# batchcast_library(<name> [INTERNAL] SOURCES <files...> [PUBLIC <deps...>] [PRIVATE <deps...>])
 #
 # One library per folder: <folder>/CMakeLists.txt calls this to make the
 # static library batchcast_<name> (alias and export name batchcast::<name>)
@@ -7,8 +7,10 @@
 # ones. Private headers that other parts of the project need (the wire
 # protocol, the mutex wrapper, ...) are included from the project root as
 # "<folder>/src/<file>.h" through batchcast_internal, which is never installed.
+# INTERNAL: a library only the project's own libraries use (its archive is
+# installed, since static libraries link through it, but not its headers).
 function(batchcast_library name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC;PRIVATE" ${ARGN})
+  cmake_parse_arguments(ARG "INTERNAL" "" "SOURCES;PUBLIC;PRIVATE" ${ARGN})
   set(t batchcast_${name})
   add_library(${t} STATIC ${ARG_SOURCES})
   add_library(batchcast::${name} ALIAS ${t})
@@ -17,7 +19,9 @@ function(batchcast_library name)
     target_include_directories(${t} PUBLIC
       $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
       $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
-    install(DIRECTORY include/batchcast DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+    if(NOT ARG_INTERNAL)
+      install(DIRECTORY include/batchcast DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+    endif()
   endif()
   target_include_directories(${t} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
   target_link_libraries(${t} PUBLIC ${ARG_PUBLIC}

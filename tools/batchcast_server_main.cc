@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "batchcast/client/consumer.h"
-#include "batchcast/core/logging.h"
+#include "core/src/logging.h"
 #include "batchcast/server/option_table.h"
 #include "batchcast/server/server.h"
 

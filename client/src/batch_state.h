@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "batchcast/client/batch.h"
-#include "batchcast/core/ring_layout.h"
+#include "core/src/ring_layout.h"
 #include "core/src/mutex.h"
 #include "core/src/protocol.h"
 #include "session.h"

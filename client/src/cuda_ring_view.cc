@@ -7,7 +7,7 @@
 #include <mutex>
 #include <set>
 
-#include "batchcast/core/logging.h"
+#include "core/src/logging.h"
 #include "batchcast/cuda/runtime.h"
 #include "core/src/mutex.h"
 #include "ring_view.h"

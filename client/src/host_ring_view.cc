@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "batchcast/core/host_shm.h"
+#include "core/src/host_shm.h"
 #include "ring_view.h"
 
 namespace batchcast::internal {

@@ -4,7 +4,7 @@
 #include <zmq.hpp>
 
 #include "batchcast/client/consumer.h"
-#include "batchcast/core/runtime_dir.h"
+#include "core/src/runtime_dir.h"
 #include "core/src/protocol.h"
 
 namespace batchcast {

@@ -27,7 +27,7 @@
 
 #include "batchcast/core/cuda_stream.h"
 #include "batchcast/core/field_spec.h"
-#include "batchcast/core/ring_layout.h"
+#include "core/src/ring_layout.h"
 #include "batchcast/core/status.h"
 #include "core/src/protocol.h"
 #include "lease_ledger.h"

@@ -4,8 +4,8 @@
 
 #include <filesystem>
 
-#include "batchcast/core/logging.h"
-#include "batchcast/core/runtime_dir.h"
+#include "core/src/logging.h"
+#include "core/src/runtime_dir.h"
 
 namespace batchcast::internal {
 

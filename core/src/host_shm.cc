@@ -1,4 +1,4 @@
-#include "batchcast/core/host_shm.h"
+#include "core/src/host_shm.h"
 
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>

@@ -1,4 +1,4 @@
-#include "batchcast/core/logging.h"
+#include "core/src/logging.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 

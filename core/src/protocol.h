@@ -26,7 +26,7 @@
 
 #include "batchcast/core/field_spec.h"
 #include "batchcast/core/join_policy.h"
-#include "batchcast/core/ring_layout.h"
+#include "core/src/ring_layout.h"
 #include "batchcast/core/status.h"
 
 namespace batchcast {

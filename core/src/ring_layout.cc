@@ -1,4 +1,4 @@
-#include "batchcast/core/ring_layout.h"
+#include "core/src/ring_layout.h"
 
 #include <set>
 

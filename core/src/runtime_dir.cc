@@ -1,4 +1,4 @@
-#include "batchcast/core/runtime_dir.h"
+#include "core/src/runtime_dir.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "batchcast/core/host_shm.h"
+#include "core/src/host_shm.h"
 
 namespace batchcast {
 

@@ -1,4 +1,4 @@
-#include "batchcast/core/sampler.h"
+#include "core/src/sampler.h"
 
 #include <numeric>
 

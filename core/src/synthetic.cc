@@ -1,4 +1,4 @@
-#include "batchcast/core/synthetic.h"
+#include "core/src/synthetic.h"
 
 #include <cstring>
 

@@ -9,7 +9,7 @@
 
 #include "batchcast/cuda/check.h"
 #include "batchcast/cuda/runtime.h"
-#include "batchcast/core/logging.h"
+#include "core/src/logging.h"
 
 namespace batchcast::cuda {
 

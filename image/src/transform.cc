@@ -5,7 +5,7 @@
 #include <string>
 
 #include "batchcast/core/check.h"
-#include "batchcast/core/sampler.h"
+#include "core/src/sampler.h"
 
 namespace batchcast::image {
 namespace {

@@ -34,8 +34,8 @@
 #include <dlpack/dlpack.h>
 
 #include "batchcast/client/consumer.h"
-#include "batchcast/core/ring_layout.h"
-#include "batchcast/core/runtime_dir.h"
+#include "core/src/ring_layout.h"
+#include "core/src/runtime_dir.h"
 #include "common.h"
 
 namespace batchcast::pybind {

@@ -17,7 +17,7 @@
 #include <optional>
 
 #include "batchcast/core/dtype.h"
-#include "batchcast/core/logging.h"
+#include "core/src/logging.h"
 #include "batchcast/server/option_table.h"
 #include "batchcast/server/server.h"
 #include "common.h"

@@ -4,7 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "batchcast/core/logging.h"
+#include "core/src/logging.h"
 
 namespace batchcast {
 namespace {

@@ -15,7 +15,7 @@
 #include <span>
 #include <vector>
 
-#include "batchcast/core/sampler.h"
+#include "core/src/sampler.h"
 #include "batchcast/core/status.h"
 #include "batchcast/sources/source.h"
 #include "scheduler.h"

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "batchcast/core/runtime_dir.h"
+#include "core/src/runtime_dir.h"
 
 namespace batchcast {
 

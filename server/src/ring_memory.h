@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "batchcast/cuda/runtime.h"
-#include "batchcast/core/host_shm.h"
+#include "core/src/host_shm.h"
 #include "core/src/protocol.h"
-#include "batchcast/core/ring_layout.h"
+#include "core/src/ring_layout.h"
 
 namespace batchcast {
 

@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "batchcast/core/check.h"
-#include "batchcast/core/logging.h"
+#include "core/src/logging.h"
 
 namespace batchcast {
 

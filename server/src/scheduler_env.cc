@@ -1,6 +1,6 @@
 #include "scheduler_env.h"
 
-#include "batchcast/core/runtime_dir.h"
+#include "core/src/runtime_dir.h"
 
 namespace batchcast {
 namespace {

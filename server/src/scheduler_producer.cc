@@ -2,7 +2,7 @@
 // [Leases], Note [Producer start and stream end]), the stream end and stop.
 #include <algorithm>
 
-#include "batchcast/core/logging.h"
+#include "core/src/logging.h"
 #include "scheduler.h"
 
 namespace batchcast {

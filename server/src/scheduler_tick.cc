@@ -1,6 +1,6 @@
 // Scheduler: the time-based rules, applied by Tick on the control thread:
 // liveness, Note [Lag policy], and the hoarding answer of Note [Leases].
-#include "batchcast/core/logging.h"
+#include "core/src/logging.h"
 #include "scheduler.h"
 
 namespace batchcast {

@@ -5,8 +5,8 @@
 
 #include <unistd.h>
 
-#include "batchcast/core/logging.h"
-#include "batchcast/core/sampler.h"
+#include "core/src/logging.h"
+#include "core/src/sampler.h"
 #include "batchcast/cuda/runtime.h"
 #include "batchcast/sources/make_source.h"
 #include "server_impl.h"

@@ -40,8 +40,8 @@
 #include <vector>
 
 #include "batchcast/core/field_spec.h"
-#include "batchcast/core/ring_layout.h"
-#include "batchcast/core/runtime_dir.h"
+#include "core/src/ring_layout.h"
+#include "core/src/runtime_dir.h"
 #include "batchcast/server/server.h"
 #include "control_loop.h"
 #include "core/src/mutex.h"

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "batchcast/core/runtime_dir.h"
+#include "core/src/runtime_dir.h"
 #include "core/src/enum_names.h"
 
 namespace batchcast {

@@ -1,6 +1,6 @@
 #include "slot_publisher.h"
 
-#include "batchcast/core/logging.h"
+#include "core/src/logging.h"
 
 namespace batchcast {
 namespace {

@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "batchcast/core/field_spec.h"
-#include "batchcast/core/ring_layout.h"
+#include "core/src/ring_layout.h"
 #include "batchcast/core/status.h"
 #include "batchcast/cuda/runtime.h"
 #include "batchcast/sources/source.h"

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "batchcast/core/logging.h"
+#include "core/src/logging.h"
 
 namespace batchcast {
 

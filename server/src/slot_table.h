@@ -17,7 +17,7 @@
 #include <span>
 #include <vector>
 
-#include "batchcast/core/ring_layout.h"
+#include "core/src/ring_layout.h"
 
 namespace batchcast {
 

@@ -8,7 +8,7 @@
 #include <atomic>
 #include <cstring>
 
-#include "batchcast/core/logging.h"
+#include "core/src/logging.h"
 #include "batchcast/cuda/runtime.h"
 #include "batchcast/cuda_image/augment.h"
 #include "batchcast/cuda_image/nvjpeg.h"

@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "batchcast/core/logging.h"
+#include "core/src/logging.h"
 #include "thread_pool.h"
 
 namespace batchcast {

@@ -2,7 +2,7 @@
 
 #include <thread>
 
-#include "batchcast/core/logging.h"
+#include "core/src/logging.h"
 #include "batchcast/sources/synthetic_source.h"
 #include "cuda_image_source.h"
 #include "image_source.h"

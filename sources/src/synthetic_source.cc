@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "batchcast/core/synthetic.h"
+#include "core/src/synthetic.h"
 
 namespace batchcast {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "batchcast/core/host_shm.h"
+#include "core/src/host_shm.h"
 #include "batchcast/cuda/runtime.h"
 
 namespace batchcast::internal {

@@ -1,6 +1,6 @@
 // Tests of batchcast::HostSharedMemory and of the runtime directory helpers
 // (server names, endpoints, the server instance lock).
-#include "batchcast/core/host_shm.h"
+#include "core/src/host_shm.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "batchcast/core/runtime_dir.h"
+#include "core/src/runtime_dir.h"
 
 namespace batchcast {
 namespace {

@@ -1,6 +1,6 @@
 // Tests of batchcast::RingLayout: alignment, disjointness of every (field, slot)
 // byte range, allocation sizes, FindField and the errors of Make().
-#include "batchcast/core/ring_layout.h"
+#include "core/src/ring_layout.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Tests of batchcast::Sampler: permutations, determinism (with a golden value),
 // sharding and errors.
-#include "batchcast/core/sampler.h"
+#include "core/src/sampler.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Tests of the deterministic synthetic dataset: FillImage and FirstMismatch
 // agree with the per-byte formula ImageByte.
-#include "batchcast/core/synthetic.h"
+#include "core/src/synthetic.h"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "batchcast/client/batch.h"
-#include "batchcast/core/synthetic.h"
+#include "core/src/synthetic.h"
 #include "batchcast/cuda/runtime.h"
 
 // GTEST_SKIP()s the calling test (or fixture SetUp) when no CUDA device can be used.

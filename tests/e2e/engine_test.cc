@@ -17,8 +17,8 @@
 #include <zmq.hpp>
 
 #include "batchcast/client/consumer.h"
-#include "batchcast/core/runtime_dir.h"
-#include "batchcast/core/sampler.h"
+#include "core/src/runtime_dir.h"
+#include "core/src/sampler.h"
 #include "batchcast/cuda/runtime.h"
 #include "batchcast/server/server.h"
 #include "core/src/protocol.h"

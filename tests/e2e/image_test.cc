@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "batchcast/client/consumer.h"
-#include "batchcast/core/sampler.h"
+#include "core/src/sampler.h"
 #include "sources/src/image_source.h"
 #include "batchcast/server/server.h"
 #include "process.h"

@@ -11,7 +11,7 @@
 
 #include "../e2e/ring_device.h"
 #include "batchcast/client/consumer.h"
-#include "batchcast/core/synthetic.h"
+#include "core/src/synthetic.h"
 #include "batchcast/cuda/kernels.h"
 #include "batchcast/cuda/runtime.h"
 

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "batchcast/core/logging.h"
+#include "core/src/logging.h"
 
 namespace batchcast::testing {
 

@@ -1,4 +1,5 @@
 // The one logging facility of batchcast: spdlog, behind a named logger.
+// Private to the project; users set the level with batchcast/core/log_level.h.
 //
 // Library code logs through Logger(); it never prints to stdout/stderr itself.
 // The level comes from SetLogLevel() (the CLI's --log-level) or, for debugging
@@ -11,10 +12,11 @@
 #include <memory>
 #include <string_view>
 
+#include "batchcast/core/log_level.h"
+
 namespace batchcast {
 
 spdlog::logger& Logger();
-void SetLogLevel(std::string_view level);
 
 }  // namespace batchcast
 
