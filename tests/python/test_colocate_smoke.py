@@ -1,0 +1,87 @@
+"""benchmarks/colocate.py as a CPU smoke run (tiny_cnn, 32 px, N in 1,2, seconds).
+
+Checks that every (source, N) row is measured without error, that the
+numbers are consistent (aggregate = sum of the jobs; delta = sum of the
+alone step times / the slowest co-located step; loading CPU only where
+there is loading), that the table, the plots (where matplotlib is
+installed, else a note) and the merged --plot-only output are written.
+"""
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import _bc_helpers as H
+
+H.require_batchcast()
+H.require_server()
+SCRIPT = os.path.join(H.REPO, "benchmarks", "colocate.py")
+
+
+def _run(*args, timeout=120):
+    env = dict(os.environ, BATCHCAST_BUILD_DIR=H.BUILD)
+    r = subprocess.run([sys.executable, SCRIPT, *args], env=env, capture_output=True, text=True,
+                       timeout=timeout)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def _has_matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def test_smoke_run_measures_every_row_and_writes_table_and_plots(tmp_path):
+    out = tmp_path / "out"
+    stdout = _run("--smoke", "--out", str(out), "--data", str(tmp_path / "data"))
+    with open(out / "colocate.json") as f:
+        results = json.load(f)
+    runs = results["runs"]
+    assert sorted((r["source"], r["jobs"]) for r in runs) == sorted(
+        (s, n) for s in ("synthetic", "dataloader", "batchcast") for n in (1, 2)), runs
+    alone = {r["source"]: r["job"][0]["step_s"] for r in runs if r["jobs"] == 1}
+    for r in runs:
+        assert r["error"] is None, r
+        assert len(r["job"]) == r["jobs"]
+        assert all(j["img_s"] > 0 and j["steps"] >= 1 for j in r["job"]), r
+        assert r["img_s"] == pytest.approx(sum(j["img_s"] for j in r["job"]))
+        assert r["delta"] == pytest.approx(r["jobs"] * alone[r["source"]] / r["step_s_max"])
+        if r["source"] == "synthetic":
+            assert r["loading_cores"] == 0
+        else:
+            assert r["loading_cores"] > 0, r  # workers or the server did the decoding
+        if r["source"] == "dataloader":
+            assert r["dl_workers"] == 1
+        if r["source"] == "batchcast":
+            assert r["server_samples_s"] > 0
+            assert "consumers: " + str(r["jobs"]) in r["server_stat_text"], r["server_stat_text"]
+    table = (out / "colocate.md").read_text()
+    assert table.count("| off | tiny_cnn |") == 6, table
+    assert "delta" in table and "loading CPU" in table
+    if _has_matplotlib():
+        for png in ("colocate_throughput.png", "colocate_delta.png"):
+            assert (out / png).stat().st_size > 1000
+    else:
+        assert "matplotlib not found: no plots" in stdout
+    assert "batchcast" in stdout and "x the per-job DataLoaders'" in stdout, stdout
+
+    # --plot-only merges result files (e.g. the MPS off and on calls of the GPU host).
+    on = copy.deepcopy(results)
+    for r in on["runs"]:
+        r["mps"] = "on"
+    on["mps"] = {"on": "on (test)"}
+    with open(tmp_path / "on.json", "w") as f:
+        json.dump(on, f)
+    merged_dir = tmp_path / "merged"
+    _run("--plot-only", str(out / "colocate.json"), str(tmp_path / "on.json"), "--out",
+         str(merged_dir))
+    with open(merged_dir / "colocate.json") as f:
+        merged = json.load(f)
+    assert len(merged["runs"]) == 12 and set(merged["mps"]) == {"off", "on"}
+    assert (merged_dir / "colocate.md").read_text().count("| on | tiny_cnn |") == 6
