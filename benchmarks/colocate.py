@@ -526,6 +526,9 @@ class Bench:
                     print(f"budget: skipping N={n} and above (MPS {mode})", flush=True)
                     break
                 self.run_jobs(mode, mps, n, env, server)
+        except Exception as e:  # noqa: BLE001 - keep what was measured, say what failed
+            self.results["mps"][mode] += f"; stopped by {type(e).__name__}: {e}"
+            print(f"MPS {mode}: stopped by {type(e).__name__}: {e}", flush=True)
         finally:
             if server is not None:
                 server.stop()
@@ -596,7 +599,7 @@ class Bench:
             p.send(cmd="go", t0=t0, warmup=a.warmup, measure=a.measure)
         job_pids = [p.pid for p in procs]
         on_gpu = a.device.startswith("cuda")
-        sleep_until(t0 + 0.6 * a.warmup)
+        sleep_until(t0 + 0.3 * a.warmup)
         # Before the timed window (these fork processes): GPU memory, MPS servers,
         # and what `batchcast-server stat` shows while the jobs run.
         smi = gpu_memory_by_pid() if on_gpu else None
@@ -698,6 +701,8 @@ def _gpu_mem(r):
         parts.append(f"{max(smi):,.0f}")
     if all(v is not None for v in torch_mib) and torch_mib:
         parts.append(f"torch {max(torch_mib):,.0f}")
+    if r.get("server_gpu_mib_smi") is not None:
+        parts.append(f"server {r['server_gpu_mib_smi']:,.0f}")
     return " / ".join(parts) or "-"
 
 
@@ -706,8 +711,9 @@ def markdown(results):
     meta = results["meta"]
     lines = [
         "| MPS | model | data | N | batch | img/s, all jobs | img/s per job | step ms (max) | "
-        "delta | loading CPU (cores) | jobs' CPU (cores) | GPU MiB per job (max) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        "delta | data wait (max) | loading CPU (cores) | jobs' CPU (cores) | "
+        "GPU MiB per job (max) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     order = {s: i for i, s in enumerate(SOURCES)}
     for r in sorted(runs, key=lambda r: (r["model"], r["mps"], order.get(r["source"], 9),
                                           r["jobs"])):
@@ -716,13 +722,15 @@ def markdown(results):
         data = r["source"] + (f" ({w} worker{'s' if w != 1 else ''}/job)" if w else "")
         if r.get("error"):
             lines.append(f"| {r['mps']} | {r['model']} | {data} | {r['jobs']} | {batch} | "
-                         f"error: {r['error'][:80]} | | | | | | |")
+                         f"error: {r['error'][:80]} | | | | | | | |")
             continue
         per = " / ".join(_fmt(j["img_s"]) for j in r["job"])
         mps = r["mps"] + (" (active)" if r.get("mps_active") else "")
+        short = "*" if any(j.get("short_window") for j in r["job"]) else ""
+        wait = max(j["wait_frac"] for j in r["job"])
         lines.append(
             f"| {mps} | {r['model']} | {data} | {r['jobs']} | {batch} | {_fmt(r['img_s'])} | {per} | "
-            f"{r['step_s_max'] * 1e3:.1f} | {_fmt(r.get('delta'), '.2f')} | "
+            f"{r['step_s_max'] * 1e3:.1f}{short} | {_fmt(r.get('delta'), '.2f')} | {100 * wait:.0f}% | "
             f"{r['loading_cores']:.1f} | {r['jobs_cores']:.1f} | {_gpu_mem(r)} |")
     head = [f"Co-location: {meta.get('gpu') or meta.get('device')}, {meta.get('cores')} cores, "
             f"torch {meta.get('torch')}, input {meta.get('size')}px, "
@@ -733,8 +741,10 @@ def markdown(results):
             "MPS: " + "; ".join(f"{k}: {v}" for k, v in results.get("mps", {}).items()) + ".",
             "delta = sum of the jobs' step times alone (N=1, same MPS/model/data/batch) / "
             "the slowest co-located step time (Tabrizian 2020, eq. 4.1). Loading CPU: the "
-            "DataLoader workers of all jobs, or the batchcast-server process. GPU memory: "
-            "nvidia-smi per process / torch's peak reserved memory.", ""]
+            "DataLoader workers of all jobs, or the batchcast-server process. Data wait: the "
+            "share of a job's step time spent waiting for its next batch. GPU memory: "
+            "nvidia-smi per process / torch's peak reserved memory / the server (nvidia-smi). "
+            "* = a step longer than the timed window (one step timed).", ""]
     return "\n".join(head + lines) + "\n"
 
 

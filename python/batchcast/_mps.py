@@ -14,10 +14,13 @@ The daemon is started (``nvidia-cuda-mps-control -d``) with its pipe and
 log directories in a private temporary folder, so it serves only the
 processes given ``mps.env``; a daemon that already runs where
 CUDA_MPS_PIPE_DIRECTORY points (or at the default /tmp/nvidia-mps) is used
-and left running. ``Mps.start("off")`` points CUDA_MPS_PIPE_DIRECTORY at an
-empty folder, so processes run without MPS even where a daemon runs at the
-default place. A CUDA context created before the daemon started (in this
-process, say) does not use it: start MPS before any CUDA work.
+and left running. ``Mps.start("off")`` changes nothing where no daemon
+runs; where one does, it points CUDA_MPS_PIPE_DIRECTORY at an empty folder,
+so that the processes run without MPS. A CUDA context created before the
+daemon started (in this process, say) does not use it: start MPS before
+any CUDA work. Whether MPS can be started depends on the node: the
+control binary must be there, the GPU's compute mode must allow it, and no
+other user's MPS server may hold the GPU.
 """
 from __future__ import annotations
 

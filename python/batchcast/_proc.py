@@ -8,7 +8,7 @@ is left out, never an error.
 from __future__ import annotations
 
 import os
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -94,8 +94,3 @@ class CpuMeter:
     def used(before: Dict[int, float], after: Dict[int, float]) -> float:
         return sum(max(0.0, after[p] - before[p]) for p in after if p in before)
 
-
-def cores(before: Tuple[float, Dict[int, float]], after: Tuple[float, Dict[int, float]]) -> float:
-    """Average cores used between two (time, CpuMeter.read()) readings."""
-    (t0, r0), (t1, r1) = before, after
-    return CpuMeter.used(r0, r1) / max(1e-9, t1 - t0)

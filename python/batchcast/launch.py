@@ -475,7 +475,8 @@ def _run_jobs(args: argparse.Namespace, command: List[str], server: Any, mps: Mp
             except OSError as e:
                 console.line(f"{PREFIX} job {k} did not start: {e}", sys.stderr)
                 stopper.request()
-                break
+                code = _supervise(args, server, mps, console, jobs, stopper)
+                return code if stopper.cause is not None else 127  # as a shell says
         return _supervise(args, server, mps, console, jobs, stopper)
     finally:
         for s, h in handlers.items():

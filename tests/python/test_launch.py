@@ -95,7 +95,7 @@ class _Running:
     def wait_for(self, predicate, timeout=30):
         deadline = time.monotonic() + timeout
         while not predicate(self.lines):
-            assert self.proc.poll() is None, f"launcher exited early:\n" + "\n".join(self.lines)
+            assert self.proc.poll() is None, "launcher exited early:\n" + "\n".join(self.lines)
             assert time.monotonic() < deadline, "timed out; output:\n" + "\n".join(self.lines)
             time.sleep(0.05)
 
