@@ -23,15 +23,17 @@ the jobs one after another), the CPU cores spent on loading (DataLoader
 workers, or the server process, from /proc) and by the jobs themselves, and
 GPU memory per process (nvidia-smi, and torch's reserved memory).
 
-Usage (GPU host; each command fits a 10-minute call):
+Usage (GPU host; each command fits a 10-minute call: one model, MPS off and
+on, N in 1,2,4,8, is about 4 minutes; --budget stops starting phases in time):
 
-  python3 benchmarks/colocate.py --out OUT --mps off --budget 540    # ~4-5 min
-  python3 benchmarks/colocate.py --out OUT --mps on  --budget 540
+  python3 benchmarks/colocate.py --out OUT --models resnet18 --budget 540
+  python3 benchmarks/colocate.py --out OUT --models resnet50 --budget 540
+  python3 benchmarks/colocate.py --out OUT --models vit_b_32 --budget 540
   python3 benchmarks/colocate.py --out OUT --quick                   # ~1.5 min
-  python3 benchmarks/colocate.py --plot-only A/colocate.json B/colocate.json --out DIR
+  python3 benchmarks/colocate.py --plot-only A/colocate.json B/colocate.json ... --out DIR
 
   --jobs 1,2,4,8  --models resnet18,resnet50,vit_b_32  --sources synthetic,dataloader,batchcast
-  --batch-size resnet50=64,32 (per model; a list is dealt to the jobs in turn)
+  --mps off,on  --batch-size resnet50=64,32 (per model; a list is dealt to the jobs in turn)
   --warmup 1.5 --measure 2.5 (seconds per phase)  --images 10000 (dataset size)
 
 Smoke run (CPU, seconds): python3 benchmarks/colocate.py --smoke --out /tmp/colo
@@ -72,6 +74,7 @@ DEFAULT_MODELS = ("resnet18", "resnet50", "vit_b_32")
 DEFAULT_BATCH = {"resnet18": 128, "resnet50": 64, "vit_b_32": 128, "vit_b_16": 32,
                  "efficientnet_b0": 64, "tiny_cnn": 32}
 TAG = "COLO "  # job -> parent messages on the job's stdout start with this
+STARTED = time.monotonic()  # --budget counts from here (the dataset's making included)
 
 
 def add_build_to_path():
@@ -467,7 +470,7 @@ class Server:
 class Bench:
     def __init__(self, args):
         self.args = args
-        self.start = time.monotonic()
+        self.start = STARTED
         self.results = {"meta": self._meta(), "mps": {}, "runs": []}
         os.makedirs(args.out, exist_ok=True)
         self.job_log = open(os.path.join(args.out, "colocate-jobs.log"), "a")
@@ -943,7 +946,8 @@ def parse_args(argv):
     p.add_argument("--threads", type=int, default=1, help="torch threads per job (CPU device)")
     p.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)))
     p.add_argument("--budget", type=float, default=0,
-                   help="seconds: start no phase that would end later (0 = no limit)")
+                   help="seconds since the start (dataset making included): start no phase that "
+                   "would end later (0 = no limit)")
     p.add_argument("--quick", action="store_true",
                    help="N in 1,4; resnet18; warm-up 1 s, 2 s measured (~1.5 min on the GPU host)")
     p.add_argument("--smoke", action="store_true",

@@ -94,12 +94,15 @@ def expand(command: Sequence[str], job: int, jobs: int, name: str, endpoint: str
            each: Optional[Dict[str, List[str]]] = None) -> List[str]:
     """The command of job `job` (see the module doc); `each` holds the --each lists.
     Raises ValueError for a list whose length is not `jobs`."""
+    def pick(items: List[str], what: str) -> str:
+        if len(items) != jobs:
+            raise ValueError(f"{what} has {len(items)} items for {jobs} jobs: give one per job")
+        return items[job]
+
     values = {"name": name, "endpoint": endpoint, "rank": str(job), "job": str(job),
               "jobs": str(jobs)}
     for key, items in (each or {}).items():
-        if len(items) != jobs:
-            raise ValueError(f"--each {key}= has {len(items)} items for {jobs} jobs")
-        values[key] = items[job]
+        values[key] = pick(items, f"--each {key}=")
 
     def field(m: "re.Match[str]") -> str:
         inner = m.group(1)
@@ -107,10 +110,7 @@ def expand(command: Sequence[str], job: int, jobs: int, name: str, endpoint: str
             return values[inner]
         if "," not in inner:
             return m.group(0)  # not ours: {} or {x} stay as they are
-        items = inner.split(",")
-        if len(items) != jobs:
-            raise ValueError(f"{m.group(0)} has {len(items)} items for {jobs} jobs: give one per job")
-        return items[job]
+        return pick(inner.split(","), m.group(0))
 
     return [_FIELD.sub(field, arg) for arg in command]
 
