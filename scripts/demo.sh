@@ -25,6 +25,6 @@ BATCHCAST_BUILD_DIR=$BUILD_DIR /usr/bin/python3 "$ROOT/benchmarks/colocate.py" -
 cat <<EOF
 
 == your own jobs on one server (README, "Several jobs on one GPU"):
-   PYTHONPATH=$BUILD_DIR/python python3 -m batchcast.launch $DATA --size 64 --each lr=0.1,0.2 \\
-       -- python3 examples/train_resnet.py --shared {name} --lr {lr} --steps 20
+   PYTHONPATH=$BUILD_DIR/python /usr/bin/python3 -m batchcast.launch $DATA --size 64 \\
+       --each lr=0.1,0.2 -- /usr/bin/python3 examples/train_resnet.py --shared {name} --lr {lr} --steps 20
 EOF
