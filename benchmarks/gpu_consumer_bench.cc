@@ -26,6 +26,7 @@
 #include "batchcast/client/consumer.h"
 #include "batchcast/cuda/kernels.h"
 #include "batchcast/cuda/runtime.h"
+#include "tools/consumer_cli.h"
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -52,41 +53,35 @@ double Percentile(std::vector<double> v, double p) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  using namespace batchcast;
   CLI::App app{"batchcast GPU consumer benchmark"};
-  std::string name;
-  uint32_t batch_size = 256;
+  ConsumerOptions o;
+  o.batch_size = 256;
+  o.timeout = std::chrono::seconds(60);
   int64_t batches = 2000, sleep_us = 0, server_pid = 0;
   double linger_s = 0;
   bool checksum = false;
-  app.add_option("name", name)->required();
-  app.add_option("--batch-size", batch_size);
+  app.add_option("name", o.endpoint)->required();
+  AddConsumerOptions(&app, o);
   app.add_option("--batches", batches);
   app.add_option("--sleep-us", sleep_us);
   app.add_option("--server-pid", server_pid);
   app.add_option("--linger-s", linger_s);
   app.add_flag("--checksum", checksum);
   CLI11_PARSE(app, argc, argv);
-  using namespace batchcast;
 
-  auto stream = cuda::Stream::Create(0);
-  if (!stream.ok()) {
-    std::cerr << stream.status().ToString() << "\n";
+  // Batches are delivered on a stream of this process, on the ring's device.
+  auto connected = ConnectOnOwnStream(o);
+  if (!connected.ok()) {
+    std::cerr << connected.status().ToString() << "\n";
     return 1;
   }
-  auto sum = cuda::DeviceBuffer::Create(0, 8);
-  ConsumerOptions o;
-  o.endpoint = name;
-  o.batch_size = batch_size;
-  o.cuda_stream = stream->ref();
-  o.timeout = std::chrono::seconds(60);
-  auto consumer = Consumer::Connect(o);
-  if (!consumer.ok()) {
-    std::cerr << consumer.status().ToString() << "\n";
-    return 1;
-  }
+  Consumer* consumer = connected->consumer.get();
+  const CudaStreamRef stream = connected->stream_ref();
+  auto sum = cuda::DeviceBuffer::Create(std::max(0, consumer->device().index), 8);
   // Warm up (first batches, context, pools).
   for (int i = 0; i < 20; ++i) {
-    auto b = (*consumer)->Next();
+    auto b = consumer->Next();
     if (!b.ok()) return 1;
   }
   std::vector<double> next_us;
@@ -96,7 +91,7 @@ int main(int argc, char** argv) {
   const auto t0 = Clock::now();
   for (int64_t i = 0; i < batches;) {
     const auto a = Clock::now();
-    auto b = (*consumer)->Next();
+    auto b = consumer->Next();
     auto image = b.ok() && !b->end_of_epoch() ? b->field("image") : Result<FieldView>(NotFoundError(""));
     const auto z = Clock::now();
     if (!b.ok()) {
@@ -109,14 +104,14 @@ int main(int argc, char** argv) {
     gathered += b->zero_copy() ? 0 : 1;
     if (checksum && image.ok()) {
       (void)cuda::ChecksumAsync(image->data, image->bytes, reinterpret_cast<uint64_t*>(sum->data()),
-                                stream->ref());
+                                stream);
     }
     ++i;
     if (sleep_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
   }
-  (void)stream->Synchronize();
+  (void)cuda::SynchronizeStream(stream);
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-  nlohmann::json j = {{"batch_size", batch_size},
+  nlohmann::json j = {{"batch_size", o.batch_size},
                       {"batches", batches},
                       {"gathered_batches", gathered},
                       {"samples_per_s", samples / wall},

@@ -19,11 +19,12 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "batchcast/cuda_image/nvjpeg.h"
 #include "batchcast/cuda/runtime.h"
+#include "batchcast/cuda_image/nvjpeg.h"
 #include "batchcast/image/jpeg.h"
 #include "batchcast/sources/make_source.h"
 #include "sources/src/image_source.h"
+#include "tools/server_options_cli.h"
 
 namespace {
 
@@ -55,19 +56,22 @@ std::vector<uint8_t> ReadAll(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  using namespace batchcast;
   CLI::App app{"GPU path producer benchmark"};
-  std::string data, dtype = "float16", layout = "nchw", transform = "train";
-  int batch = 256, size = 224;
+  int batch = 256;
   double seconds = 10;
-  app.add_option("data", data)->required();
   app.add_option("--batch", batch);
   app.add_option("--seconds", seconds);
-  app.add_option("--size", size);
-  app.add_option("--dtype", dtype);
-  app.add_option("--layout", layout);
-  app.add_option("--transform", transform);
+  // The source options as batchcast-server spells and parses them.
+  ServerOptions server_options;
+  server_options.source.dtype = DType::kFloat16;
+  std::vector<Status> option_errors;
+  AddServerOptions(&app, server_options, option_errors,
+                   {"data", "size", "dtype", "layout", "transform"});
+  app.get_option("data")->required();
   CLI11_PARSE(app, argc, argv);
-  using namespace batchcast;
+  for (const Status& e : option_errors) Die(e);
+  const std::string& data = server_options.source.data;
   std::cerr << "device: " << cuda::DeviceDescription(0) << "\n";
 
   // ---- 1. decode only ----
@@ -138,14 +142,9 @@ int main(int argc, char** argv) {
 
   // ---- 2. CudaImageSource::FillBatch into device slots ----
   {
-    SourceOptions o;
-    o.data = data;
+    SourceOptions o = server_options.source;
     o.device = Device::Cuda(0);
     o.decode = DecodeMode::kGpu;
-    o.transform = *ParseTransformKind(transform);
-    o.size = size;
-    o.dtype = *ParseDType(dtype);
-    o.layout = *ParseImageLayout(layout);
     auto source = MakeSource(o);
     if (!source.ok()) Die(source.status());
     const auto fields = (*source)->fields();

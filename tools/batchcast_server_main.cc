@@ -13,9 +13,10 @@
 #include <sstream>
 
 #include "batchcast/client/consumer.h"
-#include "core/src/logging.h"
 #include "batchcast/server/option_table.h"
 #include "batchcast/server/server.h"
+#include "core/src/logging.h"
+#include "tools/server_options_cli.h"
 
 namespace {
 
@@ -77,57 +78,6 @@ void PrintStats(const nlohmann::json& j) {
   }
 }
 
-// Adds one command-line option per entry of the server's option table: the
-// data path is positional, flags get --x / --no-x, triples take "R,G,B" or
-// three values.
-void AddServerOptions(CLI::App* app, batchcast::ServerOptions& options,
-                      std::vector<batchcast::Status>& errors) {
-  const batchcast::ServerOptions defaults;
-  for (const batchcast::ServerOption& opt : batchcast::ServerOptionTable()) {
-    const std::string flag = batchcast::CommandLineName(opt.name);
-    const std::string name(opt.name);
-    auto set = [&options, &errors, name](const std::string& text) {
-      if (batchcast::Status s = batchcast::SetServerOption(options, name, text); !s.ok()) {
-        errors.push_back(std::move(s));
-      }
-    };
-    const std::string def = opt.get(defaults);
-    std::string group(batchcast::OptionGroupName(opt.group));
-    group[0] = static_cast<char>(std::toupper(group[0]));
-    CLI::Option* added = nullptr;
-    std::string help(opt.help);
-    if (!def.empty() && opt.type != batchcast::OptionType::kFlag && name != "data") {
-      help += " [default: " + def + "]";
-    }
-    switch (opt.type) {
-      case batchcast::OptionType::kFlag:
-        added = app->add_flag_function(
-            flag + ",!--no-" + flag.substr(2),
-            [set](int64_t count) { set(count > 0 ? "true" : "false"); },
-            help + (def == "true" ? " [default: on]" : " [default: off]"));
-        break;
-      case batchcast::OptionType::kTriple:
-        added = app->add_option_function<std::vector<std::string>>(
-               flag,
-               [set](const std::vector<std::string>& v) {
-                 std::string joined;
-                 for (const std::string& x : v) joined += (joined.empty() ? "" : ",") + x;
-                 set(joined);
-               },
-               help)
-            ->expected(1, 3)
-            ->delimiter(',')
-            ->type_name(std::string(opt.value_name));
-        break;
-      default:
-        added = app->add_option_function<std::string>(name == "data" ? name : flag, set, help)
-            ->type_name(std::string(opt.value_name));
-        break;
-    }
-    if (name != "data") added->group(group + " options");
-  }
-}
-
 int Serve(batchcast::ServerOptions options, double status_interval) {
   auto server = batchcast::Server::Start(options);
   if (!server.ok()) {
@@ -186,7 +136,7 @@ int main(int argc, char** argv) {
   // Every server option comes from the option table (batchcast/server/option_table.h);
   // errors are collected and reported after parsing, with the option's name.
   std::vector<batchcast::Status> option_errors;
-  AddServerOptions(serve, o, option_errors);
+  batchcast::AddServerOptions(serve, o, option_errors);
   serve->add_option("--status-interval", status_interval, "seconds between status lines (0 = none)")
       ->capture_default_str();
 

@@ -498,24 +498,21 @@ def summary_line(s):
 
 # --------------------------------------------------------------------------- CLI
 
-def _positive(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError('not an integer: %r' % text) from None
-    if v < 1:
-        raise argparse.ArgumentTypeError('must be >= 1, got %d' % v)
-    return v
+def _int_at_least(minimum):
+    """An argparse type: an integer >= minimum."""
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError('not an integer: %r' % text) from None
+        if v < minimum:
+            raise argparse.ArgumentTypeError('must be >= %d, got %d' % (minimum, v))
+        return v
+    return parse
 
 
-def _non_negative(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError('not an integer: %r' % text) from None
-    if v < 0:
-        raise argparse.ArgumentTypeError('must be >= 0, got %d' % v)
-    return v
+_positive = _int_at_least(1)
+_non_negative = _int_at_least(0)
 
 
 def _parser():

@@ -52,8 +52,21 @@ void Write(Writer& w, const Allocation& a) {
   w.PutString(a.shm_name);
   w.Put(a.device_index);
   w.PutBytes(a.mem_handle.data(), a.mem_handle.size());
-  w.Put(static_cast<uint32_t>(a.event_handles.size()));
-  for (const IpcHandle& h : a.event_handles) w.PutBytes(h.data(), h.size());
+  w.PutArray(a.event_handles);
+}
+
+void Write(Writer& w, const Segment& s) {
+  w.Put(s.slot);
+  w.Put(s.offset);
+  w.Put(s.count);
+  w.Put(s.producer_epoch);
+}
+
+// A u32 count, then each element (FieldSpec, Allocation, Segment).
+template <typename T>
+void WriteList(Writer& w, const std::vector<T>& list) {
+  w.Put(static_cast<uint32_t>(list.size()));
+  for (const T& x : list) Write(w, x);
 }
 
 void Write(Writer& w, const Welcome& m) {
@@ -62,10 +75,8 @@ void Write(Writer& w, const Welcome& m) {
   w.PutString(m.server_name);
   w.Put(m.window);
   w.Put(m.producer_batch_size);
-  w.Put(static_cast<uint32_t>(m.fields.size()));
-  for (const FieldSpec& f : m.fields) Write(w, f);
-  w.Put(static_cast<uint32_t>(m.allocations.size()));
-  for (const Allocation& a : m.allocations) Write(w, a);
+  WriteList(w, m.fields);
+  WriteList(w, m.allocations);
   w.Put(m.epoch_len);
   w.Put(m.batches_per_epoch);
   w.Put(m.heartbeat_interval_ms);
@@ -84,13 +95,7 @@ void Write(Writer& w, const Batch& m) {
   w.Put(m.step);
   w.Put(m.first_seq);
   w.Put(m.skipped);
-  w.Put(static_cast<uint32_t>(m.segments.size()));
-  for (const Segment& s : m.segments) {
-    w.Put(s.slot);
-    w.Put(s.offset);
-    w.Put(s.count);
-    w.Put(s.producer_epoch);
-  }
+  WriteList(w, m.segments);
   w.PutArray(m.indices);
 }
 
@@ -157,42 +162,51 @@ bool Read(Reader& r, FieldSpec& f) {
 
 bool Read(Reader& r, Allocation& a) {
   uint8_t kind = 0;
-  uint32_t events = 0;
   if (!r.Get(kind) || !r.Get(a.bytes) || !r.GetString(a.shm_name, kMaxString) ||
-      !r.Get(a.device_index) || !r.GetBytes(a.mem_handle.data(), a.mem_handle.size()) ||
-      !r.GetCount(events, kMaxWindow, kIpcHandleBytes, "event handle")) {
+      !r.Get(a.device_index) || !r.GetBytes(a.mem_handle.data(), a.mem_handle.size())) {
     return false;
   }
   if (kind > static_cast<uint8_t>(MemoryKind::kCuda)) return r.Fail("unknown memory kind");
   a.kind = static_cast<MemoryKind>(kind);
-  a.event_handles.resize(events);
-  for (IpcHandle& h : a.event_handles) {
-    if (!r.GetBytes(h.data(), h.size())) return false;
+  return r.GetArray(a.event_handles, kMaxWindow, "event handle");
+}
+
+bool Read(Reader& r, Segment& s) {
+  if (!r.Get(s.slot) || !r.Get(s.offset) || !r.Get(s.count) || !r.Get(s.producer_epoch)) {
+    return false;
+  }
+  if (s.count == 0) return r.Fail("empty segment");
+  return true;
+}
+
+// The reverse of WriteList: a count (at most `max`, and each element needs
+// at least `min_elem_bytes`, Reader::GetCount), then each element.
+template <typename T>
+bool ReadList(Reader& r, std::vector<T>& list, size_t max, size_t min_elem_bytes,
+              const char* what) {
+  uint32_t n = 0;
+  if (!r.GetCount(n, max, min_elem_bytes, what)) return false;
+  list.resize(n);
+  for (T& x : list) {
+    if (!Read(r, x)) return false;
   }
   return true;
 }
 
 bool Read(Reader& r, Welcome& m) {
-  uint32_t n = 0;
   if (!r.Get(m.consumer_id) || !r.Get(m.server_pid) || !r.GetString(m.server_name, kMaxString) ||
-      !r.Get(m.window) || !r.Get(m.producer_batch_size) ||
-      !r.GetCount(n, kMaxFields, 10, "field")) {
+      !r.Get(m.window) || !r.Get(m.producer_batch_size)) {
     return false;
   }
   if (m.window == 0 || m.window > kMaxWindow) return r.Fail("bad window");
   if (m.producer_batch_size == 0 || m.producer_batch_size > kMaxBatch) {
     return r.Fail("bad producer batch size");
   }
-  m.fields.resize(n);
-  for (FieldSpec& f : m.fields) {
-    if (!Read(r, f)) return false;
-  }
-  if (!r.GetCount(n, kMaxAllocations, 13 + kIpcHandleBytes, "allocation")) return false;
-  m.allocations.resize(n);
-  for (Allocation& a : m.allocations) {
-    if (!Read(r, a)) return false;
-  }
-  return r.Get(m.epoch_len) && r.Get(m.batches_per_epoch) && r.Get(m.heartbeat_interval_ms) &&
+  // 10 and 13 + kIpcHandleBytes: lower bounds on the bytes of one field spec
+  // and of one allocation.
+  return ReadList(r, m.fields, kMaxFields, 10, "field") &&
+         ReadList(r, m.allocations, kMaxAllocations, 13 + kIpcHandleBytes, "allocation") &&
+         r.Get(m.epoch_len) && r.Get(m.batches_per_epoch) && r.Get(m.heartbeat_interval_ms) &&
          r.Get(m.heartbeat_timeout_ms);
 }
 
@@ -201,21 +215,13 @@ bool Read(Reader& r, Next& m) {
 }
 
 bool Read(Reader& r, Batch& m) {
-  uint32_t n = 0;
   if (!r.Get(m.request_id) || !r.Get(m.lease_id) || !r.Get(m.epoch) || !r.Get(m.step) ||
       !r.Get(m.first_seq) || !r.Get(m.skipped) ||
-      !r.GetCount(n, kMaxSegments, 4 * sizeof(uint32_t), "segment")) {
+      !ReadList(r, m.segments, kMaxSegments, 4 * sizeof(uint32_t), "segment")) {
     return false;
   }
-  m.segments.resize(n);
   uint64_t total = 0;
-  for (Segment& s : m.segments) {
-    if (!r.Get(s.slot) || !r.Get(s.offset) || !r.Get(s.count) || !r.Get(s.producer_epoch)) {
-      return false;
-    }
-    if (s.count == 0) return r.Fail("empty segment");
-    total += s.count;
-  }
+  for (const Segment& s : m.segments) total += s.count;
   if (!r.GetArray(m.indices, kMaxBatch, "index")) return false;
   if (m.indices.size() != total) return r.Fail("index count does not match the segments");
   return true;

@@ -11,8 +11,8 @@ Status CudaStatus(int error, const char* expression, const char* file, int line)
   if (error == cudaSuccess) return Status::Ok();
   const auto e = static_cast<cudaError_t>(error);
   (void)cudaGetLastError();  // clear the (non-sticky) error state
-  std::string message = std::string(expression) + ": " + cudaGetErrorName(e) + ": " +
-                        cudaGetErrorString(e) + " (" + file + ":" + std::to_string(line) + ")";
+  std::string message = CheckMessage(
+      expression, std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e), file, line);
   switch (e) {
     case cudaErrorMemoryAllocation:
       return ResourceExhaustedError(std::move(message));

@@ -8,17 +8,15 @@
 namespace batchcast::cuda {
 namespace {
 Status NoCuda() {
-  return UnavailableError(
-      "this build of batchcast has no CUDA support (built without a CUDA "
-      "compiler or with -DBATCHCAST_WITH_CUDA=OFF)");
+  return internal::NotBuiltError(
+      "CUDA support (built without a CUDA compiler or with -DBATCHCAST_WITH_CUDA=OFF)");
 }
 }  // namespace
 
 namespace internal {
 Status CudaStatus(int error, const char* expression, const char* file, int line) {
   if (error == 0) return Status::Ok();
-  return InternalError(std::string(expression) + ": CUDA error " + std::to_string(error) + " (" +
-                       file + ":" + std::to_string(line) + ")");
+  return InternalError(CheckMessage(expression, "CUDA error " + std::to_string(error), file, line));
 }
 }  // namespace internal
 

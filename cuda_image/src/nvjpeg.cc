@@ -13,48 +13,46 @@
 
 namespace batchcast::cuda {
 
+namespace {
+
+// The name of each nvjpegStatus_t and the StatusCode it maps to (Internal
+// unless it says more).
+struct NvJpegStatusInfo {
+  int status;
+  const char* name;
+  StatusCode code;
+};
+#define BC_NVJPEG_STATUS(status, code) \
+  { status, #status, StatusCode::code }
+constexpr NvJpegStatusInfo kNvJpegStatuses[] = {
+    BC_NVJPEG_STATUS(NVJPEG_STATUS_NOT_INITIALIZED, kInternal),
+    BC_NVJPEG_STATUS(NVJPEG_STATUS_INVALID_PARAMETER, kInvalidArgument),
+    BC_NVJPEG_STATUS(NVJPEG_STATUS_BAD_JPEG, kDataLoss),
+    BC_NVJPEG_STATUS(NVJPEG_STATUS_JPEG_NOT_SUPPORTED, kDataLoss),
+    BC_NVJPEG_STATUS(NVJPEG_STATUS_ALLOCATOR_FAILURE, kResourceExhausted),
+    BC_NVJPEG_STATUS(NVJPEG_STATUS_EXECUTION_FAILED, kInternal),
+    BC_NVJPEG_STATUS(NVJPEG_STATUS_ARCH_MISMATCH, kUnavailable),
+    BC_NVJPEG_STATUS(NVJPEG_STATUS_INTERNAL_ERROR, kInternal),
+    BC_NVJPEG_STATUS(NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED, kUnavailable),
+    BC_NVJPEG_STATUS(NVJPEG_STATUS_INCOMPLETE_BITSTREAM, kDataLoss),
+};
+#undef BC_NVJPEG_STATUS
+
+}  // namespace
+
 namespace internal {
 
 Status NvJpegStatus(int error, const char* expression, const char* file, int line) {
   if (error == NVJPEG_STATUS_SUCCESS) return Status::Ok();
   const char* name = "unknown nvJPEG status";
   StatusCode code = StatusCode::kInternal;
-  switch (error) {
-    case NVJPEG_STATUS_NOT_INITIALIZED: name = "NVJPEG_STATUS_NOT_INITIALIZED"; break;
-    case NVJPEG_STATUS_INVALID_PARAMETER:
-      name = "NVJPEG_STATUS_INVALID_PARAMETER";
-      code = StatusCode::kInvalidArgument;
-      break;
-    case NVJPEG_STATUS_BAD_JPEG:
-      name = "NVJPEG_STATUS_BAD_JPEG";
-      code = StatusCode::kDataLoss;
-      break;
-    case NVJPEG_STATUS_JPEG_NOT_SUPPORTED:
-      name = "NVJPEG_STATUS_JPEG_NOT_SUPPORTED";
-      code = StatusCode::kDataLoss;
-      break;
-    case NVJPEG_STATUS_ALLOCATOR_FAILURE:
-      name = "NVJPEG_STATUS_ALLOCATOR_FAILURE";
-      code = StatusCode::kResourceExhausted;
-      break;
-    case NVJPEG_STATUS_EXECUTION_FAILED: name = "NVJPEG_STATUS_EXECUTION_FAILED"; break;
-    case NVJPEG_STATUS_ARCH_MISMATCH:
-      name = "NVJPEG_STATUS_ARCH_MISMATCH";
-      code = StatusCode::kUnavailable;
-      break;
-    case NVJPEG_STATUS_INTERNAL_ERROR: name = "NVJPEG_STATUS_INTERNAL_ERROR"; break;
-    case NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED:
-      name = "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED";
-      code = StatusCode::kUnavailable;
-      break;
-    case NVJPEG_STATUS_INCOMPLETE_BITSTREAM:
-      name = "NVJPEG_STATUS_INCOMPLETE_BITSTREAM";
-      code = StatusCode::kDataLoss;
-      break;
-    default: break;
+  for (const NvJpegStatusInfo& s : kNvJpegStatuses) {
+    if (s.status == error) {
+      name = s.name;
+      code = s.code;
+    }
   }
-  return Status(code, std::string(expression) + ": " + name + " (" + file + ":" +
-                          std::to_string(line) + ")");
+  return Status(code, CheckMessage(expression, name, file, line));
 }
 
 }  // namespace internal

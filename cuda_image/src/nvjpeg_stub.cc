@@ -7,24 +7,23 @@ namespace batchcast::cuda {
 namespace internal {
 Status NvJpegStatus(int error, const char* expression, const char* file, int line) {
   if (error == 0) return Status::Ok();
-  return InternalError(std::string(expression) + ": nvJPEG status " + std::to_string(error) + " (" +
-                       file + ":" + std::to_string(line) + ")");
+  return InternalError(
+      CheckMessage(expression, "nvJPEG status " + std::to_string(error), file, line));
 }
 }  // namespace internal
 
 struct NvJpegDecoder::Impl {};
 
 Result<std::unique_ptr<NvJpegDecoder>> NvJpegDecoder::Create(int, int, bool) {
-  return UnavailableError(
-      "this build of batchcast has no nvJPEG (the CUDA toolkit it was built with lacks it): "
-      "use --decode cpu");
+  return internal::NotBuiltError(
+      "nvJPEG (the CUDA toolkit it was built with lacks it): use --decode cpu");
 }
 NvJpegDecoder::~NvJpegDecoder() = default;
 std::string NvJpegDecoder::backend_name() const { return "none"; }
 bool NvJpegDecoder::Supports(std::span<const uint8_t>) { return false; }
 Status NvJpegDecoder::DecodeBatch(int, std::span<const std::span<const uint8_t>>,
                                   std::span<const Output>, CudaStreamRef) {
-  return UnavailableError("this build of batchcast has no nvJPEG");
+  return internal::NotBuiltError("nvJPEG");
 }
 
 }  // namespace batchcast::cuda

@@ -6,6 +6,7 @@ import os
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from batchcast import _core
+from batchcast._read_only import ReadOnly
 
 _JOINS = ("immediate", "next_epoch")
 
@@ -169,10 +170,8 @@ class Loader:
 
     # ---- state ----
 
-    @property
-    def epoch(self) -> int:
-        """The consumer epoch (from 0) of the last batch, or of the epoch that just ended."""
-        return int(self._epoch)
+    epoch = ReadOnly("_epoch", int,
+                     "The consumer epoch (from 0) of the last batch, or of the epoch that just ended.")
 
     @property
     def indices(self):
@@ -181,46 +180,19 @@ class Loader:
             return None
         return self._torch.from_numpy(self._indices)
 
-    @property
-    def zero_copy(self) -> bool:
-        """True when the last batch views the shared ring (False: a private gathered copy)."""
-        return bool(self._zero_copy)
-
-    @property
-    def batch_size(self) -> int:
-        return self._batch_size
-
-    @property
-    def endpoint(self) -> str:
-        return self._endpoint
-
-    @property
-    def epoch_len(self) -> int:
-        """Samples in one epoch (of the producer, and of this consumer)."""
-        return int(self._core.epoch_len)
-
-    @property
-    def producer_batch_size(self) -> int:
-        return int(self._core.producer_batch_size)
-
-    @property
-    def window(self) -> int:
-        """Ring slots of the server."""
-        return int(self._core.window)
-
-    @property
-    def fields(self) -> List[Tuple[str, str, Tuple[int, ...]]]:
-        """[(name, dtype name, per-sample shape)] of the server's samples."""
-        return list(self._fields)
-
-    @property
-    def skipped(self) -> int:
-        """Samples this consumer skipped (lag_policy="skip")."""
-        return int(self._core.skipped)
-
-    @property
-    def consumer_id(self) -> int:
-        return int(self._core.consumer_id)
+    zero_copy = ReadOnly(
+        "_zero_copy", bool,
+        "True when the last batch views the shared ring (False: a private gathered copy).")
+    batch_size = ReadOnly("_batch_size", int)
+    endpoint = ReadOnly("_endpoint", str)
+    epoch_len = ReadOnly("_core.epoch_len", int,
+                         "Samples in one epoch (of the producer, and of this consumer).")
+    producer_batch_size = ReadOnly("_core.producer_batch_size", int)
+    window = ReadOnly("_core.window", int, "Ring slots of the server.")
+    fields = ReadOnly("_fields", list,
+                      "[(name, dtype name, per-sample shape)] of the server's samples.")
+    skipped = ReadOnly("_core.skipped", int, 'Samples this consumer skipped (lag_policy="skip").')
+    consumer_id = ReadOnly("_core.consumer_id", int)
 
     def stats(self) -> Dict[str, Any]:
         """The server's stats (the JSON of ``batchcast-server stat NAME --json``) as a dict."""
@@ -233,9 +205,7 @@ class Loader:
         keep the connection until they are freed)."""
         self._core.close()
 
-    @property
-    def closed(self) -> bool:
-        return bool(self._core.closed)
+    closed = ReadOnly("_core.closed", bool)
 
     def __enter__(self) -> "Loader":
         return self

@@ -6,6 +6,7 @@ import threading
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from batchcast import _core
+from batchcast._read_only import ReadOnly
 from batchcast._server import PRODUCER_OPTIONS, _check_options, _Serving, _wait
 
 _TUPLE_NAMES = ("image", "label")
@@ -356,28 +357,11 @@ class Producer(_Serving):
 
     # ---- state ----
 
-    @property
-    def epoch_len(self) -> int:
-        return self._epoch_len
-
-    @property
-    def batch_size(self) -> int:
-        """Samples per ring slot."""
-        return self._batch_size
-
-    @property
-    def fields(self) -> List[Tuple[str, str, Tuple[int, ...]]]:
-        """[(name, dtype name, per-sample shape)]."""
-        return list(self._specs)
-
-    @property
-    def epochs_done(self) -> int:
-        """Passes over the iterable written completely."""
-        return self._epochs_done
-
-    @property
-    def samples_written(self) -> int:
-        return self._samples
+    epoch_len = ReadOnly("_epoch_len", int)
+    batch_size = ReadOnly("_batch_size", int, "Samples per ring slot.")
+    fields = ReadOnly("_specs", list, "[(name, dtype name, per-sample shape)].")
+    epochs_done = ReadOnly("_epochs_done", int, "Passes over the iterable written completely.")
+    samples_written = ReadOnly("_samples", int)
 
     @property
     def error(self) -> Optional[BaseException]:

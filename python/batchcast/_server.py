@@ -8,6 +8,7 @@ import weakref
 from typing import Any, Dict, Optional, Union
 
 from batchcast import _core
+from batchcast._read_only import ReadOnly
 
 #: Keyword arguments of batchcast.Server: the server's option table
 #: (server/include/batchcast/server/option_table.h), the same options as
@@ -52,14 +53,10 @@ class _Serving:
         self._name: str = core.name
         self._finalizer = weakref.finalize(self, core.close)
 
-    @property
-    def endpoint(self) -> str:
-        """Where Loaders connect (``batchcast.Loader(x.endpoint, ...)``; the name works too)."""
-        return self._endpoint
-
-    @property
-    def name(self) -> str:
-        return self._name
+    endpoint = ReadOnly(
+        "_endpoint", str,
+        "Where Loaders connect (``batchcast.Loader(x.endpoint, ...)``; the name works too).")
+    name = ReadOnly("_name", str)
 
     def stats(self) -> Dict[str, Any]:
         """The stats (as ``batchcast-server stat NAME --json``) as a dict."""
@@ -117,9 +114,7 @@ class Server(_Serving):
             opts["data"] = os.fspath(data)
         self._attach(_core.Server.start(opts))
 
-    @property
-    def epoch_len(self) -> int:
-        return int(self._core.epoch_len)
+    epoch_len = ReadOnly("_core.epoch_len", int)
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Blocks until the server finished: the stream ended (``epochs=``) and

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <regex>
 #include <string>
@@ -61,16 +62,9 @@ IpcHandle PatternHandle(uint8_t seed) {
   return h;
 }
 
+// Fields in order: name, pid, batch_size, drop_last, join, prefetch, device.
 Hello SampleHello() {
-  Hello m;
-  m.name = "trainer-3 (resnet50)";
-  m.pid = 123456;
-  m.batch_size = 96;
-  m.drop_last = false;
-  m.join = JoinPolicy::kNextEpoch;
-  m.prefetch = 7;
-  m.device = "cuda:1";
-  return m;
+  return Hello{"trainer-3 (resnet50)", 123456, 96, false, JoinPolicy::kNextEpoch, 7, "cuda:1"};
 }
 
 Welcome SampleWelcome() {
@@ -191,6 +185,20 @@ std::vector<Bytes> ValidEncodings() {
 
 // ---- round trips ----
 
+// `m` encoded and decoded back; nullopt (and a test failure) when that fails
+// or gives another message type.
+template <typename T>
+std::optional<T> RoundTrip(const T& m) {
+  Result<Message> back = DecodeBytes(EncodeBytes(m));
+  if (!back.ok()) {
+    ADD_FAILURE() << back.status().ToString();
+    return std::nullopt;
+  }
+  if (const T* got = std::get_if<T>(&*back)) return *got;
+  ADD_FAILURE() << "decoded as " << MessageName(*back);
+  return std::nullopt;
+}
+
 TEST(ProtocolTest, SamplesCoverEveryMessageType) {
   const std::vector<Message> samples = SampleMessages();
   ASSERT_EQ(samples.size(), std::variant_size_v<Message>);
@@ -215,10 +223,8 @@ TEST(ProtocolTest, RoundTripEveryMessage) {
 
 TEST(ProtocolTest, RoundTripKeepsWelcomeDetails) {
   const Welcome w = SampleWelcome();
-  Result<Message> back = DecodeBytes(EncodeBytes(w));
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
-  const Welcome* got = std::get_if<Welcome>(&*back);
-  ASSERT_NE(got, nullptr);
+  const std::optional<Welcome> got = RoundTrip(w);
+  ASSERT_TRUE(got);
   ASSERT_EQ(got->fields.size(), 3u);
   EXPECT_EQ(got->fields[0].shape, (std::vector<int64_t>{3, 224, 224}));
   EXPECT_EQ(got->fields[0].dtype, DType::kFloat16);
@@ -238,10 +244,8 @@ TEST(ProtocolTest, RoundTripKeepsWelcomeDetails) {
 
 TEST(ProtocolTest, RoundTripKeepsBatchDetails) {
   const Batch b = SampleBatch();
-  Result<Message> back = DecodeBytes(EncodeBytes(b));
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
-  const Batch* got = std::get_if<Batch>(&*back);
-  ASSERT_NE(got, nullptr);
+  const std::optional<Batch> got = RoundTrip(b);
+  ASSERT_TRUE(got);
   EXPECT_EQ(got->segments, b.segments);
   EXPECT_EQ(got->indices, b.indices);
   EXPECT_EQ(got->indices[7], INT64_MIN);
@@ -282,14 +286,7 @@ TEST(ProtocolTest, GoldenEncodings) {
             (Bytes{'B', 'C', 1, 0, 6, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 'a', 'b'}));
   EXPECT_EQ(EncodeBytes(Release{{5}}),
             (Bytes{'B', 'C', 1, 0, 7, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
-  Hello h;
-  h.name = "n";
-  h.pid = 0x01020304;
-  h.batch_size = 32;
-  h.drop_last = true;
-  h.join = JoinPolicy::kNextEpoch;
-  h.prefetch = 2;
-  h.device = "";
+  const Hello h{"n", 0x01020304, 32, true, JoinPolicy::kNextEpoch, 2, ""};
   EXPECT_EQ(EncodeBytes(h), (Bytes{'B', 'C', 1, 0, 1, 0,         // header
                                    1, 0, 0, 0, 'n',             // name
                                    4, 3, 2, 1,                  // pid
@@ -328,6 +325,21 @@ void ExpectInvalid(const Bytes& frame, const std::string& what) {
   ASSERT_FALSE(m.ok()) << what << " decoded as " << MessageName(*m);
   EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument) << what;
   EXPECT_FALSE(m.status().message().empty()) << what;
+}
+
+// `good` with each of `values` written (little-endian) at byte `at` is
+// invalid ("WHAT VALUE"); with `mention`, the error message names it.
+template <typename T>
+void ExpectInvalidWith(const Bytes& good, size_t at, std::initializer_list<T> values,
+                       const std::string& what, const std::string& mention = "") {
+  for (T v : values) {
+    Bytes f = good;
+    PokeLE<T>(f, at, v);
+    ExpectInvalid(f, what + " " + std::to_string(v));
+    if (!mention.empty()) {
+      EXPECT_NE(DecodeBytes(f).status().message().find(mention), std::string::npos) << what;
+    }
+  }
 }
 
 TEST(ProtocolHostileTest, EveryStrictPrefixFails) {
@@ -476,19 +488,17 @@ TEST(ProtocolHostileTest, HugeCountsFailFast) {
                      static_cast<uint32_t>(kMaxSegments) + 1}) {
     frames.emplace_back("segments " + std::to_string(n), BatchPrefix(n));
   }
-  for (uint32_t n : {0xFFFFFFFFu, static_cast<uint32_t>(kMaxReleases),
-                     static_cast<uint32_t>(kMaxReleases) + 1}) {
-    Bytes f = Header(MessageType::kRelease);
+  // A RELEASE or BYE whose lease list claims `n` ids and holds one.
+  auto lease_list = [](MessageType type, uint32_t n) {
+    Bytes f = Header(type);
     PutLE<uint32_t>(f, n);
     PutLE<uint64_t>(f, 1);
-    frames.emplace_back("leases " + std::to_string(n), f);
-  }
+    return f;
+  };
   for (uint32_t n : {0xFFFFFFFFu, static_cast<uint32_t>(kMaxReleases),
                      static_cast<uint32_t>(kMaxReleases) + 1}) {
-    Bytes f = Header(MessageType::kBye);
-    PutLE<uint32_t>(f, n);
-    PutLE<uint64_t>(f, 1);
-    frames.emplace_back("kept leases " + std::to_string(n), f);
+    frames.emplace_back("leases " + std::to_string(n), lease_list(MessageType::kRelease, n));
+    frames.emplace_back("kept leases " + std::to_string(n), lease_list(MessageType::kBye, n));
     Bytes g = Header(MessageType::kNext);
     PutLE<uint64_t>(g, 7);  // request_id
     PutLE<uint32_t>(g, n);
@@ -575,17 +585,8 @@ TEST(ProtocolHostileTest, UnknownEnumValues) {
     const size_t dtype_at = name + std::strlen("DTYPEFIELD");
     ASSERT_EQ(good[dtype_at], static_cast<uint8_t>(DType::kBFloat16));
     ASSERT_EQ(good[dtype_at + 1], static_cast<uint8_t>(MemoryKind::kHost));
-    for (uint8_t dtype : {uint8_t{kNumDTypes}, uint8_t{200}, uint8_t{255}}) {
-      Bytes f = good;
-      f[dtype_at] = dtype;
-      ExpectInvalid(f, "dtype " + std::to_string(dtype));
-      EXPECT_NE(DecodeBytes(f).status().message().find("dtype"), std::string::npos);
-    }
-    for (uint8_t kind : {uint8_t{2}, uint8_t{9}, uint8_t{255}}) {
-      Bytes f = good;
-      f[dtype_at + 1] = kind;
-      ExpectInvalid(f, "field memory kind " + std::to_string(kind));
-    }
+    ExpectInvalidWith<uint8_t>(good, dtype_at, {kNumDTypes, 200, 255}, "dtype", "dtype");
+    ExpectInvalidWith<uint8_t>(good, dtype_at + 1, {2, 9, 255}, "field memory kind");
     // Each valid dtype decodes.
     for (uint8_t dtype = 0; dtype < kNumDTypes; ++dtype) {
       Bytes f = good;
@@ -602,11 +603,7 @@ TEST(ProtocolHostileTest, UnknownEnumValues) {
     ASSERT_NE(name, std::string::npos);
     const size_t kind_at = name - 4 - 8 - 1;
     ASSERT_EQ(good[kind_at], static_cast<uint8_t>(MemoryKind::kHost));
-    for (uint8_t kind : {uint8_t{2}, uint8_t{9}, uint8_t{255}}) {
-      Bytes f = good;
-      f[kind_at] = kind;
-      ExpectInvalid(f, "allocation memory kind " + std::to_string(kind));
-    }
+    ExpectInvalidWith<uint8_t>(good, kind_at, {2, 9, 255}, "allocation memory kind");
   }
   // join 7 and drop_last 2 in a Hello.
   {
@@ -617,16 +614,8 @@ TEST(ProtocolHostileTest, UnknownEnumValues) {
     const size_t join_at = drop_last_at + 1;
     ASSERT_EQ(good[drop_last_at], 0);
     ASSERT_EQ(good[join_at], static_cast<uint8_t>(JoinPolicy::kNextEpoch));
-    for (uint8_t join : {uint8_t{2}, uint8_t{7}, uint8_t{255}}) {
-      Bytes f = good;
-      f[join_at] = join;
-      ExpectInvalid(f, "join " + std::to_string(join));
-    }
-    for (uint8_t b : {uint8_t{2}, uint8_t{255}}) {
-      Bytes f = good;
-      f[drop_last_at] = b;
-      ExpectInvalid(f, "drop_last " + std::to_string(b));
-    }
+    ExpectInvalidWith<uint8_t>(good, join_at, {2, 7, 255}, "join");
+    ExpectInvalidWith<uint8_t>(good, drop_last_at, {2, 255}, "drop_last");
     Bytes f = good;
     f[join_at] = 0;
     Result<Message> m = DecodeBytes(f);
@@ -638,11 +627,7 @@ TEST(ProtocolHostileTest, UnknownEnumValues) {
     const Bytes good = EncodeBytes(Error{5, StatusCode::kInternal, "boom"});
     const size_t code_at = 6 + 8;
     ASSERT_EQ(good[code_at], static_cast<uint8_t>(StatusCode::kInternal));
-    for (uint8_t code : {uint8_t{0}, uint8_t{10}, uint8_t{200}, uint8_t{255}}) {
-      Bytes f = good;
-      f[code_at] = code;
-      ExpectInvalid(f, "error code " + std::to_string(code));
-    }
+    ExpectInvalidWith<uint8_t>(good, code_at, {0, 10, 200, 255}, "error code");
     for (uint8_t code = 1; code <= 9; ++code) {
       Bytes f = good;
       f[code_at] = code;
@@ -660,16 +645,8 @@ TEST(ProtocolHostileTest, BadValues) {
   const size_t window_at = 6 + 8 + 4 + 4 + 4;
   const size_t batch_at = window_at + 4;
   ASSERT_EQ(good[window_at], 4);
-  for (uint32_t w : {0u, static_cast<uint32_t>(kMaxWindow) + 1, 0xFFFFFFFFu}) {
-    Bytes f = good;
-    PokeLE<uint32_t>(f, window_at, w);
-    ExpectInvalid(f, "window " + std::to_string(w));
-  }
-  for (uint32_t b : {0u, static_cast<uint32_t>(kMaxBatch) + 1, 0xFFFFFFFFu}) {
-    Bytes f = good;
-    PokeLE<uint32_t>(f, batch_at, b);
-    ExpectInvalid(f, "producer batch " + std::to_string(b));
-  }
+  ExpectInvalidWith<uint32_t>(good, window_at, {0, kMaxWindow + 1, 0xFFFFFFFF}, "window");
+  ExpectInvalidWith<uint32_t>(good, batch_at, {0, kMaxBatch + 1, 0xFFFFFFFF}, "producer batch");
   // Field dimensions must be in [1, 2^31].
   {
     const size_t name = Find(good, "DTYPEFIELD");
@@ -677,11 +654,8 @@ TEST(ProtocolHostileTest, BadValues) {
     int64_t d0 = 0;
     std::memcpy(&d0, good.data() + dim0_at, 8);
     ASSERT_EQ(d0, 2);
-    for (int64_t d : {int64_t{0}, int64_t{-1}, INT64_MIN, (int64_t{1} << 31) + 1, INT64_MAX}) {
-      Bytes f = good;
-      PokeLE<int64_t>(f, dim0_at, d);
-      ExpectInvalid(f, "dimension " + std::to_string(d));
-    }
+    ExpectInvalidWith<int64_t>(good, dim0_at, {0, -1, INT64_MIN, (int64_t{1} << 31) + 1, INT64_MAX},
+                               "dimension");
     Bytes f = good;
     PokeLE<int64_t>(f, dim0_at, int64_t{1} << 31);
     EXPECT_TRUE(DecodeBytes(f).ok());

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -91,6 +92,21 @@ TEST_F(UniqueHandleTest, StateTravelsWithTheResource) {
   Fake b = std::move(a);
   EXPECT_EQ(b->device, 6);
 }
+
+// The CUDA types built on it are move-only through it (they declare no moves
+// of their own), with moves that cannot throw (so containers move them); an
+// IpcMapping, shared through OpenIpcMemory, is not even movable. Only their
+// factories make them from a raw handle.
+template <typename T>
+constexpr bool kMoveOnly =
+    std::is_nothrow_move_constructible_v<T>&& std::is_nothrow_move_assignable_v<T> &&
+    !std::is_copy_constructible_v<T> && !std::is_copy_assignable_v<T>;
+static_assert(kMoveOnly<Stream> && kMoveOnly<Event> && kMoveOnly<DeviceBuffer> &&
+              kMoveOnly<PinnedBuffer>);
+static_assert(!std::is_move_constructible_v<IpcMapping> &&
+              !std::is_default_constructible_v<IpcMapping>);
+static_assert(!std::is_constructible_v<Stream, const internal::StreamTraits::Handle&>);
+static_assert(!std::is_constructible_v<DeviceBuffer, const internal::DeviceBufferTraits::Handle&>);
 
 // The CUDA types built on it, in their null (default or moved-from) state:
 // nothing to release, in CUDA builds and stub builds alike.

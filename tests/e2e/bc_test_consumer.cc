@@ -11,9 +11,10 @@
 // synchronize on stdout.
 //
 // CUDA rings (the cuda instances of engine_test): batches are delivered on a
-// stream of this process (Consumer::set_cuda_stream), copied to the host on it
-// and checked there. The JSON also says "device" (the field's device index, -1
-// for host memory), "zero_copy"/"gathered" counts and "cuda_errors".
+// stream of this process (ConnectOnOwnStream, tools/consumer_cli.h), copied to
+// the host on it and checked there. The JSON also says "device" (the field's
+// device index, -1 for host memory), "zero_copy"/"gathered" counts and
+// "cuda_errors".
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -21,12 +22,11 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <thread>
 
 #include "batchcast/client/consumer.h"
-#include "batchcast/cuda/runtime.h"
 #include "device_util.h"
+#include "tools/consumer_cli.h"
 
 namespace {
 
@@ -44,24 +44,23 @@ int64_t CheckBatch(const batchcast::Batch& batch, batchcast::CudaStreamRef strea
 
 int main(int argc, char** argv) {
   CLI::App app{"batchcast test consumer"};
-  std::string endpoint, out_path, join = "immediate";
-  uint32_t batch_size = 32, epochs = 1, prefetch = 2;
-  int64_t max_batches = -1, sleep_ms = 0, hold_at = -1, hold_ms = 0, timeout_ms = 0;
-  bool no_drop_last = false, verify = true;
-  app.add_option("--endpoint", endpoint)->required();
-  app.add_option("--batch-size", batch_size);
+  batchcast::ConsumerOptions options;
+  options.batch_size = 32;
+  std::string out_path;
+  uint32_t epochs = 1;
+  int64_t max_batches = -1, sleep_ms = 0, hold_at = -1, hold_ms = 0;
+  bool verify = true;
+  app.add_option("--endpoint", options.endpoint)->required();
+  batchcast::AddConsumerOptions(&app, options);
   app.add_option("--epochs", epochs);
   app.add_option("--batches", max_batches);
-  app.add_option("--join", join);
-  app.add_option("--prefetch", prefetch);
   app.add_option("--sleep-ms", sleep_ms);
   app.add_option("--hold-at", hold_at);
   app.add_option("--hold-ms", hold_ms);
-  app.add_option("--timeout-ms", timeout_ms);
   app.add_option("--out", out_path);
-  app.add_flag("--no-drop-last", no_drop_last);
   app.add_flag("!--no-verify", verify);
   CLI11_PARSE(app, argc, argv);
+  options.name = "test-consumer-" + std::to_string(options.batch_size);
 
   nlohmann::json result;
   result["epochs"] = nlohmann::json::array();
@@ -80,45 +79,25 @@ int main(int argc, char** argv) {
     }
   };
 
-  batchcast::ConsumerOptions options;
-  options.endpoint = endpoint;
-  options.batch_size = batch_size;
-  options.drop_last = !no_drop_last;
-  options.prefetch = static_cast<uint16_t>(prefetch);
-  options.join =
-      join == "next_epoch" ? batchcast::JoinPolicy::kNextEpoch : batchcast::JoinPolicy::kImmediate;
-  options.timeout = std::chrono::milliseconds(timeout_ms);
-  options.name = "test-consumer-" + std::to_string(batch_size);
-  auto consumer = batchcast::Consumer::Connect(options);
-  if (!consumer.ok()) {
-    result["error"] = consumer.status().message();
-    result["error_code"] = std::string(batchcast::StatusCodeName(consumer.status().code()));
+  // On a CUDA ring, batches are delivered on a stream of this process.
+  auto connected = batchcast::ConnectOnOwnStream(options);
+  if (!connected.ok()) {
+    result["error"] = connected.status().message();
+    result["error_code"] = std::string(batchcast::StatusCodeName(connected.status().code()));
     write();
-    std::cerr << consumer.status().ToString() << "\n";
+    std::cerr << connected.status().ToString() << "\n";
     return 3;
   }
-  result["batches_per_epoch"] = (*consumer)->batches_per_epoch();
-  std::optional<batchcast::cuda::Stream> stream;
-  if (const batchcast::Device d = (*consumer)->device(); d.kind == batchcast::MemoryKind::kCuda) {
-    auto s = batchcast::cuda::Stream::Create(d.index);
-    if (!s.ok()) {
-      result["error"] = s.status().message();
-      result["error_code"] = std::string(batchcast::StatusCodeName(s.status().code()));
-      write();
-      return 3;
-    }
-    stream.emplace(std::move(*s));
-    (*consumer)->set_cuda_stream(stream->ref());
-  }
-  const batchcast::CudaStreamRef stream_handle =
-      stream ? stream->ref() : batchcast::CudaStreamRef();
+  batchcast::Consumer* consumer = connected->consumer.get();
+  result["batches_per_epoch"] = consumer->batches_per_epoch();
+  const batchcast::CudaStreamRef stream_handle = connected->stream_ref();
   const auto t0 = std::chrono::steady_clock::now();
   nlohmann::json current = nlohmann::json::array();
   int64_t delivered = 0;
   uint32_t done_epochs = 0;
   bool ready_printed = false;
   while (done_epochs < epochs && (max_batches < 0 || delivered < max_batches)) {
-    auto batch = (*consumer)->Next();
+    auto batch = consumer->Next();
     const double t_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!batch.ok()) {

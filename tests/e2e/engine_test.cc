@@ -28,6 +28,7 @@ namespace batchcast {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::ForEachBatchOfEpoch;
 using testing::NowMs;
 using testing::Process;
 using testing::ReadJson;
@@ -40,6 +41,29 @@ class Engine : public ::testing::TestWithParam<Device> {
  protected:
   void SetUp() override {
     if (ring_.is_cuda()) BC_REQUIRE_GPU();
+  }
+
+  // The lag-policy scenarios: a server with an endless synthetic stream of
+  // `size`-pixel images in batches of 16 in `window` slots, which waits for
+  // two consumers and applies `policy` to one that blocks it for
+  // `lag_timeout` seconds; and those two consumers (batch 16, joined at
+  // once): `fast` reads on, `slow` falls behind or holds a batch.
+  struct LagScenario {
+    std::unique_ptr<Process> server;
+    std::unique_ptr<Consumer> fast;
+    std::unique_ptr<Consumer> slow;
+  };
+  // A fatal failure when a consumer cannot connect (call it in
+  // ASSERT_NO_FATAL_FAILURE).
+  void StartLagScenario(const std::string& name, const std::string& size, const std::string& window,
+                        const std::string& policy, const std::string& lag_timeout,
+                        LagScenario* out) const {
+    out->server = ring_.StartServer(
+        name, {"--synthetic", "100000", "--size", size, "--batch-size", "16", "--window", window,
+               "--min-consumers", "2", "--lag-policy", policy, "--lag-timeout", lag_timeout});
+    out->fast = ring_.Connect(name, 16, JoinPolicy::kImmediate);
+    out->slow = ring_.Connect(name, 16, JoinPolicy::kImmediate);
+    ASSERT_TRUE(out->fast && out->slow);
   }
   const testing::Ring ring_{GetParam()};
 };
@@ -98,15 +122,12 @@ TEST_P(Engine, DropLastGivesFullBatchesOnly) {
   EXPECT_EQ(c->batches_per_epoch(), 250u / 48);
   for (int epoch = 0; epoch < 2; ++epoch) {
     uint64_t batches = 0;
-    while (true) {
-      auto b = c->Next();
-      ASSERT_TRUE(b.ok()) << b.status().ToString();
-      if (b->end_of_epoch()) break;
-      EXPECT_EQ(b->size(), 48u);
-      EXPECT_EQ(b->epoch(), static_cast<uint32_t>(epoch));
-      EXPECT_TRUE(ring_.BatchMatchesFormula(*b));
+    ASSERT_NO_FATAL_FAILURE(ForEachBatchOfEpoch(c.get(), [&](const Batch& b) {
+      EXPECT_EQ(b.size(), 48u);
+      EXPECT_EQ(b.epoch(), static_cast<uint32_t>(epoch));
+      EXPECT_TRUE(ring_.BatchMatchesFormula(b));
       ++batches;
-    }
+    }));
     EXPECT_EQ(batches, c->batches_per_epoch());
   }
   auto end = c->Next();
@@ -155,18 +176,14 @@ TEST_P(Engine, SkipPolicyKeepsOthersGoing) {
   const std::string name = UniqueName("skip");
   // The laggard may pin prefetch + 1 slots with leases (which skip never
   // breaks), so the window leaves room for the fast one beyond that.
-  auto server = ring_.StartServer(
-      name, {"--synthetic", "100000", "--size", "8", "--batch-size", "16", "--window", "8",
-             "--min-consumers", "2", "--lag-policy", "skip", "--lag-timeout", "0.2"});
-  auto fast = ring_.Connect(name, 16, JoinPolicy::kImmediate);
-  auto slow = ring_.Connect(name, 16, JoinPolicy::kImmediate);
-  ASSERT_TRUE(fast && slow);
+  LagScenario lag;
+  ASSERT_NO_FATAL_FAILURE(StartLagScenario(name, "8", "8", "skip", "0.2", &lag));
   std::mutex mu;
   std::vector<Record> f, s;
   std::thread ts([&] {
     // Sleeps 600 ms per batch: far slower than lag_timeout.
     for (int i = 0; i < 5; ++i) {
-      auto b = slow->Next();
+      auto b = lag.slow->Next();
       ASSERT_TRUE(b.ok()) << b.status().ToString();
       if (b->end_of_epoch()) continue;
       EXPECT_TRUE(ring_.BatchMatchesFormula(*b));
@@ -177,7 +194,7 @@ TEST_P(Engine, SkipPolicyKeepsOthersGoing) {
       std::this_thread::sleep_for(600ms);
     }
   });
-  ring_.ReadBatches(fast.get(), 300, 1ms, &f, &mu);
+  ring_.ReadBatches(lag.fast.get(), 300, 1ms, &f, &mu);
   ts.join();
   double max_gap = 0;
   for (size_t i = 1; i < f.size(); ++i) max_gap = std::max(max_gap, f[i].t - f[i - 1].t);
@@ -191,22 +208,18 @@ TEST_P(Engine, SkipPolicyKeepsOthersGoing) {
 // 2c. evict: the laggard gets a clear error; the others go on.
 TEST_P(Engine, EvictPolicyDisconnectsLaggard) {
   const std::string name = UniqueName("evict");
-  auto server = ring_.StartServer(
-      name, {"--synthetic", "100000", "--size", "8", "--batch-size", "16", "--window", "4",
-             "--min-consumers", "2", "--lag-policy", "evict", "--lag-timeout", "0.2"});
-  auto fast = ring_.Connect(name, 16, JoinPolicy::kImmediate);
-  auto slow = ring_.Connect(name, 16, JoinPolicy::kImmediate);
-  ASSERT_TRUE(fast && slow);
-  auto first = slow->Next();
+  LagScenario lag;
+  ASSERT_NO_FATAL_FAILURE(StartLagScenario(name, "8", "4", "evict", "0.2", &lag));
+  auto first = lag.slow->Next();
   ASSERT_TRUE(first.ok());
   first = Batch();  // release; then stop reading for a while
   std::mutex mu;
   std::vector<Record> f;
-  ring_.ReadBatches(fast.get(), 200, 0ms, &f, &mu);
+  ring_.ReadBatches(lag.fast.get(), 200, 0ms, &f, &mu);
   EXPECT_EQ(f.size(), 200u);
   Status error;
   for (int i = 0; i < 20 && error.ok(); ++i) {
-    auto b = slow->Next();
+    auto b = lag.slow->Next();
     if (!b.ok()) error = b.status();
   }
   ASSERT_FALSE(error.ok());
@@ -221,42 +234,37 @@ TEST_P(Engine, HeldBatchNeverChanges) {
   for (const char* policy : {"block", "skip"}) {
     SCOPED_TRACE(policy);
     const std::string name = UniqueName("lease");
-    auto server = ring_.StartServer(
-        name, {"--synthetic", "100000", "--size", "16", "--batch-size", "16", "--window", "4",
-               "--min-consumers", "2", "--lag-policy", policy, "--lag-timeout", "0.1"});
-    auto holder = ring_.Connect(name, 16, JoinPolicy::kImmediate);
-    auto other = ring_.Connect(name, 16, JoinPolicy::kImmediate);
-    ASSERT_TRUE(holder && other);
-    auto held = holder->Next();
-    ASSERT_TRUE(held.ok());
-    ASSERT_TRUE(held->zero_copy());
-    auto image = held->field("image");
-    ASSERT_TRUE(image.ok());
-    const std::vector<uint8_t> copy = testing::HostBytes(*image);
+    // `slow` holds its first batch; `fast` runs far past it.
+    LagScenario lag;
+    ASSERT_NO_FATAL_FAILURE(StartLagScenario(name, "16", "4", policy, "0.1", &lag));
+    Batch held;
+    FieldView image;
+    ASSERT_NO_FATAL_FAILURE(ring_.HoldNext(lag.slow.get(), &held, &image));
+    const std::vector<uint8_t> copy = testing::HostBytes(image);
     std::atomic<bool> done{false};
     std::mutex mu;
     std::vector<Record> o;
     std::thread t([&] {
-      ring_.ReadBatches(other.get(), 400, 0ms, &o, &mu);
+      ring_.ReadBatches(lag.fast.get(), 400, 0ms, &o, &mu);
       done = true;
     });
-    // block: the holder keeps reading (its cursor moves on) but keeps batch 0.
-    // skip: the holder stops reading entirely; the producer skips it.
+    // block: `slow` keeps reading (its cursor moves on) but keeps batch 0.
+    // skip: `slow` stops reading entirely; the producer skips it.
     const auto until = std::chrono::steady_clock::now() + ring_.Pick(2s, 3s);
     while (std::chrono::steady_clock::now() < until && !done) {
       if (std::string(policy) == "block") {
-        auto b = holder->Next();
+        auto b = lag.slow->Next();
         ASSERT_TRUE(b.ok());
       } else {
         std::this_thread::sleep_for(10ms);
       }
-      ASSERT_EQ(copy, testing::HostBytes(*image)) << "held batch changed";
+      ASSERT_EQ(copy, testing::HostBytes(image)) << "held batch changed";
     }
     t.join();
     EXPECT_EQ(o.size(), 400u);
     EXPECT_GT(o.back().end, 4u * 16 * 4) << "the others did not run far past the held slot";
-    EXPECT_EQ(copy, testing::HostBytes(*image));
-    EXPECT_TRUE(ring_.BatchMatchesFormula(*held));
+    EXPECT_EQ(copy, testing::HostBytes(image));
+    EXPECT_TRUE(ring_.BatchMatchesFormula(held));
   }
 }
 
@@ -286,14 +294,11 @@ TEST_P(Engine, LateImmediateJoin) {
   EXPECT_LT(wait, 200ms) << "an immediate joiner waited for the producer";
   EXPECT_GT(b->first_seq(), 0u);
   uint64_t batches = 1, samples = b->size();
-  while (true) {
-    auto n = late->Next();
-    ASSERT_TRUE(n.ok()) << n.status().ToString();
-    if (n->end_of_epoch()) break;
-    EXPECT_TRUE(ring_.BatchMatchesFormula(*n));
+  ASSERT_NO_FATAL_FAILURE(ForEachBatchOfEpoch(late.get(), [&](const Batch& n) {
+    EXPECT_TRUE(ring_.BatchMatchesFormula(n));
     ++batches;
-    samples += n->size();
-  }
+    samples += n.size();
+  }));
   EXPECT_EQ(batches, late->batches_per_epoch());
   EXPECT_EQ(samples, late->batches_per_epoch() * 40);
   stop = true;
@@ -560,20 +565,17 @@ TEST_P(Engine, ExternalProducer) {
   ASSERT_TRUE(c);
   for (int epoch = 0; epoch < 2; ++epoch) {
     int64_t expect = 0;
-    while (true) {
-      auto b = c->Next();
-      ASSERT_TRUE(b.ok()) << b.status().ToString();
-      if (b->end_of_epoch()) break;
-      auto x = b->field("x");
+    ASSERT_NO_FATAL_FAILURE(ForEachBatchOfEpoch(c.get(), [&](const Batch& b) {
+      auto x = b.field("x");
       ASSERT_TRUE(x.ok());
       ASSERT_EQ(x->device, ring_.device());
       const std::vector<uint8_t> bytes = testing::HostBytes(*x);
       const auto* v = reinterpret_cast<const int64_t*>(bytes.data());
-      for (size_t i = 0; i < b->size(); ++i) {
+      for (size_t i = 0; i < b.size(); ++i) {
         EXPECT_EQ(v[2 * i], expect++);
         EXPECT_EQ(v[2 * i + 1], epoch);
       }
-    }
+    }));
     EXPECT_EQ(expect, 25);
   }
   EXPECT_EQ(c->Next().status().code(), StatusCode::kOutOfRange);

@@ -65,6 +65,20 @@ inline std::unique_ptr<Process> StartConsumerProcess(const std::string& consumer
   return std::make_unique<Process>(argv);
 }
 
+// Reads the batches of `c`'s current epoch up to its end-of-epoch marker,
+// calling on_batch(batch) for each. Stops at an error (a fatal failure) and at
+// a fatal failure in on_batch: call it in ASSERT_NO_FATAL_FAILURE.
+template <typename F>
+void ForEachBatchOfEpoch(Consumer* c, F on_batch) {
+  while (true) {
+    auto b = c->Next();
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    if (b->end_of_epoch()) return;
+    on_batch(*b);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
 // An in-process consumer (null and a test failure if it cannot connect).
 inline std::unique_ptr<Consumer> ConnectConsumer(const std::string& name, uint32_t batch,
                                                  JoinPolicy join, uint16_t prefetch = 2,

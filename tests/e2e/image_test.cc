@@ -7,10 +7,11 @@
 #include <thread>
 
 #include "batchcast/client/consumer.h"
-#include "core/src/sampler.h"
-#include "sources/src/image_source.h"
 #include "batchcast/server/server.h"
+#include "core/src/sampler.h"
+#include "harness.h"
 #include "process.h"
+#include "sources/src/image_source.h"
 
 namespace batchcast {
 namespace {
@@ -69,22 +70,19 @@ struct Epoch {
 // Reads one epoch; keeps the image bytes of every sample.
 Epoch ReadEpoch(Consumer& c) {
   Epoch e;
-  while (true) {
-    auto b = c.Next();
-    EXPECT_TRUE(b.ok()) << b.status().ToString();
-    if (!b.ok() || b->end_of_epoch()) break;
-    auto image = b->field("image");
-    auto label = b->field("label");
+  testing::ForEachBatchOfEpoch(&c, [&](const Batch& b) {
+    auto image = b.field("image");
+    auto label = b.field("label");
     EXPECT_TRUE(image.ok() && label.ok());
-    const size_t per = image->bytes / b->size();
-    for (size_t i = 0; i < b->size(); ++i) {
-      const int64_t idx = b->indices()[i];
+    const size_t per = image->bytes / b.size();
+    for (size_t i = 0; i < b.size(); ++i) {
+      const int64_t idx = b.indices()[i];
       e.indices.push_back(idx);
       e.labels.push_back(static_cast<const int64_t*>(label->data)[i]);
       const auto* p = static_cast<const uint8_t*>(image->data) + i * per;
       e.images[idx] = std::vector<uint8_t>(p, p + per);
     }
-  }
+  });
   return e;
 }
 

@@ -98,6 +98,19 @@ class Ring {
     return bad.ok() && *bad == 0;
   }
 
+  // Takes the next batch of `c` to hold: it must be a zero-copy view of the
+  // ring (so its slot stays leased while *held lives); *image is its "image"
+  // field. A fatal failure otherwise (call it in ASSERT_NO_FATAL_FAILURE).
+  void HoldNext(Consumer* c, Batch* held, FieldView* image) const {
+    auto b = c->Next();
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    ASSERT_TRUE(b->zero_copy());
+    *held = std::move(*b);
+    auto f = held->field("image");
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    *image = std::move(*f);
+  }
+
   // Reads `batches` batches (end-of-epoch markers do not count), sleeping
   // `sleep` after each, and records (time, end seq) of each under `mu`.
   // Stops at the first error (stored in *error when given).

@@ -43,19 +43,18 @@ TEST_F(GpuEngine, ChecksumKernelOnHeldBatchNeverChanges) {
   auto holder = ring_.Connect(name, 16, JoinPolicy::kImmediate, 2, s);
   auto other = ring_.Connect(name, 16, JoinPolicy::kImmediate);
   ASSERT_TRUE(holder && other);
-  auto held = holder->Next();
-  ASSERT_TRUE(held.ok());
-  auto image = held->field("image");
-  ASSERT_TRUE(image.ok());
+  Batch held;
+  FieldView image;
+  ASSERT_NO_FATAL_FAILURE(ring_.HoldNext(holder.get(), &held, &image));
   constexpr int kReads = 200;
   auto sums = cuda::DeviceBuffer::Create(0, sizeof(uint64_t) * kReads);
   ASSERT_TRUE(sums.ok());
   auto* dev_sums = reinterpret_cast<uint64_t*>(sums->data());
   // The expected value, from the formula.
-  std::vector<uint8_t> expect(image->bytes);
-  const size_t per = image->bytes / held->size();
-  for (size_t i = 0; i < held->size(); ++i) {
-    synthetic::FillImage(held->indices()[i], {expect.data() + i * per, per});
+  std::vector<uint8_t> expect(image.bytes);
+  const size_t per = image.bytes / held.size();
+  for (size_t i = 0; i < held.size(); ++i) {
+    synthetic::FillImage(held.indices()[i], {expect.data() + i * per, per});
   }
   const uint64_t want = cuda::HostChecksum(expect.data(), expect.size());
   std::atomic<bool> done{false};
@@ -73,7 +72,7 @@ TEST_F(GpuEngine, ChecksumKernelOnHeldBatchNeverChanges) {
     ASSERT_TRUE(b.ok()) << b.status().ToString();
     if (launched < kReads) {
       ASSERT_TRUE(cuda::SpinAsync(200, s).ok());
-      ASSERT_TRUE(cuda::ChecksumAsync(image->data, image->bytes, dev_sums + launched, s).ok());
+      ASSERT_TRUE(cuda::ChecksumAsync(image.data, image.bytes, dev_sums + launched, s).ok());
       ++launched;
     }
   }
@@ -100,12 +99,10 @@ TEST_F(GpuEngine, LeaseOutlivesBatchUntilQueuedKernelsComplete) {
   auto other = ring_.Connect(name, 16, JoinPolicy::kImmediate);
   auto holder = ring_.Connect(name, 16, JoinPolicy::kImmediate, 2, s);
   ASSERT_TRUE(holder && other);
-  auto held = holder->Next();
-  ASSERT_TRUE(held.ok());
-  ASSERT_TRUE(held->zero_copy());
-  auto image = held->field("image");
-  ASSERT_TRUE(image.ok());
-  const std::vector<uint8_t> before = testing::HostBytes(*image, s);
+  Batch held;
+  FieldView image;
+  ASSERT_NO_FATAL_FAILURE(ring_.HoldNext(holder.get(), &held, &image));
+  const std::vector<uint8_t> before = testing::HostBytes(image, s);
   const uint64_t want = cuda::HostChecksum(before.data(), before.size());
   constexpr int kReads = 20;
   auto sums = cuda::DeviceBuffer::Create(0, sizeof(uint64_t) * kReads);
@@ -114,7 +111,7 @@ TEST_F(GpuEngine, LeaseOutlivesBatchUntilQueuedKernelsComplete) {
   // ~1 s of queued reads of the batch.
   for (int k = 0; k < kReads; ++k) {
     ASSERT_TRUE(cuda::SpinAsync(50000, s).ok());
-    ASSERT_TRUE(cuda::ChecksumAsync(image->data, image->bytes, dev_sums + k, s).ok());
+    ASSERT_TRUE(cuda::ChecksumAsync(image.data, image.bytes, dev_sums + k, s).ok());
   }
   std::mutex mu;
   std::vector<Record> o;

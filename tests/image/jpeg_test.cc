@@ -10,16 +10,9 @@
 
 #include "test_jpegs.h"
 
-namespace batchcast::image {
+// In the namespace of the test images and encoders (test_jpegs.h).
+namespace batchcast::image::testing {
 namespace {
-
-using testing::EncodeCmykJpeg;
-using testing::EncodeJpeg;
-using testing::Image;
-using testing::PatchSofDimensions;
-using testing::SmoothGray;
-using testing::SmoothRgb;
-using testing::TexturedRgb;
 
 struct Diff {
   double mean = 0;
@@ -114,7 +107,7 @@ TEST(ReadJpegInfo, BadInputIsDataLoss) {
   EXPECT_EQ(info.status().code(), StatusCode::kDataLoss) << info.status().ToString();
 
   // A colour space that has no RGB meaning.
-  info = ReadJpegInfo(testing::EncodeUnknownJpeg(16, 16, 2));
+  info = ReadJpegInfo(EncodeUnknownJpeg(16, 16, 2));
   EXPECT_EQ(info.status().code(), StatusCode::kDataLoss) << info.status().ToString();
   EXPECT_NE(info.status().message().find("colour space"), std::string::npos);
 
@@ -394,4 +387,4 @@ TEST(JpegDecoder, ReusedAcrossSizes) {
 }
 
 }  // namespace
-}  // namespace batchcast::image
+}  // namespace batchcast::image::testing

@@ -11,16 +11,9 @@
 #include "batchcast/image/half.h"
 #include "test_jpegs.h"
 
-namespace batchcast::image {
+// In the namespace of the test images and encoders (test_jpegs.h).
+namespace batchcast::image::testing {
 namespace {
-
-using testing::EncodeCmykJpeg;
-using testing::EncodeJpeg;
-using testing::Image;
-using testing::PatchSofDimensions;
-using testing::SmoothGray;
-using testing::SmoothRgb;
-using testing::TexturedRgb;
 
 TransformOptions Options(TransformOptions::Kind kind, DType dtype, bool nchw, int size = 64) {
   TransformOptions o;
@@ -336,4 +329,4 @@ TEST(CpuImagePipeline, ReuseAcrossImagesMatchesFreshPipeline) {
 }
 
 }  // namespace
-}  // namespace batchcast::image
+}  // namespace batchcast::image::testing

@@ -98,8 +98,12 @@ inline std::vector<uint8_t> EncodeJpeg(const Image& img, int quality = 95, int s
   return out;
 }
 
-// Encodes `components`-channel data as a JPEG of unknown colour space.
-inline std::vector<uint8_t> EncodeUnknownJpeg(int width, int height, int components) {
+// Encodes `height` rows of `width` x `components` samples in colour space
+// `in_space` with the libjpeg API: `configure(cinfo)` runs after
+// jpeg_set_defaults, `row(y)` points at the samples of row y.
+template <typename Configure, typename Row>
+std::vector<uint8_t> EncodeWithLibjpeg(int width, int height, int components,
+                                       J_COLOR_SPACE in_space, Configure configure, Row row) {
   jpeg_compress_struct cinfo;
   jpeg_error_mgr jerr;
   cinfo.err = jpeg_std_error(&jerr);
@@ -110,12 +114,12 @@ inline std::vector<uint8_t> EncodeUnknownJpeg(int width, int height, int compone
   cinfo.image_width = static_cast<JDIMENSION>(width);
   cinfo.image_height = static_cast<JDIMENSION>(height);
   cinfo.input_components = components;
-  cinfo.in_color_space = JCS_UNKNOWN;
+  cinfo.in_color_space = in_space;
   jpeg_set_defaults(&cinfo);
+  configure(cinfo);
   jpeg_start_compress(&cinfo, TRUE);
-  std::vector<uint8_t> row(static_cast<size_t>(width) * components, 77);
   while (cinfo.next_scanline < cinfo.image_height) {
-    JSAMPROW r = row.data();
+    JSAMPROW r = const_cast<JSAMPROW>(row(cinfo.next_scanline));
     jpeg_write_scanlines(&cinfo, &r, 1);
   }
   jpeg_finish_compress(&cinfo);
@@ -125,34 +129,26 @@ inline std::vector<uint8_t> EncodeUnknownJpeg(int width, int height, int compone
   return out;
 }
 
+// Encodes `components`-channel data as a JPEG of unknown colour space.
+inline std::vector<uint8_t> EncodeUnknownJpeg(int width, int height, int components) {
+  const std::vector<uint8_t> row(static_cast<size_t>(width) * components, 77);
+  return EncodeWithLibjpeg(
+      width, height, components, JCS_UNKNOWN, [](jpeg_compress_struct&) {},
+      [&](JDIMENSION) { return row.data(); });
+}
+
 // Encodes 4-channel data (as stored in the file: for Adobe-convention files
 // that is inverted CMYK) with the libjpeg API; ycck stores it as YCCK.
 inline std::vector<uint8_t> EncodeCmykJpeg(const Image& stored, bool ycck, int quality = 100) {
-  jpeg_compress_struct cinfo;
-  jpeg_error_mgr jerr;
-  cinfo.err = jpeg_std_error(&jerr);
-  jpeg_create_compress(&cinfo);
-  unsigned char* buf = nullptr;
-  unsigned long size = 0;  // NOLINT(runtime/int)
-  jpeg_mem_dest(&cinfo, &buf, &size);
-  cinfo.image_width = static_cast<JDIMENSION>(stored.width);
-  cinfo.image_height = static_cast<JDIMENSION>(stored.height);
-  cinfo.input_components = 4;
-  cinfo.in_color_space = JCS_CMYK;
-  jpeg_set_defaults(&cinfo);
-  jpeg_set_colorspace(&cinfo, ycck ? JCS_YCCK : JCS_CMYK);  // writes an Adobe marker
-  jpeg_set_quality(&cinfo, quality, TRUE);
-  jpeg_start_compress(&cinfo, TRUE);
-  while (cinfo.next_scanline < cinfo.image_height) {
-    JSAMPROW row = const_cast<JSAMPROW>(
-        stored.pixels.data() + static_cast<size_t>(cinfo.next_scanline) * stored.width * 4);
-    jpeg_write_scanlines(&cinfo, &row, 1);
-  }
-  jpeg_finish_compress(&cinfo);
-  jpeg_destroy_compress(&cinfo);
-  std::vector<uint8_t> out(buf, buf + size);
-  std::free(buf);
-  return out;
+  return EncodeWithLibjpeg(
+      stored.width, stored.height, 4, JCS_CMYK,
+      [&](jpeg_compress_struct& cinfo) {
+        jpeg_set_colorspace(&cinfo, ycck ? JCS_YCCK : JCS_CMYK);  // writes an Adobe marker
+        jpeg_set_quality(&cinfo, quality, TRUE);
+      },
+      [&](JDIMENSION y) {
+        return stored.pixels.data() + static_cast<size_t>(y) * stored.width * 4;
+      });
 }
 
 // Rewrites the dimensions in the SOF marker of a JPEG. Returns false if none.

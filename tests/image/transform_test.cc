@@ -11,6 +11,15 @@
 namespace batchcast::image {
 namespace {
 
+// `c` is a non-empty box inside a `w` x `h` image.
+::testing::AssertionResult CropInImage(const CropParams& c, int w, int h) {
+  if (c.x >= 0 && c.y >= 0 && c.w >= 1 && c.h >= 1 && c.x + c.w <= w && c.y + c.h <= h) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << "crop (" << c.x << ", " << c.y << ") " << c.w << "x"
+                                       << c.h << " is not a non-empty box in " << w << "x" << h;
+}
+
 TEST(TransformOptions, ValidateAndOutputBytes) {
   TransformOptions o;
   EXPECT_TRUE(ValidateTransformOptions(o).ok());
@@ -100,12 +109,7 @@ TEST(TrainCrop, InBoundsWithScaleAndRatioInRange) {
       const CropParams c = TrainCrop(o, static_cast<uint32_t>(i % 3), i, w, h);
       ++draws;
       flips += c.flip;
-      ASSERT_GE(c.x, 0);
-      ASSERT_GE(c.y, 0);
-      ASSERT_GE(c.w, 1);
-      ASSERT_GE(c.h, 1);
-      ASSERT_LE(c.x + c.w, w);
-      ASSERT_LE(c.y + c.h, h);
+      ASSERT_TRUE(CropInImage(c, w, h));
       if (w >= 100 && h >= 100) {
         // w = round(sqrt(A * r)), h = round(sqrt(A / r)) with r in the ratio
         // range and A / area in the scale range, so up to the rounding:
@@ -161,12 +165,7 @@ TEST(EvalCrop, CenteredTorchvisionBox) {
   for (int w : {1, 2, 50, 224, 333, 500, 1024, 4000}) {
     for (int h : {1, 3, 100, 256, 375, 999, 3000}) {
       c = EvalCrop(o, w, h);
-      ASSERT_GE(c.x, 0);
-      ASSERT_GE(c.y, 0);
-      ASSERT_GE(c.w, 1);
-      ASSERT_GE(c.h, 1);
-      ASSERT_LE(c.x + c.w, w);
-      ASSERT_LE(c.y + c.h, h);
+      ASSERT_TRUE(CropInImage(c, w, h));
       // torchvision rounds the crop offset in the resized image (to even on
       // ties): off center by up to half a resized pixel, plus our rounding.
       const double center_tol = 1.0 + 0.5 * std::min(w, h) / 256.0;

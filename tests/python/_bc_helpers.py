@@ -113,6 +113,21 @@ def server_process(name, *args, timeout=10.0, log_level="warn"):
             proc.stdout.close()
 
 
+@contextlib.contextmanager
+def running(procs):
+    """Starts the child processes `procs` ({tag: multiprocessing.Process}) for the
+    block; at its end joins each one, killing those still alive after 5 s."""
+    for p in procs.values():
+        p.start()
+    try:
+        yield procs
+    finally:
+        for p in procs.values():
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+
+
 def endless(loader):
     """Batches across epoch ends."""
     while True:

@@ -45,15 +45,8 @@ def test_exactly_once_three_loaders_in_processes_on_a_cuda_ring():
                                   args=(tag, name, b, False, "next_epoch", SIZE, 2, queue, None,
                                         "cuda"))
                  for tag, b in specs.items()}
-        for p in procs.values():
-            p.start()
-        try:
+        with H.running(procs):
             messages = H.collect(queue, procs, timeout=120)
-        finally:
-            for p in procs.values():
-                p.join(5)
-                if p.is_alive():
-                    p.kill()
     for tag, b in specs.items():
         msgs = messages[tag]
         assert not [m for m in msgs if m[0] == "error"], msgs

@@ -40,15 +40,8 @@ def test_exactly_once_per_epoch_three_loaders_in_processes():
                              args=(tag, name, b, dl, "next_epoch", SIZE, 2, queue))
             for tag, (b, dl) in specs.items()
         }
-        for p in procs.values():
-            p.start()
-        try:
+        with H.running(procs):
             messages = H.collect(queue, procs, timeout=50)
-        finally:
-            for p in procs.values():
-                p.join(5)
-                if p.is_alive():
-                    p.kill()
     orders = {}
     for tag, (b, drop_last) in specs.items():
         msgs = messages[tag]
@@ -94,9 +87,7 @@ def test_killed_loader_does_not_stop_the_others():
             "b": ctx.Process(target=H.consumer_main,
                              args=("b", name, 50, True, "next_epoch", SIZE, 2, queue)),
         }
-        for p in procs.values():
-            p.start()
-        try:
+        with H.running(procs):
             H.collect(queue, procs, timeout=40,
                       until=lambda m: any(x[0] == "holding" for x in m["victim"])
                       or any(x[0] == "error" for x in m["victim"]))
@@ -107,11 +98,6 @@ def test_killed_loader_does_not_stop_the_others():
             t0 = time.monotonic()
             messages = H.collect(queue, {t: procs[t] for t in ("a", "b")}, timeout=30)
             recovery = time.monotonic() - t0
-        finally:
-            for p in procs.values():
-                p.join(5)
-                if p.is_alive():
-                    p.kill()
     assert procs["victim"].exitcode == -signal.SIGKILL
     victim_pid = procs["victim"].pid
     assert f"(pid {victim_pid}) removed" in server_proc.output, server_proc.output

@@ -69,6 +69,13 @@ class SchedulerTest : public ::testing::Test {
     return s_->AddConsumer(id, h, o.same_host);
   }
   void MustJoin(const std::string& id, JoinOptions o) { ASSERT_TRUE(Join(id, o).ok()); }
+  // Make(t); the consumers `ids` join with the default JoinOptions; the
+  // producer fills the ring (Pump).
+  void MakeAndFill(const TestConfig& t, std::initializer_list<const char*> ids = {"a"}) {
+    Make(t);
+    for (const char* id : ids) MustJoin(id, {});
+    Pump();
+  }
 
   // Begins and commits the next producer batch (batch_size samples, cut at
   // the producer-epoch end). The slot it went to, or nullopt when the
@@ -225,9 +232,7 @@ TEST_F(SchedulerTest, SlotIsRewrittenOnlyWhenUnleasedAndEveryConsumerIsPast) {
 // A lease is taken when a BATCH is sent and ends on RELEASE (only the named
 // one; unknown ids are ignored).
 TEST_F(SchedulerTest, LeaseIsTakenOnBatchAndEndsOnRelease) {
-  Make({});
-  MustJoin("a", {});
-  Pump();
+  MakeAndFill({});
   EXPECT_EQ(Leased(), 0);
   proto::Batch b1 = NextBatch("a");
   proto::Batch b2 = NextBatch("a");
@@ -245,10 +250,7 @@ TEST_F(SchedulerTest, LeaseIsTakenOnBatchAndEndsOnRelease) {
 
 // A consumer removed (unreachable) loses its leases at once.
 TEST_F(SchedulerTest, RemovalEndsLeases) {
-  Make({});
-  MustJoin("a", {});
-  MustJoin("b", {});
-  Pump();
+  MakeAndFill({}, {"a", "b"});
   NextBatch("a");
   EXPECT_EQ(Leased(), 1);
   s_->Remove("a", "its connection is gone");
@@ -262,10 +264,7 @@ TEST_F(SchedulerTest, RemovalEndsLeases) {
 // BYE detaches (the cursor pins nothing) but keeps the leases the client still
 // holds; the others end. The consumer is removed once it released them.
 TEST_F(SchedulerTest, ByeDetachesButKeepsHeldLeases) {
-  Make({.window = 3});
-  MustJoin("a", {});
-  MustJoin("b", {});
-  Pump();  // [0,4) [4,8) [8,12)
+  MakeAndFill({.window = 3}, {"a", "b"});  // [0,4) [4,8) [8,12)
   for (int i = 0; i < 3; ++i) Release("b", NextBatch("b"));
   proto::Batch held = NextBatch("a");        // [0,4)
   proto::Batch prefetched = NextBatch("a");  // [4,8)
@@ -286,9 +285,7 @@ TEST_F(SchedulerTest, ByeDetachesButKeepsHeldLeases) {
 
 // A consumer may hold at most max_leases unreleased batches.
 TEST_F(SchedulerTest, MaxLeasesRefusesTheNextBatch) {
-  Make({.max_leases = 2});
-  MustJoin("a", {});
-  Pump();
+  MakeAndFill({.max_leases = 2});
   proto::Batch b1 = NextBatch("a");
   NextBatch("a");
   ExpectOneError(Next("a"), StatusCode::kResourceExhausted, "unreleased batches (limit 2)");
@@ -301,9 +298,7 @@ TEST_F(SchedulerTest, MaxLeasesRefusesTheNextBatch) {
 // A consumer whose own leases pin every slot while it waits is answered with
 // an error once that lasted kHoardTimeout (1 s), not before.
 TEST_F(SchedulerTest, HoldingEverySlotIsAnErrorAfterOneSecond) {
-  Make({.window = 2});
-  MustJoin("a", {});
-  Pump();
+  MakeAndFill({.window = 2});
   NextBatch("a");
   NextBatch("a");
   EXPECT_TRUE(Next("a").empty()) << "waits: the producer cannot write";
@@ -314,9 +309,7 @@ TEST_F(SchedulerTest, HoldingEverySlotIsAnErrorAfterOneSecond) {
 }
 
 TEST_F(SchedulerTest, HoardingClockRestartsWhenALeaseIsReleased) {
-  Make({.window = 2});
-  MustJoin("a", {});
-  Pump();
+  MakeAndFill({.window = 2});
   proto::Batch b1 = NextBatch("a");
   NextBatch("a");
   EXPECT_TRUE(Next("a").empty());
@@ -339,9 +332,7 @@ TEST_F(SchedulerTest, HoardingClockRestartsWhenALeaseIsReleased) {
 // An immediate joiner starts at the first seq of the newest unbroken run of
 // batches; older ones kept only by a lease are not offered.
 TEST_F(SchedulerTest, ImmediateJoinStartsAtTheNewestUnbrokenRun) {
-  Make({.window = 3});
-  MustJoin("a", {});
-  Pump();                              // [0,4) [4,8) [8,12)
+  MakeAndFill({.window = 3});          // [0,4) [4,8) [8,12)
   proto::Batch held = NextBatch("a");  // pins [0,4)
   Release("a", NextBatch("a"));
   Release("a", NextBatch("a"));
@@ -357,9 +348,7 @@ TEST_F(SchedulerTest, ImmediateJoinStartsAtTheNewestUnbrokenRun) {
 // A next_epoch joiner starts at the first producer-epoch start at or after
 // the join floor...
 TEST_F(SchedulerTest, NextEpochJoinStartsAtTheNextEpoch) {
-  Make({.window = 2, .epoch_len = 8});
-  MustJoin("a", {});
-  Pump();  // [0,4) [4,8)
+  MakeAndFill({.window = 2, .epoch_len = 8});  // [0,4) [4,8)
   Release("a", NextBatch("a"));
   ASSERT_TRUE(Produce());  // [8,12): the ring is [4,8) [8,12)
   MustJoin("next", {.join = JoinPolicy::kNextEpoch});
@@ -374,9 +363,7 @@ TEST_F(SchedulerTest, NextEpochJoinStartsAtTheNextEpoch) {
 
 // ... which is the current epoch when its start is still held.
 TEST_F(SchedulerTest, NextEpochJoinTakesTheCurrentEpochWhileItsStartIsHeld) {
-  Make({.window = 2, .epoch_len = 8});
-  MustJoin("a", {});
-  Pump();  // [0,4) [4,8)
+  MakeAndFill({.window = 2, .epoch_len = 8});  // [0,4) [4,8)
   MustJoin("next", {.join = JoinPolicy::kNextEpoch});
   EXPECT_EQ(NextBatch("next").first_seq, 0u);
 }
@@ -396,9 +383,7 @@ TEST(ConsumerCursorTest, JoinArithmetic) {
 // Epoch k covers [start + kL, start + (k+1)L), clipped at the stream end;
 // an epoch starting at or after the stream end does not exist (OutOfRange).
 TEST_F(SchedulerTest, EpochsCoverTheirRangeClippedAtTheStreamEnd) {
-  Make({.window = 2, .epoch_len = 8, .stream_end = 16});
-  MustJoin("a", {});
-  Pump();  // [0,4) [4,8)
+  MakeAndFill({.window = 2, .epoch_len = 8, .stream_end = 16});  // [0,4) [4,8)
   Release("a", NextBatch("a"));
   ASSERT_TRUE(Produce());  // the ring is [4,8) [8,12)
   MustJoin("c", {.batch = 3, .drop_last = false});
@@ -487,10 +472,8 @@ class LagTest : public SchedulerTest {
   // Window 2 x batch 4, epochs of 4; "fast" read and released [0,4) and
   // [4,8), "slow" read nothing: the producer is blocked by slow's cursor.
   void SetUpBlocked(LagPolicy policy) {
-    Make({.window = 2, .epoch_len = 4, .lag_policy = policy, .lag_timeout = 100ms});
-    MustJoin("fast", {});
-    MustJoin("slow", {});
-    Pump();
+    MakeAndFill({.window = 2, .epoch_len = 4, .lag_policy = policy, .lag_timeout = 100ms},
+                {"fast", "slow"});
     Release("fast", NextBatch("fast"));
     ASSERT_EQ(Describe(Next("fast")), "E0/1");
     Release("fast", NextBatch("fast"));
@@ -565,10 +548,9 @@ TEST_F(LagTest, NoPolicyWhileTheProducerIsNotBlocked) {
 // evict: the laggard gets ResourceExhausted ("evicted") and is detached; its
 // leases stay; its next NEXT is refused; the producer goes on.
 TEST_F(LagTest, EvictSendsAnErrorAndDetachesButKeepsLeases) {
-  Make({.window = 3, .epoch_len = 100, .lag_policy = LagPolicy::kEvict, .lag_timeout = 100ms});
-  MustJoin("fast", {});
-  MustJoin("slow", {});
-  Pump();  // [0,4) [4,8) [8,12)
+  MakeAndFill(
+      {.window = 3, .epoch_len = 100, .lag_policy = LagPolicy::kEvict, .lag_timeout = 100ms},
+      {"fast", "slow"});  // [0,4) [4,8) [8,12)
   proto::Batch held = NextBatch("slow");
   for (int i = 0; i < 3; ++i) Release("fast", NextBatch("fast"));
   ASSERT_FALSE(Produce());
@@ -587,9 +569,7 @@ TEST_F(LagTest, EvictSendsAnErrorAndDetachesButKeepsLeases) {
 
 // When every slot is leased the policy has nobody to move: nothing happens.
 TEST_F(LagTest, NothingToSkipWhenEverySlotIsLeased) {
-  Make({.window = 2, .lag_policy = LagPolicy::kSkip, .lag_timeout = 100ms});
-  MustJoin("a", {});
-  Pump();
+  MakeAndFill({.window = 2, .lag_policy = LagPolicy::kSkip, .lag_timeout = 100ms});
   NextBatch("a");
   NextBatch("a");
   ASSERT_FALSE(Produce());
@@ -687,10 +667,7 @@ TEST_F(SchedulerTest, ConsumerWhoseProcessIsGoneIsRemovedWithItsLeases) {
 }
 
 TEST_F(SchedulerTest, SilentConsumerIsRemovedAfterHeartbeatTimeout) {
-  Make({.heartbeat_timeout = 2000ms});
-  MustJoin("quiet", {});
-  MustJoin("chatty", {});
-  Pump();
+  MakeAndFill({.heartbeat_timeout = 2000ms}, {"quiet", "chatty"});
   NextBatch("quiet");
   EXPECT_EQ(Leased(), 1);
   env_.now += 1500ms;

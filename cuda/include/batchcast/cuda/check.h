@@ -7,11 +7,29 @@
 // CudaStatus(), which also clears CUDA's last-error state. Usable only in files
 // under core/.../cuda (the only ones that include CUDA headers).
 // BATCHCAST_NVJPEG_CHECK does the same for nvjpegStatus_t.
+//
+// NotBuiltError is the error of every call of a stub (a build without CUDA,
+// or without nvJPEG).
 #pragma once
+
+#include <string>
+#include <string_view>
 
 #include "batchcast/core/status.h"
 
 namespace batchcast::cuda::internal {
+
+// "<expression>: <what> (<file>:<line>)": the message of a failed check.
+inline std::string CheckMessage(const char* expression, std::string_view what, const char* file,
+                                int line) {
+  return std::string(expression) + ": " + std::string(what) + " (" + file + ":" +
+         std::to_string(line) + ")";
+}
+
+// Unavailable: "this build of batchcast has no <what>".
+inline Status NotBuiltError(std::string_view what) {
+  return UnavailableError("this build of batchcast has no " + std::string(what));
+}
 
 // `error` is a cudaError_t value; OK for cudaSuccess. The code is
 // ResourceExhausted for out-of-memory, Unavailable when no usable device or

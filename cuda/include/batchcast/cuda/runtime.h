@@ -2,9 +2,9 @@
 //
 // Only files under cuda/ and cuda_image/ include CUDA headers (DESIGN.md
 // "Layout"); everything else uses these RAII wrappers. Each owns its resource
-// through one UniqueHandle (batchcast/cuda/unique_handle.h): move-only, moves
-// leave the source empty, destruction releases the resource with the device
-// it belongs to made current. CUDA's opaque stream and event types are only
+// through one UniqueHandle (batchcast/cuda/unique_handle.h), whose moves are
+// its only ones: move-only, moves leave the source empty, destruction
+// releases the resource with the device it belongs to made current. CUDA's opaque stream and event types are only
 // declared here (CUstream_st, CUevent_st), never defined.
 // A build without CUDA (no nvcc, or BATCHCAST_WITH_CUDA=OFF) has the same API:
 // BuiltWithCuda() is false and every call fails with Unavailable.
@@ -142,8 +142,6 @@ class Stream {
  public:
   static Result<Stream> Create(int device);
   Stream() = default;
-  Stream(Stream&& other) noexcept = default;
-  Stream& operator=(Stream&& other) noexcept = default;
   CudaStreamRef ref() const { return CudaStreamRef(handle_->stream); }
   int device() const { return handle_->device; }
   Status Synchronize() const;
@@ -165,8 +163,6 @@ class Event {
   // returned as a non-owning reference to it (see OpenIpcMemory).
   static Result<Event> OpenIpc(const IpcHandle& handle, int device);
   Event() = default;
-  Event(Event&& other) noexcept = default;
-  Event& operator=(Event&& other) noexcept = default;
 
   // cudaIpcGetEventHandle; registers the event for OpenIpc in this process.
   Result<IpcHandle> ExportIpc();
@@ -193,8 +189,6 @@ class DeviceBuffer {
  public:
   static Result<DeviceBuffer> Create(int device, size_t bytes);
   DeviceBuffer() = default;
-  DeviceBuffer(DeviceBuffer&& other) noexcept = default;
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept = default;
 
   uint8_t* data() const { return handle_->data; }
   size_t size() const { return handle_->size; }
@@ -216,8 +210,6 @@ class PinnedBuffer {
  public:
   static Result<PinnedBuffer> Create(size_t bytes);
   PinnedBuffer() = default;
-  PinnedBuffer(PinnedBuffer&& other) noexcept = default;
-  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept = default;
   uint8_t* data() const { return handle_->data; }
   size_t size() const { return handle_->size; }
 
