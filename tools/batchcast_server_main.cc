@@ -25,9 +25,10 @@ namespace {
 std::atomic<int> g_signal{0};
 void OnSignal(int sig) { g_signal = sig; }
 
-int TerminalWidth() {
+batchcast::TerminalSize StdoutTerminalSize() {
   winsize ws{};
-  return ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 ? ws.ws_col : 0;
+  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) != 0) return {};
+  return {ws.ws_col, ws.ws_row};
 }
 
 int Serve(batchcast::ServerOptions options, double status_interval) {
@@ -118,7 +119,7 @@ int main(int argc, char** argv) {
     signal(SIGINT, OnSignal);
     signal(SIGTERM, OnSignal);
     batchcast::WatchOptions w{stat_name, interval, stat_json, isatty(STDOUT_FILENO) != 0,
-                              TerminalWidth};
+                              StdoutTerminalSize};
     auto query = [&] { return batchcast::QueryStats(stat_name, std::chrono::milliseconds(3000)); };
     return batchcast::WatchStats(w, query, g_signal, std::cout, std::cerr);
   }

@@ -153,7 +153,7 @@ std::string WatchView::StageShares(const char* sep) const {
   return out;
 }
 
-std::vector<std::string> WatchView::Frame(int width) const {
+std::vector<std::string> WatchView::Frame(int width, int height) const {
   if (!cur_) return {};
   const json& j = *cur_;
   const json* prev = prev_ ? &*prev_ : nullptr;
@@ -205,6 +205,12 @@ std::vector<std::string> WatchView::Frame(int width) const {
     if (wait) row += fmt::format("  {:>5}", Percent(Rate(c, pc, kConsumerWaitField)));
     if (!c.value("attached", true)) row += "  detached";
     lines.push_back(row);
+  }
+  if (height > 1 && lines.size() > static_cast<size_t>(height - 1)) {
+    const size_t keep = static_cast<size_t>(std::max(1, height - 2));
+    const size_t hidden = lines.size() - keep;
+    lines.resize(keep);
+    lines.push_back(fmt::format("  ... {} more", hidden));
   }
   for (std::string& l : lines) l = Cut(std::move(l), width);
   return lines;

@@ -49,9 +49,10 @@ class WatchView {
 
   // The compact view for a terminal: header, producer, stages (when the
   // stats have them), ring, source counters, then one row per consumer.
-  // Lines are cut at `width` columns (0: no limit), so that redrawing in
-  // place is not broken by wrapped lines.
-  std::vector<std::string> Frame(int width = 0) const;
+  // Lines are cut at `width` columns and the view at `height` - 1 lines
+  // (0: no limit; the last consumer rows give way to "... N more"), so that
+  // redrawing in place is not broken by wrapped or scrolled lines.
+  std::vector<std::string> Frame(int width = 0, int height = 0) const;
   // The same as plain text lines for a log or a pipe: one producer line and
   // one per consumer, each starting with `stamp` and the server's name.
   std::vector<std::string> Lines(const std::string& stamp) const;

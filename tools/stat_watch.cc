@@ -74,7 +74,8 @@ int WatchStats(const WatchOptions& options, const StatsQuery& query, const std::
     }
     // Back to the frame's first line, overwrite each line, clear what is left.
     std::string screen = drawn > 0 ? fmt::format("\033[{}A\r", drawn) : "";
-    const std::vector<std::string> frame = view.Frame(options.width());
+    const TerminalSize size = options.terminal_size();
+    const std::vector<std::string> frame = view.Frame(size.columns, size.rows);
     for (const std::string& line : frame) screen += line + "\033[K\n";
     out << screen << "\033[J" << std::flush;
     drawn = frame.size();

@@ -16,12 +16,17 @@
 
 namespace batchcast {
 
+struct TerminalSize {
+  int columns = 0;  // 0: unknown
+  int rows = 0;
+};
+
 struct WatchOptions {
-  std::string name;                               // the server's name or endpoint, for messages
-  double interval_s = 1.0;                        // between two queries
-  bool json = false;                              // one JSON object per line
-  bool terminal = false;                          // redraw in place
-  std::function<int()> width = [] { return 0; };  // terminal columns (0: unknown)
+  std::string name;         // the server's name or endpoint, for messages
+  double interval_s = 1.0;  // between two queries
+  bool json = false;        // one JSON object per line
+  bool terminal = false;    // redraw in place
+  std::function<TerminalSize()> terminal_size = [] { return TerminalSize{}; };
 };
 
 // Returns the stats JSON text of the server (QueryStats), or why not.

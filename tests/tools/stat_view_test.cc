@@ -127,6 +127,18 @@ TEST(WatchView, LinesAreCutToTheTerminalWidth) {
   EXPECT_NE(text.find(" a-consumer-with-  "), std::string::npos) << text;  // 16 columns
 }
 
+TEST(WatchView, ConsumersBeyondTheTerminalHeightAreCounted) {
+  std::vector<json> many;
+  for (int i = 1; i <= 10; ++i) many.push_back(Consumer(i, "c" + std::to_string(i), 0));
+  WatchView v;
+  v.Update(Stats(0, 0, many), 0);
+  EXPECT_EQ(v.Frame().size(), 16u);  // 6 lines, then a row per consumer
+  const std::vector<std::string> frame = v.Frame(0, 12);
+  ASSERT_EQ(frame.size(), 11u);  // one line left for the cursor
+  EXPECT_EQ(frame[10], "  ... 6 more");
+  EXPECT_NE(frame[9].find(" c4 "), std::string::npos) << frame[9];
+}
+
 TEST(WatchView, PlainLinesOnePerProducerAndConsumer) {
   WatchView v;
   json s = Stats(1000, 0, {Consumer(1, "a", 0), Consumer(2, "b", 0)});
