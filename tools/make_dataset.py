@@ -522,7 +522,8 @@ def _parser():
                     '(OUT_DIR/<class>/<name>.JPEG) for tests, demos and benchmarks.')
     p.add_argument('out_dir', metavar='OUT_DIR', help='folder to create (must not exist or be empty)')
     p.add_argument('--photos', metavar='DIR',
-                   help='crop images from the photos in DIR (e.g. /work/shared/data/photos); '
+                   help='crop images from the photos in DIR (the project has some in '
+                        '../shared/data/photos, from the repository root); '
                         'default: synthesise them')
     p.add_argument('--classes', metavar='N', type=_positive, default=10, help='classes (default 10)')
     p.add_argument('--per-class', metavar='M', type=_positive, default=20,

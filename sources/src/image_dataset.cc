@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "core/src/logging.h"
+#include "scan_progress.h"
 #include "thread_pool.h"
 
 namespace batchcast {
@@ -40,11 +41,15 @@ Result<std::vector<ImageEntry>> ListImageFolder(const std::string& path) {
                                 " has no class subfolders (expected DIR/<class>/<image>)");
   }
   std::vector<ImageEntry> entries;
+  ScanProgress progress("listing " + path);
   for (size_t label = 0; label < classes.size(); ++label) {
     std::vector<std::string> files;
     for (const auto& f : fs::recursive_directory_iterator(
              classes[label], fs::directory_options::follow_directory_symlink, ec)) {
-      if (f.is_regular_file() && HasImageExtension(f.path())) files.push_back(f.path().string());
+      if (f.is_regular_file() && HasImageExtension(f.path())) {
+        files.push_back(f.path().string());
+        progress.Add();
+      }
     }
     std::sort(files.begin(), files.end());
     for (std::string& f : files) entries.push_back({std::move(f), static_cast<int64_t>(label)});
@@ -155,6 +160,7 @@ Result<std::unique_ptr<ImageDataset>> ImageDataset::Open(const SourceOptions& op
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<File> scanned(listed.size());
   std::vector<Status> verdict(listed.size());
+  ScanProgress progress("scanning " + options.data, listed.size());
   {
     ThreadPool pool(std::max(1, threads));
     std::vector<std::vector<uint8_t>> buffers(static_cast<size_t>(pool.size()));
@@ -162,6 +168,7 @@ Result<std::unique_ptr<ImageDataset>> ImageDataset::Open(const SourceOptions& op
       std::vector<uint8_t>& buf = buffers[static_cast<size_t>(w)];
       const std::string& path = listed[static_cast<size_t>(i)].path;
       Result<image::JpegInfo> info = ReadHeader(path, max_pixels, buf);
+      progress.Add();
       verdict[static_cast<size_t>(i)] = info.status();
       if (!info.ok()) return;
       File& f = scanned[static_cast<size_t>(i)];

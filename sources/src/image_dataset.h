@@ -13,6 +13,8 @@
 // (unreadable, empty, not a JPEG, corrupt header, more than max_pixels) are
 // dropped and named in the log (on_error=skip), or stop the start with the
 // file's path and reason (on_error=fail). So the epoch length is exact.
+// Listing and scan log a progress line at most once a second
+// (scan_progress.h), for datasets of millions of files.
 //
 // A file that fails later, while decoding (e.g. truncated data), is handled
 // by DecodeWithStandIn: see Note [Bad file stand-in].

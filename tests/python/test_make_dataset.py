@@ -2,6 +2,8 @@
 
 Run: /usr/bin/python3 -m pytest tests/python/test_make_dataset.py -q
 Needs numpy and Pillow only; counts are kept small so the file runs in seconds.
+The photo tests use ../shared/data/photos (from the repository root) or
+$BATCHCAST_PHOTOS.
 """
 
 import importlib.util
@@ -15,7 +17,11 @@ from PIL import Image, JpegImagePlugin, UnidentifiedImageError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOL = os.path.join(REPO, 'tools', 'make_dataset.py')
-PHOTOS = '/work/shared/data/photos'
+# The project's photos: ../shared/data/photos next to the repository (every
+# checkout of the project has it there); $BATCHCAST_PHOTOS names another folder.
+PHOTOS = os.environ.get('BATCHCAST_PHOTOS') or os.path.join(os.path.dirname(REPO), 'shared',
+                                                            'data', 'photos')
+NO_PHOTOS = 'no photo folder at %s (set BATCHCAST_PHOTOS)' % PHOTOS
 HAZARDS = ('truncated', 'empty', 'png', 'cmyk', 'random', 'huge')
 
 
@@ -209,7 +215,7 @@ def test_tsv_lists_every_file(ds):
 
 # ------------------------------------------------------------------ photos
 
-@pytest.mark.skipif(not os.path.isdir(PHOTOS), reason='no photo folder')
+@pytest.mark.skipif(not os.path.isdir(PHOTOS), reason=NO_PHOTOS)
 def test_photos_mode(md, tmp_path):
     s = md.make_dataset(tmp_path / 'p', photos=PHOTOS, classes=2, per_class=12, seed=1)
     files = regular_files(tmp_path / 'p')
@@ -225,7 +231,7 @@ def test_photos_mode(md, tmp_path):
     assert all(synth[k] != files[k] for k in files)
 
 
-@pytest.mark.skipif(not os.path.isdir(PHOTOS), reason='no photo folder')
+@pytest.mark.skipif(not os.path.isdir(PHOTOS), reason=NO_PHOTOS)
 def test_cli_photos(tmp_path):
     r = run_cli(tmp_path / 'p', '--photos', PHOTOS, '--classes', 2, '--per-class', 2)
     assert r.returncode == 0, r.stderr
