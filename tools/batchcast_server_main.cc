@@ -55,7 +55,8 @@ void PrintStats(const nlohmann::json& j) {
             << " samples; free " << j["slots"].value("free", 0) << ", writing "
             << j["slots"].value("writing", 0) << ", ready " << j["slots"].value("ready", 0)
             << ", leased " << j["slots"].value("leased", 0) << "\n"
-            << "  stream:    " << j.value("samples_published", 0) << " samples published, epoch "
+            << "  stream:    " << j.value("samples_published", 0) << " samples published ("
+            << j.value("holes", 0) << " holes: dropped files), epoch "
             << j.value("producer_epoch", 0) << " (epoch_len " << j.value("epoch_len", 0) << ")"
             << (j.value("stream_ended", false) ? ", ended" : "") << "\n"
             << "  policy:    lag " << j.value("lag_policy", "?") << "; producer blocked "
