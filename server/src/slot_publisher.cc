@@ -123,8 +123,8 @@ Status DeviceSlotPublisher::Publish(const SlotView& filled, uint32_t valid) {
     const int k = next_staging_;
     for (size_t f = 0; f < fields_.size() && valid > 0; ++f) {
       uint8_t* dst = memory_.base(MemoryKind::kCuda) + layout_.SampleOffset(f, filled.slot, 0);
-      BATCHCAST_RETURN_IF_ERROR(cuda::CopyAsync(
-          dst, filled.field_data[f], fields_[f].bytes_per_sample() * valid, stream));
+      BATCHCAST_RETURN_IF_ERROR(cuda::CopyAsync(dst, filled.field_data[f],
+                                                fields_[f].bytes_per_sample() * valid, stream));
     }
     BATCHCAST_RETURN_IF_ERROR(staging_done_[k].Record(stream));
     next_staging_ ^= 1;

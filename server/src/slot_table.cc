@@ -144,9 +144,8 @@ std::vector<uint32_t> SlotTable::Lease(uint64_t from, uint32_t count,
         s.leases += 1;
         pinned.push_back(slot);
       });
-  BATCHCAST_CHECK(w.samples == count)
-      << "only " << w.samples << " of " << count << " samples from seq " << from
-      << " are published";
+  BATCHCAST_CHECK(w.samples == count) << "only " << w.samples << " of " << count
+                                      << " samples from seq " << from << " are published";
   return pinned;
 }
 

@@ -19,8 +19,8 @@ void PackRgb(const image::DecodedImage& img, std::vector<uint8_t>& out) {
 SampleRouter::SampleRouter(ImageDataset& dataset, CpuFileCache& cache, int workers)
     : dataset_(dataset), cache_(cache), decoders_(static_cast<size_t>(workers)) {}
 
-Result<SampleFill> SampleRouter::Route(int worker, uint32_t epoch, int64_t index,
-                                       FileBuffer& file, GpuSample& sample, bool force_cpu) {
+Result<SampleFill> SampleRouter::Route(int worker, uint32_t epoch, int64_t index, FileBuffer& file,
+                                       GpuSample& sample, bool force_cpu) {
   BATCHCAST_ASSIGN_OR_RETURN(const SampleFill fill, dataset_.Decode(index, [&](int64_t i) {
     return RouteOnce(worker, epoch, i, file, sample, force_cpu);
   }));

@@ -11,12 +11,16 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <set>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "batchcast/client/consumer.h"
 #include "device_util.h"
 #include "harness.h"
+#include "sources/src/image_dataset.h"
 
 namespace batchcast::testing {
 
@@ -53,6 +57,21 @@ inline std::vector<EpochRead> ReadEpochs(Consumer& c, int epochs, CudaStreamRef 
   return out;
 }
 
+// The listing of a dataset made with --decode-failures: each file's label,
+// and the indices of the files whose path contains `marker`.
+struct MarkedListing {
+  std::vector<int64_t> label_of;
+  std::set<int64_t> marked;
+};
+inline MarkedListing Mark(const std::vector<ImageEntry>& entries, const std::string& marker) {
+  MarkedListing out;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].path.find(marker) != std::string::npos) out.marked.insert(int64_t(i));
+    out.label_of.push_back(entries[i].label);
+  }
+  return out;
+}
+
 // One consumer's view of the server: its batch size, drop_last, and the
 // batches per epoch it was announced.
 struct ConsumerShape {
@@ -60,6 +79,40 @@ struct ConsumerShape {
   bool drop_last = true;
   uint64_t announced = 0;
 };
+
+// Connects one join=next_epoch consumer per shape to server `name` (a test
+// failure and an empty list if one cannot) and sets each shape's announced
+// batches per epoch.
+inline std::vector<std::unique_ptr<Consumer>> ConnectShapes(const std::string& name,
+                                                            std::vector<ConsumerShape>& shapes) {
+  std::vector<std::unique_ptr<Consumer>> out;
+  for (ConsumerShape& sh : shapes) {
+    ConsumerOptions o;
+    o.endpoint = name;
+    o.batch_size = sh.batch;
+    o.drop_last = sh.drop_last;
+    o.join = JoinPolicy::kNextEpoch;
+    o.timeout = std::chrono::seconds(60);
+    auto c = Consumer::Connect(o);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    if (!c.ok()) return {};
+    sh.announced = (*c)->batches_per_epoch();
+    out.push_back(std::move(*c));
+  }
+  return out;
+}
+
+// ReadEpochs of every consumer at once, one thread each.
+inline std::vector<std::vector<EpochRead>> ReadEpochsTogether(
+    const std::vector<std::unique_ptr<Consumer>>& consumers, int epochs) {
+  std::vector<std::vector<EpochRead>> reads(consumers.size());
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k < consumers.size(); ++k) {
+    threads.emplace_back([&, k] { reads[k] = ReadEpochs(*consumers[k], epochs); });
+  }
+  for (std::thread& t : threads) t.join();
+  return reads;
+}
 
 // Checks one consumer epoch `e` whose producer epoch's order is `order`
 // (consumers that joined at the start with join=next_epoch): its samples are
@@ -74,8 +127,8 @@ inline void ExpectEpochMinusDropped(const EpochRead& e, const std::vector<int64_
   for (int64_t i : order) {
     if (dropped.count(i) == 0) expected.push_back(i);
   }
-  const size_t want = shape.drop_last ? expected.size() / shape.batch * shape.batch
-                                      : expected.size();
+  const size_t want =
+      shape.drop_last ? expected.size() / shape.batch * shape.batch : expected.size();
   ASSERT_EQ(e.indices.size(), want);
   EXPECT_TRUE(std::equal(e.indices.begin(), e.indices.end(), expected.begin()))
       << "the samples are the epoch's order without the dropped files";

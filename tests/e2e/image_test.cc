@@ -190,12 +190,8 @@ TEST(ImagePipeline, FilesThatFailToDecodeAreDroppedFromEveryEpoch) {
   auto entries = ListImageDataset(data);
   ASSERT_TRUE(entries.ok());
   ASSERT_EQ(entries->size(), 38u);
-  std::set<int64_t> bad;
-  std::vector<int64_t> label_of;
-  for (size_t i = 0; i < entries->size(); ++i) {
-    if ((*entries)[i].path.find("hazard_decode_") != std::string::npos) bad.insert(int64_t(i));
-    label_of.push_back((*entries)[i].label);
-  }
+  const testing::MarkedListing listing = testing::Mark(*entries, "hazard_decode_");
+  const std::set<int64_t>& bad = listing.marked;
   ASSERT_EQ(bad.size(), 5u);
   ServerOptions o = ImageOptions(data);
   o.batch_size = 8;
@@ -204,16 +200,10 @@ TEST(ImagePipeline, FilesThatFailToDecodeAreDroppedFromEveryEpoch) {
   o.min_consumers = 3;
   auto server = Server::Start(o);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
-  const std::vector<std::pair<uint32_t, bool>> shapes = {{5, false}, {7, true}, {16, true}};
-  std::vector<std::unique_ptr<Consumer>> consumers;
-  for (const auto& [batch, drop_last] : shapes) consumers.push_back(Connect(o.name, batch, drop_last));
-  for (const auto& c : consumers) ASSERT_TRUE(c);
-  std::vector<std::vector<testing::EpochRead>> reads(consumers.size());
-  std::vector<std::thread> threads;
-  for (size_t k = 0; k < consumers.size(); ++k) {
-    threads.emplace_back([&, k] { reads[k] = testing::ReadEpochs(*consumers[k], 3); });
-  }
-  for (std::thread& t : threads) t.join();
+  std::vector<testing::ConsumerShape> shapes = {{5, false}, {7, true}, {16, true}};
+  const auto consumers = testing::ConnectShapes(o.name, shapes);
+  ASSERT_EQ(consumers.size(), shapes.size());
+  const auto reads = testing::ReadEpochsTogether(consumers, 3);
 
   auto sampler = Sampler::Make(entries->size(), SamplerOptions{5, true, 0, 1});
   ASSERT_TRUE(sampler.ok());
@@ -221,14 +211,13 @@ TEST(ImagePipeline, FilesThatFailToDecodeAreDroppedFromEveryEpoch) {
   ASSERT_TRUE(transform.ok());
   image::CpuImagePipeline pipeline(*transform);
   for (size_t k = 0; k < consumers.size(); ++k) {
-    SCOPED_TRACE("consumer of batch " + std::to_string(shapes[k].first));
-    const testing::ConsumerShape shape{shapes[k].first, shapes[k].second,
-                                       consumers[k]->batches_per_epoch()};
+    SCOPED_TRACE("consumer of batch " + std::to_string(shapes[k].batch));
     ASSERT_EQ(reads[k].size(), 3u);
     for (uint32_t e = 0; e < 3; ++e) {
       SCOPED_TRACE("epoch " + std::to_string(e));
       const testing::EpochRead& read = reads[k][e];
-      testing::ExpectEpochMinusDropped(read, sampler->EpochOrder(e), bad, shape, label_of);
+      testing::ExpectEpochMinusDropped(read, sampler->EpochOrder(e), bad, shapes[k],
+                                       listing.label_of);
       // Every sample holds the pixels of its own file (producer epoch e).
       for (size_t i = 0; i < read.indices.size(); ++i) {
         const int64_t index = read.indices[i];

@@ -17,9 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
-
 #include <set>
-#include <thread>
 
 #include "../e2e/device_util.h"
 #include "../e2e/dropped_files.h"
@@ -272,14 +270,9 @@ TEST_F(GpuImageTest, FilesThatFailToDecodeAreDroppedFromEveryEpoch) {
   auto entries = ListImageDataset(data);
   ASSERT_TRUE(entries.ok());
   ASSERT_EQ(entries->size(), 42u);
-  std::set<int64_t> bad, truncated;
-  std::vector<int64_t> label_of;
-  for (size_t i = 0; i < entries->size(); ++i) {
-    const std::string& path = (*entries)[i].path;
-    if (path.find("hazard_decode_") != std::string::npos) bad.insert(int64_t(i));
-    if (path.find("_truncated") != std::string::npos) truncated.insert(int64_t(i));
-    label_of.push_back((*entries)[i].label);
-  }
+  const testing::MarkedListing listing = testing::Mark(*entries, "hazard_decode_");
+  const std::set<int64_t>& bad = listing.marked;
+  const std::set<int64_t> truncated = testing::Mark(*entries, "_truncated").marked;
   ASSERT_EQ(bad.size(), 6u);
   ServerOptions o;
   o.name = testing::UniqueName("gpudrop");
@@ -292,25 +285,9 @@ TEST_F(GpuImageTest, FilesThatFailToDecodeAreDroppedFromEveryEpoch) {
   auto server = Server::Start(o);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   std::vector<testing::ConsumerShape> shape = {{5, false, 0}, {12, true, 0}};
-  std::vector<std::unique_ptr<Consumer>> consumers;
-  for (testing::ConsumerShape& sh : shape) {
-    ConsumerOptions c;
-    c.endpoint = o.name;
-    c.batch_size = sh.batch;
-    c.drop_last = sh.drop_last;
-    c.join = JoinPolicy::kNextEpoch;
-    c.timeout = std::chrono::seconds(60);
-    auto r = Consumer::Connect(c);
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    sh.announced = (*r)->batches_per_epoch();
-    consumers.push_back(std::move(*r));
-  }
-  std::vector<std::vector<testing::EpochRead>> reads(consumers.size());
-  std::vector<std::thread> threads;
-  for (size_t k = 0; k < consumers.size(); ++k) {
-    threads.emplace_back([&, k] { reads[k] = testing::ReadEpochs(*consumers[k], 2); });
-  }
-  for (std::thread& t : threads) t.join();
+  const auto consumers = testing::ConnectShapes(o.name, shape);
+  ASSERT_EQ(consumers.size(), shape.size());
+  const auto reads = testing::ReadEpochsTogether(consumers, 2);
   ASSERT_EQ(reads[0].size(), 2u);
 
   // What was dropped in each epoch: the bad files the batch-5 consumer (no
@@ -337,7 +314,7 @@ TEST_F(GpuImageTest, FilesThatFailToDecodeAreDroppedFromEveryEpoch) {
       SCOPED_TRACE("epoch " + std::to_string(e));
       const testing::EpochRead& read = reads[k][e];
       testing::ExpectEpochMinusDropped(read, sampler->EpochOrder(e), dropped[e], shape[k],
-                                       label_of);
+                                       listing.label_of);
       for (size_t i = 0; i < read.indices.size(); ++i) {
         const int64_t index = read.indices[i];
         if (bad.count(index)) continue;  // nvJPEG's pixels of a corrupt file: nothing to match

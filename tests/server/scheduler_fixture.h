@@ -169,8 +169,10 @@ class SchedulerTest : public ::testing::Test {
   }
 
   // Reads as `id` until OutOfRange (or `max_turns`), releasing every batch
-  // at once and producing whenever the consumer waits: the transcript.
-  std::string ReadToEnd(const std::string& id, int max_turns = 200) {
+  // at once and producing whenever the consumer waits: the transcript, each
+  // reply as Describe writes it, or a batch as `batch_text` does.
+  std::string ReadToEnd(const std::string& id, int max_turns = 200,
+                        std::string (*batch_text)(const proto::Batch&) = nullptr) {
     std::string transcript;
     s_->Next(id, ++request_id_);
     for (int turn = 0; turn < max_turns; ++turn) {
@@ -180,8 +182,10 @@ class SchedulerTest : public ::testing::Test {
         continue;
       }
       for (const proto::Message& m : r) {
-        transcript += (transcript.empty() ? "" : " ") + Describe(m);
-        if (auto* b = std::get_if<proto::Batch>(&m)) Release(id, *b);
+        const auto* b = std::get_if<proto::Batch>(&m);
+        transcript += (transcript.empty() ? "" : " ") +
+                      (b != nullptr && batch_text != nullptr ? batch_text(*b) : Describe(m));
+        if (b != nullptr) Release(id, *b);
         if (auto* e = std::get_if<proto::Error>(&m)) {
           if (e->code == StatusCode::kOutOfRange) return transcript;
         }

@@ -34,32 +34,6 @@ class HolesTest : public SchedulerTest {
     }
     return s + "]";
   }
-  // Reads as `id` to the stream end (see ReadToEnd), writing each batch as
-  // Samples() and END_OF_EPOCH as "E<epoch>/<batches>".
-  std::string ReadSamplesToEnd(const std::string& id, int max_turns = 400) {
-    std::string transcript;
-    s_->Next(id, ++request_id_);
-    for (int turn = 0; turn < max_turns; ++turn) {
-      std::vector<proto::Message> r = Replies(id);
-      if (r.empty()) {
-        if (Pump() == 0) return transcript + " (stuck)";
-        continue;
-      }
-      for (const proto::Message& m : r) {
-        std::string text = Describe(m);
-        if (auto* b = std::get_if<proto::Batch>(&m)) {
-          text = Samples(*b);
-          Release(id, *b);
-        }
-        transcript += (transcript.empty() ? "" : " ") + text;
-        if (auto* e = std::get_if<proto::Error>(&m)) {
-          if (e->code == StatusCode::kOutOfRange) return transcript;
-        }
-      }
-      s_->Next(id, ++request_id_);
-    }
-    return transcript + " (too long)";
-  }
 };
 
 // Slots [0,4) and [4,8) lost seqs 1, 5 and 6: a batch of 4 takes the next 4
@@ -96,7 +70,7 @@ TEST_F(HolesTest, AnEpochEndingInHolesWithoutDropLast) {
   Make({.stream_end = 32});
   dropped = {13, 14, 15, 28, 29, 30, 31};  // epoch 1 ends in a slot of holes only
   MustJoin("a", {.drop_last = false});
-  EXPECT_EQ(ReadSamplesToEnd("a"),
+  EXPECT_EQ(ReadToEnd("a", 200, Samples),
             "[1000 1001 1002 1003] [1004 1005 1006 1007] [1008 1009 1010 1011] [1012] E0/4 "
             "[1016 1017 1018 1019] [1020 1021 1022 1023] [1024 1025 1026 1027] E1/3 "
             "ERR(OutOfRange)");
@@ -169,7 +143,8 @@ TEST_F(HolesTest, EveryConsumerEpochIsItsProducerEpochMinusTheDroppedSamples) {
   std::vector<Reader> readers = {
       {"b1", 1, true}, {"b3", 3, false}, {"b5", 5, true}, {"b5n", 5, false}, {"b8", 8, true}};
   for (Reader& r : readers) {
-    auto a = Join(r.id, {.batch = r.batch, .join = JoinPolicy::kNextEpoch, .drop_last = r.drop_last});
+    auto a =
+        Join(r.id, {.batch = r.batch, .join = JoinPolicy::kNextEpoch, .drop_last = r.drop_last});
     ASSERT_TRUE(a.ok()) << a.status().ToString();
     r.announced = a->batches_per_epoch;
   }

@@ -155,11 +155,10 @@ TEST(ImageDatasetOpen, SkipDropsUnusableFilesAndNamesThem) {
   }
   EXPECT_EQ(log.Count("dropping"), 4);
   const auto counters = (*ds)->counters();
-  EXPECT_EQ(counters, (std::vector<std::pair<std::string, int64_t>>{
-                          {"files", 4},
-                          {"files_dropped_at_scan", 4},
-                          {"files_dropped_at_decode", 0},
-                          {"samples_dropped", 0}}));
+  EXPECT_EQ(counters, (std::vector<std::pair<std::string, int64_t>>{{"files", 4},
+                                                                    {"files_dropped_at_scan", 4},
+                                                                    {"files_dropped_at_decode", 0},
+                                                                    {"samples_dropped", 0}}));
 }
 
 TEST(ImageDatasetOpen, FailStopsAtTheFirstUnusableFile) {
@@ -299,11 +298,11 @@ TEST(ImageDatasetPolicy, DecodeDropsABadFileForeverAndNeverStandsIn) {
   EXPECT_EQ(*good, SampleFill::kWritten);
   EXPECT_EQ(ds->files_dropped_at_decode(), 1);
   EXPECT_EQ(ds->samples_dropped(), 2);
-  EXPECT_EQ(ds->counters(), (std::vector<std::pair<std::string, int64_t>>{
-                                {"files", 3},
-                                {"files_dropped_at_scan", 0},
-                                {"files_dropped_at_decode", 1},
-                                {"samples_dropped", 2}}));
+  EXPECT_EQ(ds->counters(),
+            (std::vector<std::pair<std::string, int64_t>>{{"files", 3},
+                                                          {"files_dropped_at_scan", 0},
+                                                          {"files_dropped_at_decode", 1},
+                                                          {"samples_dropped", 2}}));
 }
 
 TEST(ImageDatasetPolicy, FailStopsAtTheFirstBadFile) {
