@@ -8,6 +8,31 @@
 
 namespace batchcast {
 
+namespace {
+
+// Moves the samples of `slot` whose written[i] is non-zero down to positions
+// 0..valid-1 (memmove per field, host memory), in order, rewrites
+// slot.indices[0..valid) to name them, and returns valid.
+uint32_t CompactSlot(const SlotView& slot, std::span<const uint8_t> written) {
+  BATCHCAST_CHECK(written.size() == slot.count());
+  uint32_t valid = 0;
+  for (size_t i = 0; i < written.size(); ++i) {
+    if (written[i] == 0) continue;
+    if (valid != i) {
+      BATCHCAST_CHECK(slot.device.kind == MemoryKind::kHost)
+          << "CompactSlot moves samples in host memory only";
+      for (size_t f = 0; f < slot.field_data.size(); ++f) {
+        std::memmove(slot.sample(f, valid), slot.sample(f, i), slot.field_bytes[f]);
+      }
+      slot.indices[valid] = slot.indices[i];
+    }
+    ++valid;
+  }
+  return valid;
+}
+
+}  // namespace
+
 class SampleSource::Pool : public ThreadPool {
   using ThreadPool::ThreadPool;
 };
@@ -31,24 +56,6 @@ Result<uint32_t> SampleSource::FillBatch(const SlotView& slot, const ReadAhead& 
         return Status::Ok();
       }));
   return CompactSlot(slot, written_);
-}
-
-uint32_t CompactSlot(const SlotView& slot, std::span<const uint8_t> written) {
-  BATCHCAST_CHECK(written.size() == slot.count());
-  uint32_t valid = 0;
-  for (size_t i = 0; i < written.size(); ++i) {
-    if (written[i] == 0) continue;
-    if (valid != i) {
-      BATCHCAST_CHECK(slot.device.kind == MemoryKind::kHost)
-          << "CompactSlot moves samples in host memory only";
-      for (size_t f = 0; f < slot.field_data.size(); ++f) {
-        std::memmove(slot.sample(f, valid), slot.sample(f, i), slot.field_bytes[f]);
-      }
-      slot.indices[valid] = slot.indices[i];
-    }
-    ++valid;
-  }
-  return valid;
 }
 
 }  // namespace batchcast

@@ -117,10 +117,4 @@ class SampleSource : public Source {
   std::vector<uint8_t> written_;  // per sample of the batch in FillBatch: 1 = kWritten
 };
 
-// Moves the samples of `slot` whose written[i] is non-zero down to positions
-// 0..valid-1 (memmove per field, host memory), in order, rewrites
-// slot.indices[0..valid) to name them, and returns valid.
-// REQUIRES: written.size() == slot.count(); slot.field_data is host memory.
-uint32_t CompactSlot(const SlotView& slot, std::span<const uint8_t> written);
-
 }  // namespace batchcast
