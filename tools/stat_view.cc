@@ -84,7 +84,8 @@ std::string StatsReport(const json& j) {
       << "  ring:      " << Count(j, "window") << " slots x " << Count(j, "batch_size")
       << " samples; free " << Count(slots, "free") << ", writing " << Count(slots, "writing")
       << ", ready " << Count(slots, "ready") << ", leased " << Count(slots, "leased") << "\n"
-      << "  stream:    " << Count(j, "samples_published") << " samples published, epoch "
+      << "  stream:    " << Count(j, "samples_published") << " samples published ("
+      << Count(j, "holes") << " holes: dropped files), epoch "
       << Count(j, "producer_epoch") << " (epoch_len " << Count(j, "epoch_len") << ")"
       << (j.value("stream_ended", false) ? ", ended" : "") << "\n"
       << "  policy:    lag " << j.value("lag_policy", "?") << "; producer blocked "

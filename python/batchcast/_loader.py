@@ -52,10 +52,16 @@ class Loader:
 
     Iteration: each ``for`` loop runs to the end of the consumer's current
     epoch and ends with ``StopIteration``; ``len(loader)`` is the number of
-    batches it yields. Leaving a loop early (``break``) and looping again
-    resumes the same epoch where it stopped: the stream cannot rewind. When the
-    server has produced all of its epochs, iterating raises
-    :class:`batchcast.EndOfStream`.
+    batches it yields, as announced by the server (``epoch_len / batch_size``,
+    rounded down with ``drop_last``, up without). Files the server drops
+    because they fail to decode (``on_error="skip"``, the default) are left out
+    of every epoch from then on, never replaced by another sample: such an
+    epoch may yield fewer batches than ``len(loader)``, at most one fewer per
+    dropped file (the server's stats count them: ``source_counters``
+    ``files_dropped_at_decode`` and ``samples_dropped``). Leaving a loop early
+    (``break``) and looping again resumes the same epoch where it stopped: the
+    stream cannot rewind. When the server has produced all of its epochs,
+    iterating raises :class:`batchcast.EndOfStream`.
 
     Tensors and leases: each batch's tensors view the server's shared ring
     directly (DLPack) when the batch lies in one ring slot, or a private copy
@@ -165,7 +171,8 @@ class Loader:
         return tuple(tensors)
 
     def __len__(self) -> int:
-        """Batches in one epoch of this consumer."""
+        """Batches in one epoch of this consumer, as announced; an epoch with
+        files dropped at decode may yield up to one fewer per dropped file."""
         return int(self._core.batches_per_epoch)
 
     # ---- state ----

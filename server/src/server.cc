@@ -226,7 +226,8 @@ Status Server::CommitBatch(const SlotView& slot, CudaStreamRef cuda_stream) {
   if (slot.slot >= impl_->options.window) return InvalidArgumentError("bad slot");
   SlotView filled = slot;
   filled.stream = cuda_stream;  // Note [Device ring ordering], step 2
-  return impl_->publisher->Publish(filled);
+  // An external producer's slot is all samples (no holes).
+  return impl_->publisher->Publish(filled, static_cast<uint32_t>(filled.count()));
 }
 
 void Server::EndStream() { impl_->scheduler->EndStream(); }

@@ -41,7 +41,8 @@ class FilePrefetcher {
   FilePrefetcher& operator=(const FilePrefetcher&) = delete;
 
   // Starts reading the file of indices[i] into (*files)[i] (grown to
-  // indices.size(); out-of-range indices are skipped) on the thread. Does
+  // indices.size(); out-of-range indices and files known bad, Note [Dropped
+  // files], are skipped) on the thread. Does
   // nothing when disabled, stopped, or `indices` is empty.
   // REQUIRES: no read in flight (Wait() returned since the last Start).
   void Start(std::vector<FileBuffer>* files, std::span<const int64_t> indices) BC_EXCLUDES(mu_);

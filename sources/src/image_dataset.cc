@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "core/src/logging.h"
 #include "scan_progress.h"
@@ -220,7 +221,8 @@ std::string ImageDataset::Describe(std::string_view details) const {
 std::vector<std::pair<std::string, int64_t>> ImageDataset::counters() const {
   return {{"files", static_cast<int64_t>(files_.size())},
           {"files_dropped_at_scan", static_cast<int64_t>(dropped_)},
-          {"decode_errors", decode_errors_.load()}};
+          {"files_dropped_at_decode", files_dropped_at_decode_.load()},
+          {"samples_dropped", samples_dropped_.load()}};
 }
 
 Status ImageDataset::OnDecodeError(int64_t index, const Status& error) {
@@ -228,10 +230,10 @@ Status ImageDataset::OnDecodeError(int64_t index, const Status& error) {
   if (on_error_ == ErrorPolicy::kFail) {
     return Status(error.code(), p + ": " + error.message() + " (--on-error fail)");
   }
-  decode_errors_.fetch_add(1);
-  MutexLock lock(&warned_mu_);
-  if (warned_.insert(p).second) {
-    BC_LOG_WARN("skipping {}: {} (a neighbouring sample stands in)", p, error.message());
+  if (bad_[static_cast<size_t>(index)].exchange(1) == 0) {
+    files_dropped_at_decode_.fetch_add(1);
+    BC_LOG_WARN("dropping {}: {} (its sample is left out of this and every later epoch)", p,
+                error.message());
   }
   return Status::Ok();
 }
