@@ -52,7 +52,7 @@ json Stats(uint64_t published, double blocked, std::vector<json> consumers, int 
           {"consumers_evicted", 0},
           {"consumers_lost", 0},
           {"skip_events", 0},
-          {"source_counters", {{"files", 1000}, {"decode_errors", 0}}},
+          {"source_counters", {{"files", 1000}, {"files_dropped_at_decode", 0}}},
           {"consumers", consumers}};
 }
 
@@ -77,7 +77,7 @@ TEST(WatchView, RatesFromSuccessiveStats) {
   EXPECT_EQ(frame[0], "imnet (pid 42) on ipc:///run/bc/imnet.sock, cpu, up 1m05s");
   EXPECT_EQ(frame[1], "producer  1.5k samples/s  epoch 4 (0%)  published 4.0k  blocked 25%");
   EXPECT_EQ(frame[2], "ring      8 slots x 64: free 1  writing 1  ready 4  leased 2");
-  EXPECT_EQ(frame[3], "source    decode_errors 0  files 1000");
+  EXPECT_EQ(frame[3], "source    files 1000  files_dropped_at_decode 0");
   EXPECT_EQ(frame[4], "consumers 3");
   EXPECT_EQ(frame[5],
             "    id  name              batch   rate/s  epoch:step  lag/slots  leases  skipped");
@@ -169,7 +169,7 @@ TEST(StatsReport, NamesEveryPart) {
       << r;
   EXPECT_EQ(StatusLine(Stats(1500, 0, {}), 1234.0),
             "imnet: 1.2k samples/s | producer epoch 1 | 0 consumers | slowest lag 0.0 slots | "
-            "published 1500 | decode_errors 0 | files 1000");
+            "published 1500 | files 1000 | files_dropped_at_decode 0");
 }
 
 // ---- the --watch loop ----
