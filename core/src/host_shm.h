@@ -21,6 +21,8 @@ namespace batchcast {
 class HostSharedMemory {
  public:
   // Creates (replacing any stale object of that name) and maps read-write.
+  // Every page is reserved at once, so that running out of /dev/shm is this
+  // ResourceExhausted error (naming the sizes) and never a SIGBUS later.
   static Result<std::unique_ptr<HostSharedMemory>> Create(const std::string& name, size_t bytes);
   // Maps an existing object read-only. NotFound if it does not exist.
   static Result<std::unique_ptr<HostSharedMemory>> Open(const std::string& name);
