@@ -3,8 +3,9 @@
 // The server Create()s the ring's host allocation under a name derived from the
 // server name; consumers Open() it read-only by the name sent in WELCOME.
 // The creator removes the name when the object is destroyed; a server killed
-// with SIGKILL leaves the name behind, and the next server with the same name
-// removes it at start (see Note [Server instance lock] in runtime_dir.h).
+// with SIGKILL leaves the name behind, and the next server this user starts
+// (of any name) removes it (ReclaimDeadServers, core/src/reclaim.h; Note
+// [Server instance lock] in runtime_dir.h).
 //
 // Thread-safety: the mapping is immutable after construction; the bytes inside
 // are synchronized by the protocol (Note [Leases]).

@@ -193,6 +193,8 @@ std::string Server::Impl::StatsJson() const {
 }
 
 // ---- Server ----
+// The Start functions run inside CatchAll (core/src/catch_all.h): whatever the
+// code below them throws (a source's, a file system's) is a Status.
 
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Server::~Server() { Stop(); }
@@ -207,35 +209,39 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
 
 Result<std::unique_ptr<Server>> Server::Start(ServerOptions options,
                                               std::unique_ptr<Source> source) {
-  BATCHCAST_RETURN_IF_ERROR(options.Validate());
-  auto impl = std::make_unique<Impl>();
-  impl->options = options;
-  SamplerOptions so{options.source.seed, options.shuffle, options.shard_rank, options.num_shards};
-  BATCHCAST_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Make(source->size(), so));
-  BATCHCAST_RETURN_IF_ERROR(impl->Init(source->fields(), sampler.epoch_len()));
-  impl->source = std::move(source);
-  BC_LOG_INFO("server '{}' on {}: {}, epoch of {} samples, batch {}, window {}, lag policy {}",
-              options.name, impl->endpoint, impl->source->description(), sampler.epoch_len(),
-              options.batch_size, options.window, LagPolicyName(options.lag_policy));
-  const SlotWriter writer = impl->source->output_memory() == MemoryKind::kCuda
-                                ? SlotWriter::kDeviceSource
-                                : SlotWriter::kHostSource;
-  BATCHCAST_RETURN_IF_ERROR(impl->StartThreads(writer, std::move(sampler)));
-  return std::unique_ptr<Server>(new Server(std::move(impl)));
+  return CatchAll("Server::Start", [&]() -> Result<std::unique_ptr<Server>> {
+    BATCHCAST_RETURN_IF_ERROR(options.Validate());
+    auto impl = std::make_unique<Impl>();
+    impl->options = options;
+    SamplerOptions so{options.source.seed, options.shuffle, options.shard_rank, options.num_shards};
+    BATCHCAST_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Make(source->size(), so));
+    BATCHCAST_RETURN_IF_ERROR(impl->Init(source->fields(), sampler.epoch_len()));
+    impl->source = std::move(source);
+    BC_LOG_INFO("server '{}' on {}: {}, epoch of {} samples, batch {}, window {}, lag policy {}",
+                options.name, impl->endpoint, impl->source->description(), sampler.epoch_len(),
+                options.batch_size, options.window, LagPolicyName(options.lag_policy));
+    const SlotWriter writer = impl->source->output_memory() == MemoryKind::kCuda
+                                  ? SlotWriter::kDeviceSource
+                                  : SlotWriter::kHostSource;
+    BATCHCAST_RETURN_IF_ERROR(impl->StartThreads(writer, std::move(sampler)));
+    return std::unique_ptr<Server>(new Server(std::move(impl)));
+  });
 }
 
 Result<std::unique_ptr<Server>> Server::StartExternal(ServerOptions options,
                                                       std::vector<FieldSpec> fields,
                                                       uint64_t epoch_len) {
-  BATCHCAST_RETURN_IF_ERROR(options.Validate());
-  if (epoch_len == 0) return InvalidArgumentError("epoch_len must be positive");
-  auto impl = std::make_unique<Impl>();
-  impl->options = options;
-  BATCHCAST_RETURN_IF_ERROR(impl->Init(std::move(fields), epoch_len));
-  BC_LOG_INFO("server '{}' on {}: external producer, epoch of {} samples, batch {}, window {}",
-              options.name, impl->endpoint, epoch_len, options.batch_size, options.window);
-  BATCHCAST_RETURN_IF_ERROR(impl->StartThreads(SlotWriter::kExternal, std::nullopt));
-  return std::unique_ptr<Server>(new Server(std::move(impl)));
+  return CatchAll("Server::StartExternal", [&]() -> Result<std::unique_ptr<Server>> {
+    BATCHCAST_RETURN_IF_ERROR(options.Validate());
+    if (epoch_len == 0) return InvalidArgumentError("epoch_len must be positive");
+    auto impl = std::make_unique<Impl>();
+    impl->options = options;
+    BATCHCAST_RETURN_IF_ERROR(impl->Init(std::move(fields), epoch_len));
+    BC_LOG_INFO("server '{}' on {}: external producer, epoch of {} samples, batch {}, window {}",
+                options.name, impl->endpoint, epoch_len, options.batch_size, options.window);
+    BATCHCAST_RETURN_IF_ERROR(impl->StartThreads(SlotWriter::kExternal, std::nullopt));
+    return std::unique_ptr<Server>(new Server(std::move(impl)));
+  });
 }
 
 const std::string& Server::endpoint() const { return impl_->endpoint; }

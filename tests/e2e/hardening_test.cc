@@ -24,6 +24,8 @@
 
 #include "../image/test_jpegs.h"
 #include "batchcast/client/consumer.h"
+#include "batchcast/server/server.h"
+#include "batchcast/sources/synthetic_source.h"
 #include "core/src/protocol.h"
 #include "core/src/runtime_dir.h"
 #include "harness.h"
@@ -239,6 +241,75 @@ TEST_F(Hardening, ADatasetFolderThatIsNotUtf8IsServed) {
   EXPECT_EQ(server->Wait(10s), 0) << ReadText(log);
 }
 
+// Synthetic samples; some throw on a worker thread, or every FillBatch throws
+// on the producer thread, or description() or counters() throws.
+class ThrowingSource : public SyntheticSource {
+ public:
+  enum class Where { kWorker, kProducer, kDescription, kCounters };
+  explicit ThrowingSource(Where where) : SyntheticSource(100000, 4, 3), where_(where) {}
+  Status FillSample(int worker, uint32_t epoch, int64_t& index,
+                    std::span<uint8_t* const> out) override {
+    if (where_ == Where::kWorker && index % 7 == 3) throw std::runtime_error("boom in a worker");
+    return SyntheticSource::FillSample(worker, epoch, index, out);
+  }
+  Status FillBatch(const SlotView& slot, const ReadAhead& next) override {
+    if (where_ == Where::kProducer) throw std::runtime_error("boom in FillBatch");
+    return SyntheticSource::FillBatch(slot, next);
+  }
+  std::string description() const override {
+    if (where_ == Where::kDescription) throw std::logic_error("boom in description");
+    return SyntheticSource::description();
+  }
+  std::vector<std::pair<std::string, int64_t>> counters() const override {
+    if (where_ == Where::kCounters) throw std::logic_error("boom in counters");
+    return {};
+  }
+
+ private:
+  const Where where_;
+};
+
+// An exception in a source, on the producer thread or a worker, stops the
+// server with an Internal error (consumers are told), never the process; one
+// at start fails Start; one in what the stats read is reported in the stats.
+TEST_F(Hardening, AnExceptionInASourceStopsTheServerNotTheProcess) {
+  for (auto where : {ThrowingSource::Where::kWorker, ThrowingSource::Where::kProducer}) {
+    ServerOptions o;
+    o.name = UniqueName("throws");
+    o.batch_size = 16;
+    auto server = Server::Start(o, std::make_unique<ThrowingSource>(where));
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    auto c = Connect((*server)->endpoint());
+    ASSERT_TRUE(c);
+    Status got;
+    for (int i = 0; i < 100 && got.ok(); ++i) got = c->Next().status();
+    EXPECT_EQ(got.code(), StatusCode::kUnavailable) << got.ToString();
+    ASSERT_TRUE((*server)->WaitFor(10s));
+    const Status s = (*server)->status();
+    EXPECT_EQ(s.code(), StatusCode::kInternal) << s.ToString();
+    EXPECT_NE(
+        s.message().find(where == ThrowingSource::Where::kWorker
+                             ? "unexpected exception in a worker thread: boom in a worker"
+                             : "unexpected exception in the producer thread: boom in FillBatch"),
+        std::string::npos)
+        << s.message();
+  }
+  ServerOptions o;
+  o.name = UniqueName("throws");
+  auto refused =
+      Server::Start(o, std::make_unique<ThrowingSource>(ThrowingSource::Where::kDescription));
+  EXPECT_EQ(refused.status().code(), StatusCode::kInternal);
+  EXPECT_NE(refused.status().message().find("Server::Start: boom in description"),
+            std::string::npos)
+      << refused.status().message();
+  auto server =
+      Server::Start(o, std::make_unique<ThrowingSource>(ThrowingSource::Where::kCounters));
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto st = nlohmann::json::parse(*QueryStats(o.name, 2s));
+  EXPECT_NE(st.value("error", "").find("boom in counters"), std::string::npos) << st.dump();
+  EXPECT_EQ(StatCommand(o.name).first, 1) << "stat says the server could not make its stats";
+}
+
 // ---- Bad options and odd trees: a message and exit 1/2 ----
 
 TEST_F(Hardening, BadOptionsAndOddTreesExitWithAMessage) {
@@ -439,6 +510,13 @@ TEST_F(Hardening, AKilledServerIsReportedAtOnceAndItsFilesReclaimed) {
   // A restart of the explicit endpoint works (its socket file is replaced).
   auto again = ServeSynthetic(other, {"--endpoint", path}, dir + "/again.log");
   WaitForEndpoint(path);
+  // A live server's socket is never taken over by another server.
+  auto intruder = Serve({"--synthetic", "10", "--name", UniqueName("intruder"), "--endpoint", path},
+                        dir + "/intruder.log");
+  EXPECT_EQ(intruder->Wait(10s), 1);
+  EXPECT_NE(ReadText(dir + "/intruder.log").find("another server is listening there"),
+            std::string::npos)
+      << ReadText(dir + "/intruder.log");
   auto c3 = Connect(path, 8);
   ASSERT_TRUE(c3);
   EXPECT_TRUE(c3->Next().ok());
