@@ -50,6 +50,11 @@ class Loader:
             tuples are yielded when the fields are ``image, label[, field2...]``
             (the built-in pipeline, or a Producer fed tuples) and dicts otherwise.
 
+    A wrong argument (type or value) is a :class:`batchcast.InvalidArgument`
+    naming it. Connecting to a server of this machine that is not running
+    (killed: its socket file is still there) raises
+    :class:`batchcast.ServerUnavailable` at once, not after ``connect_timeout``.
+
     Iteration: each ``for`` loop runs to the end of the consumer's current
     epoch and ends with ``StopIteration``; ``len(loader)`` is the number of
     batches it yields. Leaving a loop early (``break``) and looping again

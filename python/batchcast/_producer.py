@@ -74,6 +74,9 @@ class Producer(_Serving):
             producer waits for that many Loaders before its first write),
             heartbeat_timeout, heartbeat_interval, max_leases, max_consumers.
 
+    A wrong argument (type or value) is a :class:`batchcast.InvalidArgument`
+    naming it.
+
     The first batch is drawn (and the server started, so ``.endpoint`` works)
     in the constructor; the rest of the iteration runs in a background thread.
     Errors of that thread (an exception of the iterable, a pass of the wrong

@@ -610,6 +610,14 @@ long AnonKiB(pid_t pid) {
 // grew it by megabytes per round before). benchmarks/churn_rss measures
 // longer runs.
 TEST_F(Hardening, ChurnAndPeersThatNeverReadDoNotGrowServerMemory) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's allocator (quarantine, shadow) makes RSS meaningless here";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+  GTEST_SKIP() << "a sanitizer's allocator (quarantine, shadow) makes RSS meaningless here";
+#endif
+#endif
   const std::string name = UniqueName("churn");
   auto server = ServeSynthetic(name, {"--log-level", "error"});
   zmq::context_t ctx;
