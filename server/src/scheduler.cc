@@ -71,8 +71,8 @@ Result<Scheduler::Admission> Scheduler::AddConsumer(const std::string& identity,
   a.consumer_id = c.id;
   a.batches_per_epoch =
       ConsumerCursor::BatchesPerEpoch(config_.epoch_len, hello.batch_size, hello.drop_last);
-  BC_LOG_INFO("consumer {} '{}' (pid {}) joined: batch {}, join {}, starts at seq {}", c.id, c.name,
-              c.pid, hello.batch_size, JoinPolicyName(hello.join), start);
+  BC_LOG_INFO_LIMITED("consumer {} '{}' (pid {}) joined: batch {}, join {}, starts at seq {}", c.id,
+                      c.name, c.pid, hello.batch_size, JoinPolicyName(hello.join), start);
   consumers_.emplace(identity, std::move(c));
   NotifyProducer();
   return a;
@@ -287,8 +287,8 @@ void Scheduler::Bye(const std::string& identity, const std::vector<uint64_t>& ke
   }
   DropLeasesLocked(*c);
   c->leases = std::move(kept);
-  BC_LOG_INFO("consumer {} '{}' said goodbye after {} batches ({} leases still held)", c->id,
-              c->name, c->batches, c->leases.size());
+  BC_LOG_INFO_LIMITED("consumer {} '{}' said goodbye after {} batches ({} leases still held)",
+                      c->id, c->name, c->batches, c->leases.size());
   DetachLocked(*c);
 }
 
@@ -301,7 +301,7 @@ void Scheduler::RemoveLocked(const std::string& identity, const std::string& rea
   auto it = consumers_.find(identity);
   if (it == consumers_.end()) return;
   Consumer& c = it->second;
-  BC_LOG_INFO("consumer {} '{}' (pid {}) removed: {}", c.id, c.name, c.pid, reason);
+  BC_LOG_INFO_LIMITED("consumer {} '{}' (pid {}) removed: {}", c.id, c.name, c.pid, reason);
   departed_cursor_ = std::max(departed_cursor_, c.cursor.position());
   DropLeasesLocked(c);
   consumers_.erase(it);
