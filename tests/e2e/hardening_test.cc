@@ -247,12 +247,12 @@ class ThrowingSource : public SyntheticSource {
  public:
   enum class Where { kWorker, kProducer, kDescription, kCounters };
   explicit ThrowingSource(Where where) : SyntheticSource(100000, 4, 3), where_(where) {}
-  Status FillSample(int worker, uint32_t epoch, int64_t& index,
-                    std::span<uint8_t* const> out) override {
+  Result<SampleFill> FillSample(int worker, uint32_t epoch, int64_t index,
+                                std::span<uint8_t* const> out) override {
     if (where_ == Where::kWorker && index % 7 == 3) throw std::runtime_error("boom in a worker");
     return SyntheticSource::FillSample(worker, epoch, index, out);
   }
-  Status FillBatch(const SlotView& slot, const ReadAhead& next) override {
+  Result<uint32_t> FillBatch(const SlotView& slot, const ReadAhead& next) override {
     if (where_ == Where::kProducer) throw std::runtime_error("boom in FillBatch");
     return SyntheticSource::FillBatch(slot, next);
   }
