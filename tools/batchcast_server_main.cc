@@ -29,7 +29,7 @@ std::atomic<bool> g_serving{false};
 // last moments is reclaimed by the next server, Note [Server instance lock]);
 // afterwards they stop the server cleanly.
 void OnSignal(int sig) {
-  if (!g_serving.load()) {
+  if (!g_serving.load()) {  // `serve` while starting
     static const char kMsg[] = "batchcast-server: stopped by a signal while starting\n";
     [[maybe_unused]] ssize_t n = write(STDERR_FILENO, kMsg, sizeof(kMsg) - 1);
     _exit(128 + sig);
@@ -131,6 +131,7 @@ int Main(int argc, char** argv) {
   batchcast::SetLogLevel(log_level);
 
   if (*stat && watch) {
+    g_serving = true;  // signals end the watch loop (exit 0), not the process
     signal(SIGINT, OnSignal);
     signal(SIGTERM, OnSignal);
     batchcast::WatchOptions w{stat_name, interval, stat_json, isatty(STDOUT_FILENO) != 0,
