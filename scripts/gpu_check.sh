@@ -2,7 +2,7 @@
 # The GPU host's check: builds with CUDA (and nvJPEG where the toolkit has it)
 # and runs every test there, the GPU ones included. For the device machine:
 #   scripts/gpu_check.sh [BUILD_DIR] [LOG]
-# with the carried .gpu-deps (../shared/gpu-host/prepare.sh) sourced first.
+# with the carried .gpu-deps (scripts/prepare_gpu_deps.sh) sourced first.
 # Each step has its own timeout; output goes to LOG (default stdout).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
