@@ -636,7 +636,7 @@ class Bench:
         run["step_s_max"] = max(r["step_s"] for r in results)
         if smi:
             run["gpu_mib_total"] = sum(smi.values())
-            if server is not None:
+            if source == "batchcast":  # the server idles (but stays) during other rows
                 run["server_gpu_mib_smi"] = smi.get(server.pid)
         if stats1 is not None:
             run["server_samples_s"] = ((stats1["samples_published"] - stats0["samples_published"])
@@ -746,7 +746,7 @@ def markdown(results):
             "the slowest co-located step time (Tabrizian 2020, eq. 4.1). Loading CPU: the "
             "DataLoader workers of all jobs, or the batchcast-server process. Data wait: the "
             "share of a job's step time spent waiting for its next batch. GPU memory: "
-            "nvidia-smi per process / torch's peak reserved memory / the server (nvidia-smi). "
+            "nvidia-smi per process / torch's peak reserved memory / the server (nvidia-smi; batchcast rows). "
             "* = a step longer than the timed window (one step timed).", ""]
     return "\n".join(head + lines) + "\n"
 
