@@ -1,0 +1,54 @@
+// CurveServer: a tcp:// server's side of Note [Transport security]
+// (core/src/curve_key.h). Its ROUTER is a CURVE server with the key's secret
+// part, and a ZAP handler (ZeroMQ's authentication protocol, RFC 27) bound in
+// the same ZeroMQ context admits a connection only when the client proved
+// that it holds the key: its CURVE public key is the key's own. Every other
+// client is refused during the handshake, before any message of it reaches
+// the control loop. Refusals are counted (stats: refused_connections) and
+// logged, at most 10 lines a second.
+//
+// Thread-safety: the control thread alone uses it (it polls handle()),
+// except refused(), which any thread may read.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <zmq.hpp>
+
+#include "batchcast/core/status.h"
+#include "core/src/curve_key.h"
+
+namespace batchcast {
+
+class CurveServer {
+ public:
+  // Binds the ZAP handler in `context` and makes `router` (not bound yet) a
+  // CURVE server with `key` that asks it. `context` must outlive the result.
+  static Result<std::unique_ptr<CurveServer>> Attach(zmq::context_t& context,
+                                                     zmq::socket_t& router,
+                                                     const CurveKeyPair& key);
+
+  // The ZAP socket, for zmq_poll (ZMQ_POLLIN).
+  void* handle() { return zap_.handle(); }
+  // Answers every waiting ZAP request without blocking.
+  void HandleRequests();
+  // Connections refused so far. Thread-safe.
+  uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
+
+ private:
+  CurveServer(zmq::context_t& context, std::string allowed);
+  // Answers one request (its frames).
+  void Answer(const std::vector<zmq::message_t>& request);
+
+  zmq::socket_t zap_;
+  const std::string allowed_;  // the key's public part, 32 bytes
+  std::atomic<uint64_t> refused_{0};
+};
+
+// The server's key (core's LoadKey for KeyUse::kServe, with ZeroMQ's CURVE).
+Result<KeyFile> LoadServerKey(std::string_view key_file);
+
+}  // namespace batchcast
