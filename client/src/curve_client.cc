@@ -12,11 +12,10 @@
 namespace batchcast::internal {
 namespace {
 
-constexpr int kWatchedEvents = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_RETRIED |
-                               ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+constexpr int kWatchedEvents =
+    ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_DISCONNECTED |
+    ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+    ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
 
 std::string Hex(uint32_t value) {
   char buf[16];
@@ -26,18 +25,19 @@ std::string Hex(uint32_t value) {
 
 }  // namespace
 
+Status CheckKeyFileUse(const std::string& endpoint, std::string_view key_file) {
+  if (key_file.empty() || endpoint.starts_with("tcp://")) return Status::Ok();
+  return InvalidArgumentError(
+      "key_file is for tcp:// endpoints; ipc:// ones (and server names) are protected by the "
+      "runtime directory, which only its user may enter");
+}
+
 Result<TransportWatch> TransportWatch::Secure(zmq::context_t& context, zmq::socket_t& socket,
                                               const std::string& endpoint,
                                               std::string_view key_file) {
   TransportWatch w;
-  if (!endpoint.starts_with("tcp://")) {
-    if (!key_file.empty()) {
-      return InvalidArgumentError(
-          "key_file is for tcp:// endpoints; ipc:// ones (and server names) are protected by the "
-          "runtime directory, which only its user may enter");
-    }
-    return w;
-  }
+  BATCHCAST_RETURN_IF_ERROR(CheckKeyFileUse(endpoint, key_file));
+  if (!endpoint.starts_with("tcp://")) return w;
   const CurveOps ops{zmq_has("curve") != 0, &zmq_curve_keypair, &zmq_curve_public};
   BATCHCAST_ASSIGN_OR_RETURN(KeyFile key, LoadKey(key_file, KeyUse::kConnect, ops));
   w.watched_ = &socket;
@@ -77,9 +77,9 @@ TransportWatch::~TransportWatch() {
 }
 
 Status TransportWatch::Failure(uint16_t event, uint32_t value) const {
-  const std::string pass =
-      " Pass the key file the server uses (key_file, --key-file or $" +
-      std::string(kKeyFileVariable) + "; `batchcast-server key` on the server's machine names it).";
+  const std::string pass = " Pass the key file the server uses (key_file, --key-file or $" +
+                           std::string(kKeyFileVariable) +
+                           "; `batchcast-server key` on the server's machine names it).";
   switch (event) {
     case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
       return PermissionDeniedError("the server at " + endpoint_ + " refused this consumer's key (" +

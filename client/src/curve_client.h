@@ -28,10 +28,14 @@
 
 namespace batchcast::internal {
 
+// InvalidArgument for a key_file with an endpoint that is not tcp:// (the
+// runtime directory protects ipc:// ones); checked before anything else.
+Status CheckKeyFileUse(const std::string& endpoint, std::string_view key_file);
+
 class TransportWatch {
  public:
-  // Call before socket.connect(endpoint). InvalidArgument for a key_file
-  // with an ipc:// endpoint; LoadKey's errors (core/src/curve_key.h).
+  // Call before socket.connect(endpoint). CheckKeyFileUse's and LoadKey's
+  // errors (core/src/curve_key.h).
   static Result<TransportWatch> Secure(zmq::context_t& context, zmq::socket_t& socket,
                                        const std::string& endpoint, std::string_view key_file);
   TransportWatch(TransportWatch&& other) noexcept;

@@ -13,6 +13,7 @@ namespace {
 Result<std::string> Query(const std::string& endpoint_or_name, std::chrono::milliseconds timeout,
                           const std::string& key_file) {
   BATCHCAST_ASSIGN_OR_RETURN(std::string endpoint, ResolveEndpoint(endpoint_or_name));
+  BATCHCAST_RETURN_IF_ERROR(internal::CheckKeyFileUse(endpoint, key_file));
   BATCHCAST_RETURN_IF_ERROR(internal::CheckLocalServer(endpoint, endpoint_or_name));
   zmq::context_t context(1);
   zmq::socket_t socket(context, zmq::socket_type::dealer);

@@ -70,6 +70,7 @@ Result<std::shared_ptr<Session>> Session::Open(const ConsumerOptions& options) {
   if (options.prefetch == 0) return InvalidArgumentError("prefetch must be at least 1");
   std::shared_ptr<Session> s(new Session(options));
   BATCHCAST_ASSIGN_OR_RETURN(s->endpoint_, ResolveEndpoint(options.endpoint));
+  BATCHCAST_RETURN_IF_ERROR(CheckKeyFileUse(s->endpoint_, options.key_file));
   BATCHCAST_RETURN_IF_ERROR(CheckLocalServer(s->endpoint_, options.endpoint));
   if (s->options_.name.empty()) s->options_.name = DefaultConsumerName();
   BATCHCAST_RETURN_IF_ERROR(s->Handshake());

@@ -91,7 +91,9 @@ Result<std::string> ReadSmallFile(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     const int err = errno;
-    if (err == ENOENT || err == ENOTDIR) return NotFoundError("key file " + path + " does not exist");
+    if (err == ENOENT || err == ENOTDIR) {
+      return NotFoundError("key file " + path + " does not exist");
+    }
     if (err == EACCES || err == EPERM) {
       return PermissionDeniedError("cannot read key file " + path + ": " + std::strerror(err));
     }
@@ -114,7 +116,9 @@ Result<std::string> ReadSmallFile(const std::string& path) {
   if (bad.ok()) {
     text.resize(static_cast<size_t>(st.st_size));
     const ssize_t n = text.empty() ? 0 : pread(fd, text.data(), text.size(), 0);
-    if (n < 0) bad = InvalidArgumentError("cannot read key file " + path + ": " + std::strerror(errno));
+    if (n < 0) {
+      bad = InvalidArgumentError("cannot read key file " + path + ": " + std::strerror(errno));
+    }
     text.resize(n > 0 ? static_cast<size_t>(n) : 0);
   }
   close(fd);
@@ -233,8 +237,8 @@ Result<KeyFile> LoadKey(std::string_view key_file, KeyUse use, const CurveOps& o
   KeyFile out;
   BATCHCAST_ASSIGN_OR_RETURN(out.path, ChooseKeyFile(key_file));
   // Where the path came from, for messages.
-  const std::string from = !key_file.empty() ? "key_file (--key-file)"
-                                             : "$" + std::string(kKeyFileVariable);
+  const std::string from =
+      !key_file.empty() ? "key_file (--key-file)" : "$" + std::string(kKeyFileVariable);
   out.user_key = key_file.empty() && EnvironmentKeyFile() == nullptr;
   Result<CurveKeyPair> key = ReadKeyFile(out.path, ops);
   if (key.ok()) {

@@ -101,9 +101,10 @@ Result<std::unique_ptr<ControlLoop>> ControlLoop::Create(ControlLoopOptions opti
                 k.created ? ", made now" : "", k.key.public_key);
     // Beyond loopback (allow_remote): the ring itself is still this machine's.
     if (!IsLoopbackTcp(endpoint)) {
-      BC_LOG_WARN("{} accepts connections from other machines holding the key; consumers "
-                  "must share this machine's memory (/dev/shm or the GPU)",
-                  loop->endpoint_);
+      BC_LOG_WARN(
+          "{} accepts connections from other machines holding the key; consumers "
+          "must share this machine's memory (/dev/shm or the GPU)",
+          loop->endpoint_);
     }
   }
   const WakeFd* wake = &loop->wake_;
@@ -331,7 +332,10 @@ void ControlLoop::Serve() {
   next_heartbeat_ = next_tick_ = Clock::now();
   std::vector<zmq::pollitem_t> items = {{router_->handle(), 0, ZMQ_POLLIN, 0},
                                         {nullptr, wake_.fd(), ZMQ_POLLIN, 0}};
-  if (curve_) items.push_back({curve_->handle(), 0, ZMQ_POLLIN, 0});
+  if (curve_) {
+    items.push_back({curve_->zap_handle(), 0, ZMQ_POLLIN, 0});
+    items.push_back({curve_->monitor_handle(), 0, ZMQ_POLLIN, 0});
+  }
   while (!stopping_.load()) {
     try {
       zmq::poll(items.data(), items.size(), kPollTimeout);
