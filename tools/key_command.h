@@ -19,12 +19,13 @@
 #include <string>
 
 #include "core/src/curve_key.h"
+#include "core/src/zmq_curve_ops.h"
 
 namespace batchcast {
 
 // The key file after `key [--new] FILE` ("" = the default choice).
 inline Result<KeyFile> KeyForCommand(const std::string& file, bool renew) {
-  const CurveOps ops{zmq_has("curve") != 0, &zmq_curve_keypair, &zmq_curve_public};
+  const CurveOps ops = ZmqCurveOps();
   if (!renew) return LoadKey(file, KeyUse::kServe, ops);
   BATCHCAST_ASSIGN_OR_RETURN(std::string path, ChooseKeyFile(file));
   BATCHCAST_ASSIGN_OR_RETURN(CurveKeyPair key, WriteNewKeyFile(path, ops));

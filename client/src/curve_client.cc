@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/src/curve_key.h"
+#include "core/src/zmq_curve_ops.h"
 
 namespace batchcast::internal {
 namespace {
@@ -38,7 +39,7 @@ Result<TransportWatch> TransportWatch::Secure(zmq::context_t& context, zmq::sock
   TransportWatch w;
   BATCHCAST_RETURN_IF_ERROR(CheckKeyFileUse(endpoint, key_file));
   if (!endpoint.starts_with("tcp://")) return w;
-  const CurveOps ops{zmq_has("curve") != 0, &zmq_curve_keypair, &zmq_curve_public};
+  const CurveOps ops = ZmqCurveOps();
   BATCHCAST_ASSIGN_OR_RETURN(KeyFile key, LoadKey(key_file, KeyUse::kConnect, ops));
   w.watched_ = &socket;
   w.endpoint_ = endpoint;

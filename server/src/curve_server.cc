@@ -10,6 +10,7 @@
 
 #include "core/src/escape.h"
 #include "core/src/logging.h"
+#include "core/src/zmq_curve_ops.h"
 
 namespace batchcast {
 namespace {
@@ -137,7 +138,7 @@ void CurveServer::HandleRequests() {
 }
 
 Result<KeyFile> LoadServerKey(std::string_view key_file) {
-  const CurveOps ops{zmq_has("curve") != 0, &zmq_curve_keypair, &zmq_curve_public};
+  const CurveOps ops = ZmqCurveOps();
   return LoadKey(key_file, KeyUse::kServe, ops);
 }
 

@@ -13,12 +13,13 @@
 #include <thread>
 #include <vector>
 
+#include "core/src/zmq_curve_ops.h"
 #include "runtime_dir_fixture.h"
 
 namespace batchcast {
 namespace {
 
-const CurveOps kOps{zmq_has("curve") != 0, &zmq_curve_keypair, &zmq_curve_public};
+const CurveOps kOps = ZmqCurveOps();
 
 class CurveKeyTest : public testing::RuntimeDirTest {
  protected:

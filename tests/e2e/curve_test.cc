@@ -25,6 +25,7 @@
 #include "batchcast/server/server.h"
 #include "core/src/curve_key.h"
 #include "core/src/protocol.h"
+#include "core/src/zmq_curve_ops.h"
 #include "harness.h"
 
 namespace batchcast {
@@ -36,7 +37,7 @@ using testing::Process;
 using testing::TempDir;
 using testing::UniqueName;
 
-const CurveOps kOps{zmq_has("curve") != 0, &zmq_curve_keypair, &zmq_curve_public};
+const CurveOps kOps = ZmqCurveOps();
 
 std::string ReadText(const std::string& path) {
   std::ifstream in(path);
