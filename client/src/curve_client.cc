@@ -103,7 +103,8 @@ Status TransportWatch::Failure(uint16_t event, uint32_t value) const {
           "the server at " + endpoint_ + " ended the CURVE handshake: it does not hold the key " +
           key_path_ +
           " (it was started with another key file, by another user, or before "
-          "`batchcast-server key --new`: restart it to use the new key)." +
+          "`batchcast-server key --new`: restart it to use the new key; or what listens there "
+          "is not a batchcast server)." +
           pass);
   }
 }

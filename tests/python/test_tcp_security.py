@@ -124,6 +124,15 @@ def test_a_refused_key_is_permission_denied_at_once(runtime, tmp_path):
         assert refused(srv.endpoint) >= 1
 
 
+def test_key_file_arguments_are_checked_by_name(runtime):
+    with pytest.raises(batchcast.InvalidArgument, match="^key_file must be"):
+        batchcast.Loader("tcp://127.0.0.1:9", batch_size=8, key_file=5)
+    with pytest.raises(batchcast.InvalidArgument, match="^key_file must be"):
+        batchcast.query_stats("tcp://127.0.0.1:9", key_file=["x"])
+    with pytest.raises(batchcast.InvalidArgument, match="key_file"):
+        batchcast.Server(synthetic=10, endpoint="tcp://127.0.0.1:0", key_file=5)
+
+
 def test_a_key_file_others_may_read_is_refused(runtime, tmp_path):
     key = tmp_path / "open.key"
     subprocess.run([H.SERVER_BIN, "key", "--new", str(key)], check=True, capture_output=True,
