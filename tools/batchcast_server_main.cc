@@ -3,6 +3,7 @@
 //   batchcast-server serve [DATA] [options]   serve a dataset (or --synthetic N)
 //   batchcast-server stat NAME [--json]       print a running server's stats
 //   batchcast-server stat NAME --watch        ... refreshed every --interval seconds
+//   batchcast-server key [FILE] [--new]       the CURVE key of tcp:// endpoints
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include "batchcast/server/option_table.h"
 #include "batchcast/server/server.h"
 #include "core/src/logging.h"
+#include "tools/key_command.h"
 #include "tools/server_options_cli.h"
 #include "tools/stat_view.h"
 #include "tools/stat_watch.h"
@@ -121,6 +123,21 @@ int Main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->needs(watch_flag)
       ->capture_default_str();
+  std::string stat_key_file;
+  stat->add_option("--key-file", stat_key_file,
+                   "tcp:// only: the server's key file (default: $BATCHCAST_KEY_FILE, else your "
+                   "key on this machine)");
+
+  std::string key_file;
+  bool key_new = false;
+  CLI::App* key = app.add_subcommand(
+      "key", "print the CURVE key file of tcp:// endpoints (its path; made if missing)");
+  key->add_option("file", key_file,
+                  "a key file (default: $BATCHCAST_KEY_FILE, else your key in the runtime "
+                  "directory)");
+  key->add_flag("--new", key_new,
+                "write a new key pair there, replacing the old one (running servers keep theirs "
+                "until restarted)");
 
   try {
     app.parse(argc, argv);
@@ -130,17 +147,21 @@ int Main(int argc, char** argv) {
   }
   batchcast::SetLogLevel(log_level);
 
+  if (*key) return batchcast::KeyCommand(key_file, key_new);
+
   if (*stat && watch) {
     g_serving = true;  // signals end the watch loop (exit 0), not the process
     signal(SIGINT, OnSignal);
     signal(SIGTERM, OnSignal);
     batchcast::WatchOptions w{stat_name, interval, stat_json, isatty(STDOUT_FILENO) != 0,
                               StdoutTerminalSize};
-    auto query = [&] { return batchcast::QueryStats(stat_name, std::chrono::milliseconds(3000)); };
+    auto query = [&] {
+      return batchcast::QueryStats(stat_name, std::chrono::milliseconds(3000), stat_key_file);
+    };
     return batchcast::WatchStats(w, query, g_signal, std::cout, std::cerr);
   }
   if (*stat) {
-    auto r = batchcast::QueryStats(stat_name, std::chrono::milliseconds(3000));
+    auto r = batchcast::QueryStats(stat_name, std::chrono::milliseconds(3000), stat_key_file);
     if (!r.ok()) {
       std::cerr << "batchcast-server stat: " << r.status().ToString() << "\n";
       return 1;

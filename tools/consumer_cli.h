@@ -21,8 +21,8 @@
 
 namespace batchcast {
 
-// --batch-size, --join, --prefetch, --timeout-ms and --no-drop-last, set in
-// `options` (the values it holds now are the defaults).
+// --batch-size, --join, --prefetch, --timeout-ms, --no-drop-last and
+// --key-file, set in `options` (the values it holds now are the defaults).
 inline void AddConsumerOptions(CLI::App* app, ConsumerOptions& options) {
   app->add_option("--batch-size", options.batch_size, "samples per batch")->capture_default_str();
   app->add_option("--prefetch", options.prefetch, "batch requests kept in flight")
@@ -39,6 +39,7 @@ inline void AddConsumerOptions(CLI::App* app, ConsumerOptions& options) {
   app->add_flag_function(
       "--no-drop-last", [&options](int64_t) { options.drop_last = false; },
       "keep the last, incomplete batch of each epoch");
+  app->add_option("--key-file", options.key_file, "tcp:// only: the server's key file");
 }
 
 // A consumer and, on a CUDA ring, the stream (on the ring's device) that its

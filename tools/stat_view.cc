@@ -80,13 +80,17 @@ std::string StatsReport(const json& j) {
   out << "server " << j.value("name", "?") << " (pid " << Count(j, "pid") << ") on "
       << j.value("endpoint", "?") << "\n";
   if (j.contains("source")) out << "  source:    " << j["source"].get<std::string>() << "\n";
+  if (Count(j, "refused_connections") > 0) {
+    out << "  refused:   " << Count(j, "refused_connections")
+        << " tcp:// connections without the key (README \"Security\")\n";
+  }
   out << "  device:    " << j.value("device", "?") << "\n"
       << "  ring:      " << Count(j, "window") << " slots x " << Count(j, "batch_size")
       << " samples; free " << Count(slots, "free") << ", writing " << Count(slots, "writing")
       << ", ready " << Count(slots, "ready") << ", leased " << Count(slots, "leased") << "\n"
       << "  stream:    " << Count(j, "samples_published") << " samples published ("
-      << Count(j, "holes") << " holes: dropped files), epoch "
-      << Count(j, "producer_epoch") << " (epoch_len " << Count(j, "epoch_len") << ")"
+      << Count(j, "holes") << " holes: dropped files), epoch " << Count(j, "producer_epoch")
+      << " (epoch_len " << Count(j, "epoch_len") << ")"
       << (j.value("stream_ended", false) ? ", ended" : "") << "\n"
       << "  policy:    lag " << j.value("lag_policy", "?") << "; producer blocked "
       << j.value("producer_blocked_s", 0.0) << " s; evicted " << Count(j, "consumers_evicted")

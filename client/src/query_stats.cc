@@ -4,17 +4,23 @@
 #include "core/src/catch_all.h"
 #include "core/src/protocol.h"
 #include "core/src/runtime_dir.h"
+#include "curve_client.h"
 #include "server_probe.h"
 
 namespace batchcast {
 namespace {
 
-Result<std::string> Query(const std::string& endpoint_or_name, std::chrono::milliseconds timeout) {
+Result<std::string> Query(const std::string& endpoint_or_name, std::chrono::milliseconds timeout,
+                          const std::string& key_file) {
   BATCHCAST_ASSIGN_OR_RETURN(std::string endpoint, ResolveEndpoint(endpoint_or_name));
+  BATCHCAST_RETURN_IF_ERROR(internal::CheckKeyFileUse(endpoint, key_file));
   BATCHCAST_RETURN_IF_ERROR(internal::CheckLocalServer(endpoint, endpoint_or_name));
   zmq::context_t context(1);
   zmq::socket_t socket(context, zmq::socket_type::dealer);
   socket.set(zmq::sockopt::linger, 0);
+  // Note [Transport security]: tcp:// STATS need the key too.
+  BATCHCAST_ASSIGN_OR_RETURN(internal::TransportWatch watch,
+                             internal::TransportWatch::Secure(context, socket, endpoint, key_file));
   socket.connect(endpoint);
   const std::string request = proto::Encode(proto::Stats{});
   if (!socket.send(zmq::buffer(request), zmq::send_flags::dontwait)) {
@@ -27,6 +33,7 @@ Result<std::string> Query(const std::string& endpoint_or_name, std::chrono::mill
     zmq::message_t msg;
     if (!socket.recv(msg, zmq::recv_flags::dontwait)) {
       BATCHCAST_RETURN_IF_ERROR(internal::CheckLocalServer(endpoint, endpoint_or_name));
+      BATCHCAST_RETURN_IF_ERROR(watch.Check());
       continue;
     }
     Result<proto::Message> m = proto::Decode({static_cast<const uint8_t*>(msg.data()), msg.size()});
@@ -41,8 +48,8 @@ Result<std::string> Query(const std::string& endpoint_or_name, std::chrono::mill
 }  // namespace
 
 Result<std::string> QueryStats(const std::string& endpoint_or_name,
-                               std::chrono::milliseconds timeout) {
-  return CatchAll("QueryStats", [&] { return Query(endpoint_or_name, timeout); });
+                               std::chrono::milliseconds timeout, const std::string& key_file) {
+  return CatchAll("QueryStats", [&] { return Query(endpoint_or_name, timeout, key_file); });
 }
 
 }  // namespace batchcast

@@ -8,6 +8,7 @@
 #include "core/src/catch_all.h"
 #include "core/src/logging.h"
 #include "core/src/runtime_dir.h"
+#include "curve_client.h"
 #include "server_probe.h"
 
 namespace batchcast::internal {
@@ -69,6 +70,7 @@ Result<std::shared_ptr<Session>> Session::Open(const ConsumerOptions& options) {
   if (options.prefetch == 0) return InvalidArgumentError("prefetch must be at least 1");
   std::shared_ptr<Session> s(new Session(options));
   BATCHCAST_ASSIGN_OR_RETURN(s->endpoint_, ResolveEndpoint(options.endpoint));
+  BATCHCAST_RETURN_IF_ERROR(CheckKeyFileUse(s->endpoint_, options.key_file));
   BATCHCAST_RETURN_IF_ERROR(CheckLocalServer(s->endpoint_, options.endpoint));
   if (s->options_.name.empty()) s->options_.name = DefaultConsumerName();
   BATCHCAST_RETURN_IF_ERROR(s->Handshake());
@@ -90,6 +92,11 @@ Status Session::Handshake() {
   h.join = options_.join;
   h.prefetch = options_.prefetch;
   MutexLock lock(&sock_mu_);
+  // Note [Transport security]: tcp:// is CURVE; the watch says at once why a
+  // connection cannot succeed.
+  BATCHCAST_ASSIGN_OR_RETURN(
+      TransportWatch watch,
+      TransportWatch::Secure(context_, socket_, endpoint_, options_.key_file));
   try {
     socket_.connect(endpoint_);
   } catch (const zmq::error_t& e) {
@@ -105,6 +112,7 @@ Status Session::Handshake() {
     if (!socket_.recv(msg, zmq::recv_flags::dontwait)) {
       // A server that dies while we wait is noticed at once, not at the deadline.
       BATCHCAST_RETURN_IF_ERROR(CheckLocalServer(endpoint_, options_.endpoint));
+      BATCHCAST_RETURN_IF_ERROR(watch.Check());
       continue;
     }
     Result<proto::Message> m = proto::Decode({static_cast<const uint8_t*>(msg.data()), msg.size()});

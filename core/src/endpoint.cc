@@ -1,5 +1,7 @@
 #include "core/src/endpoint.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/un.h>
 
 #include <charconv>
@@ -58,6 +60,25 @@ Status ValidateEndpoint(std::string_view endpoint, EndpointUse use) {
   }
   return InvalidArgumentError("unsupported endpoint '" + std::string(endpoint) +
                               "' (expected ipc://PATH, tcp://HOST:PORT or a server name)");
+}
+
+bool IsLoopbackTcp(std::string_view endpoint) {
+  if (!endpoint.starts_with("tcp://")) return false;
+  std::string_view host = endpoint.substr(6);
+  host = host.substr(0, host.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host == "localhost" || host == "lo") return true;
+  const std::string text(host);
+  in_addr v4{};
+  if (inet_pton(AF_INET, text.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, text.c_str(), &v6) == 1) {
+    if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+  }
+  return false;
 }
 
 }  // namespace batchcast

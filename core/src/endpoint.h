@@ -8,6 +8,10 @@
 // the same ZeroMQ context, and every batchcast server and consumer has its
 // own, so nobody could ever connect.
 //
+// A tcp:// server binds 127.0.0.1 (or another loopback address) unless told
+// otherwise (ServerOptions::allow_remote); every tcp:// connection uses CURVE
+// (Note [Transport security], core/src/curve_key.h).
+//
 // Thread-safety: pure functions.
 #pragma once
 
@@ -24,5 +28,11 @@ enum class EndpointUse {
 
 // InvalidArgument saying what is wrong with `endpoint` (which must hold "://").
 Status ValidateEndpoint(std::string_view endpoint, EndpointUse use);
+
+// True for "tcp://HOST:PORT" whose HOST is a loopback address (127.0.0.0/8,
+// ::1, IPv4-mapped 127.x), "localhost" or the interface "lo": only this
+// machine can connect there. False for "*", 0.0.0.0 and every other address,
+// host or interface name, and for other schemes.
+bool IsLoopbackTcp(std::string_view endpoint);
 
 }  // namespace batchcast

@@ -234,7 +234,7 @@ bool Read(Reader& r, EndOfEpoch& m) {
 bool Read(Reader& r, Error& m) {
   uint8_t code = 0;
   if (!r.Get(m.request_id) || !r.Get(code) || !r.GetString(m.message, kMaxString)) return false;
-  if (code == 0 || code > static_cast<uint8_t>(StatusCode::kDataLoss)) {
+  if (code == 0 || code > static_cast<uint8_t>(StatusCode::kPermissionDenied)) {
     return r.Fail("unknown error code " + std::to_string(code));
   }
   m.code = static_cast<StatusCode>(code);

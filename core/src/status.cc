@@ -14,6 +14,7 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kInternal: return "Internal";
     case StatusCode::kOutOfRange: return "OutOfRange";
     case StatusCode::kDataLoss: return "DataLoss";
+    case StatusCode::kPermissionDenied: return "PermissionDenied";
   }
   return "Unknown";
 }
@@ -49,5 +50,8 @@ Status CancelledError(std::string m) { return {StatusCode::kCancelled, std::move
 Status InternalError(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 Status OutOfRangeError(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
 Status DataLossError(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
+Status PermissionDeniedError(std::string m) {
+  return {StatusCode::kPermissionDenied, std::move(m)};
+}
 
 }  // namespace batchcast

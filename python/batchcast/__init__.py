@@ -25,7 +25,8 @@ Public API:
   FileNotFoundError), :class:`ServerUnavailable` (also ConnectionError),
   :class:`Timeout` (also TimeoutError), :class:`ResourceExhausted` (alias
   :data:`Evicted`), :class:`EndOfStream`, :class:`Cancelled`,
-  :class:`DataLoss`, :class:`InternalError`.
+  :class:`PermissionDenied` (also PermissionError), :class:`DataLoss`,
+  :class:`InternalError`.
 """
 from __future__ import annotations
 
@@ -42,11 +43,16 @@ from batchcast._server import SERVER_OPTIONS, Server
 __version__ = _core.__version__
 
 
-def query_stats(endpoint_or_name: str, timeout: Optional[float] = 3.0) -> Dict[str, Any]:
+def query_stats(endpoint_or_name: str, timeout: Optional[float] = 3.0,
+                key_file: Optional[str] = None) -> Dict[str, Any]:
     """The stats of a running server (as ``batchcast-server stat NAME --json``), without
-    joining its stream. Raises NotFound when no server of that name runs."""
+    joining its stream. Raises NotFound when no server of that name runs. ``key_file``:
+    as for :class:`Loader` (``tcp://`` endpoints only)."""
     endpoint = _check.text("endpoint_or_name", endpoint_or_name, path=True)
-    return _json.loads(_core.query_stats(endpoint, _check.seconds("timeout", timeout, positive=True)))
+    key_file = _check.text("key_file", key_file, optional=True, path=True)
+    return _json.loads(_core.query_stats(
+        endpoint, _check.seconds("timeout", timeout, positive=True),
+        key_file or ""))
 
 
 def set_log_level(level: str) -> None:

@@ -17,6 +17,9 @@ class                            also a                      raised when
   (alias ``Evicted``)                                        unreleased batches, too many consumers
 ``EndOfStream``                  -                           the server produced all of its epochs
 ``Cancelled``                    -                           used after close()
+``PermissionDenied``             ``PermissionError``         the server refused this consumer's
+                                                             CURVE key (tcp://), or a key file is
+                                                             readable by other users
 ``DataLoss``, ``InternalError``  -                           undecodable data; a bug
 ===============================  ==========================  =====================================
 """
@@ -28,6 +31,7 @@ from batchcast._core import (  # noqa: F401
     InternalError,
     InvalidArgument,
     NotFound,
+    PermissionDenied,
     ResourceExhausted,
     ServerUnavailable,
     Timeout,
@@ -46,6 +50,7 @@ __all__ = [
     "InternalError",
     "InvalidArgument",
     "NotFound",
+    "PermissionDenied",
     "ResourceExhausted",
     "ServerUnavailable",
     "Timeout",

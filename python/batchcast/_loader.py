@@ -46,6 +46,12 @@ class Loader:
             heartbeat timeout (2 s by default).
         connect_timeout: seconds to wait for the server's answer at connection.
         name: shown in the server's stats (default ``"<program>:<pid>"``).
+        key_file: ``tcp://`` endpoints only: the server's key file (README
+            "Security"). Default: ``$BATCHCAST_KEY_FILE``, else this user's key
+            on this machine, which a server of this user uses by default; so
+            only a server of another machine or container, or one started with
+            ``key_file``, needs it. A server that refuses the key raises
+            :class:`batchcast.PermissionDenied` at once.
         as_dict: yield ``{field: tensor}`` dicts instead of tuples. By default
             tuples are yielded when the fields are ``image, label[, field2...]``
             (the built-in pipeline, or a Producer fed tuples) and dicts otherwise.
@@ -103,6 +109,7 @@ class Loader:
         connect_timeout: Optional[float] = 10.0,
         name: Optional[str] = None,
         as_dict: Optional[bool] = None,
+        key_file: Union[None, str, "os.PathLike[str]"] = None,
     ) -> None:
         import torch  # imported here so that `import batchcast` does not need torch
         import torch.utils.dlpack
@@ -119,12 +126,14 @@ class Loader:
         connect_timeout = _check.seconds("connect_timeout", connect_timeout, positive=True)
         name = _check.text("name", name, optional=True)
         as_dict = _check.boolean("as_dict", as_dict, optional=True)
+        key_file = _check.text("key_file", key_file, optional=True, path=True)
         self._torch = torch
         self._from_dlpack = getattr(torch._C, "_from_dlpack", None) or torch.utils.dlpack.from_dlpack
         self._endpoint = endpoint
         self._batch_size = batch_size
         self._core = _core.Consumer(
-            self._endpoint, batch_size, drop_last, join, prefetch, timeout, connect_timeout, name or ""
+            self._endpoint, batch_size, drop_last, join, prefetch, timeout, connect_timeout,
+            name or "", key_file=key_file or "",
         )
         fields = self._core.fields
         self._fields: List[Tuple[str, str, Tuple[int, ...]]] = [

@@ -70,7 +70,8 @@ class Producer(_Serving):
         epochs: passes over the iterable (None: until close()).
         epoch_len: samples per pass, when it cannot be inferred.
         start: start serving at once (default); otherwise on start()/run().
-        **options: endpoint, lag_policy, lag_timeout, min_consumers (the
+        **options: endpoint (with key_file, allow_remote: tcp:// is
+            always CURVE, README "Security"), lag_policy, lag_timeout, min_consumers (the
             producer waits for that many Loaders before its first write),
             heartbeat_timeout, heartbeat_interval, max_leases, max_consumers.
 

@@ -93,8 +93,9 @@ class Server(_Serving):
     Args:
         data: an ImageFolder directory or a ``.tsv`` list (``path<TAB>label``);
             or leave it None and give ``synthetic=COUNT``.
-        **options: name, endpoint, device, batch_size, window, transform, size,
-            dtype, layout, mean, std, seed, shuffle, epochs, workers, decode,
+        **options: name, endpoint, key_file, allow_remote, device, batch_size,
+            window, transform, size, dtype, layout, mean, std, seed, shuffle,
+            epochs, workers, decode,
             lag_policy, lag_timeout, min_consumers, on_error, max_pixels,
             synthetic, shard_rank, num_shards, heartbeat_timeout,
             heartbeat_interval, max_leases, max_consumers. An unknown name is a

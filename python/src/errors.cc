@@ -9,6 +9,8 @@
 //   ...) Cancelled(BatchcastError)                        kCancelled EndOfStream(BatchcastError)
 //   kOutOfRange (the stream has ended) DataLoss(BatchcastError)                         kDataLoss
 //   InternalError(BatchcastError)                    kInternal (a bug)
+//   PermissionDenied(BatchcastError, PermissionError) kPermissionDenied (a refused CURVE key, a
+//   key file others may read)
 //
 // str(exc) is exactly the Status message; exc.code is the code's name
 // ("Unavailable", ...). Any other C++ exception that reaches Python (a bug:
@@ -26,7 +28,7 @@
 namespace batchcast::pybind {
 namespace {
 
-constexpr size_t kNumCodes = 10;
+constexpr size_t kNumCodes = 11;
 std::array<PyObject*, kNumCodes> g_by_code{};  // owned references, never freed
 PyObject* g_base = nullptr;
 
@@ -58,7 +60,7 @@ void RegisterErrors(py::module_& m) {
       "batchcast.BatchcastError",
       "Base class of batchcast errors. str(e) is the library's message; e.code names the status "
       "code (InvalidArgument, NotFound, Unavailable, DeadlineExceeded, ResourceExhausted, "
-      "Cancelled, Internal, OutOfRange, DataLoss).",
+      "Cancelled, Internal, OutOfRange, DataLoss, PermissionDenied).",
       PyExc_RuntimeError, nullptr);
   if (g_base == nullptr) throw py::error_already_set();
   m.add_object("BatchcastError", py::reinterpret_borrow<py::object>(g_base));
@@ -85,6 +87,11 @@ void RegisterErrors(py::module_& m) {
   at(StatusCode::kOutOfRange) = NewError(
       m, "EndOfStream", "The server's stream has ended: it produced all of its epochs.", nullptr);
   at(StatusCode::kDataLoss) = NewError(m, "DataLoss", "A file could not be decoded.", nullptr);
+  at(StatusCode::kPermissionDenied) = NewError(
+      m, "PermissionDenied",
+      "A key the caller may not use: the server refused this consumer's CURVE key, or a key "
+      "file is readable by other users.",
+      PyExc_PermissionError);
 
   py::register_exception_translator([](std::exception_ptr p) {
     try {

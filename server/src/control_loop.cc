@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/src/catch_all.h"
+#include "core/src/endpoint.h"
 #include "core/src/escape.h"
 #include "core/src/logging.h"
 #include "core/src/runtime_dir.h"
@@ -69,6 +70,11 @@ Result<std::unique_ptr<ControlLoop>> ControlLoop::Create(ControlLoopOptions opti
   router.set(zmq::sockopt::sndhwm, kQueuedMessagesPerPeer);
   router.set(zmq::sockopt::rcvhwm, kQueuedMessagesPerPeer);
   router.set(zmq::sockopt::maxmsgsize, int64_t{1} << 20);
+  if (endpoint.starts_with("tcp://")) {
+    BATCHCAST_CHECK(loop->options_.curve_key.has_value()) << "tcp:// needs the server's key";
+    BATCHCAST_ASSIGN_OR_RETURN(
+        loop->curve_, CurveServer::Attach(loop->context_, router, loop->options_.curve_key->key));
+  }
   const std::string path = IpcPath(endpoint);
   if (!path.empty()) {
     // A socket file nobody listens on is a leftover of a dead server; one
@@ -89,10 +95,17 @@ Result<std::unique_ptr<ControlLoop>> ControlLoop::Create(ControlLoopOptions opti
   if (!path.empty()) chmod(path.c_str(), 0600);
   // tcp:// port 0 or *: the port the system picked.
   if (endpoint.starts_with("tcp://")) loop->endpoint_ = router.get(zmq::sockopt::last_endpoint);
-  // tcp://*:port binds every interface: say so, since the ring is local anyway.
-  if (endpoint.starts_with("tcp://*") || endpoint.starts_with("tcp://0.0.0.0")) {
-    BC_LOG_WARN("{} listens on every interface; consumers must still run on this machine",
-                endpoint);
+  if (loop->curve_) {
+    const KeyFile& k = *loop->options_.curve_key;
+    BC_LOG_INFO("tcp:// connections need the key {}{} (CURVE, public key {})", k.path,
+                k.created ? ", made now" : "", k.key.public_key);
+    // Beyond loopback (allow_remote): the ring itself is still this machine's.
+    if (!IsLoopbackTcp(endpoint)) {
+      BC_LOG_WARN(
+          "{} accepts connections from other machines holding the key; consumers "
+          "must share this machine's memory (/dev/shm or the GPU)",
+          loop->endpoint_);
+    }
   }
   const WakeFd* wake = &loop->wake_;
   scheduler->set_wakeup([wake] { wake->Signal(); });
@@ -319,6 +332,10 @@ void ControlLoop::Serve() {
   next_heartbeat_ = next_tick_ = Clock::now();
   std::vector<zmq::pollitem_t> items = {{router_->handle(), 0, ZMQ_POLLIN, 0},
                                         {nullptr, wake_.fd(), ZMQ_POLLIN, 0}};
+  if (curve_) {
+    items.push_back({curve_->zap_handle(), 0, ZMQ_POLLIN, 0});
+    items.push_back({curve_->monitor_handle(), 0, ZMQ_POLLIN, 0});
+  }
   while (!stopping_.load()) {
     try {
       zmq::poll(items.data(), items.size(), kPollTimeout);
@@ -328,6 +345,7 @@ void ControlLoop::Serve() {
       break;
     }
     if (items[1].revents & ZMQ_POLLIN) wake_.Drain();
+    if (curve_) curve_->HandleRequests();
     ReceiveAll();
     FlushOutbox();
     RunTimers();

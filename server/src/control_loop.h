@@ -8,7 +8,9 @@
 // (server_impl.h). What one peer may cost the others is bounded by a
 // PeerGuard (Note [Peer limits], peer_guard.h); names from peers are escaped
 // before they are shown (core/src/escape.h); an exception escaping the loop
-// ends the server with an Internal error instead of the process.
+// ends the server with an Internal error instead of the process. On tcp://
+// only holders of the server's key get through the handshake (Note
+// [Transport security], core/src/curve_key.h; curve_server.h).
 //
 // Thread-safety: Run is the entry point of one thread, which alone uses the
 // socket and the fields marked so. RequestStop may be called from any thread.
@@ -24,7 +26,9 @@
 #include <zmq.hpp>
 
 #include "batchcast/core/status.h"
+#include "core/src/curve_key.h"
 #include "core/src/protocol.h"
+#include "curve_server.h"
 #include "peer_guard.h"
 #include "scheduler.h"
 
@@ -48,6 +52,8 @@ class WakeFd {
 
 struct ControlLoopOptions {
   std::string endpoint;     // where the ROUTER binds (ipc:// or tcp://)
+  // tcp:// endpoints: the server's key (Note [Transport security]); required.
+  std::optional<KeyFile> curve_key;
   std::string server_name;  // for logs and the shutdown notice
   std::string device_name;  // the ring's device; a HELLO naming another is refused
   std::chrono::milliseconds heartbeat_period{250};
@@ -82,6 +88,8 @@ class ControlLoop {
   // The endpoint bound: as given, except that a tcp:// port 0 or * reads as
   // the port the system picked. Fixed once Create returned.
   const std::string& endpoint() const { return endpoint_; }
+  // tcp:// connections refused for their key so far. Thread-safe.
+  uint64_t refused_connections() const { return curve_ ? curve_->refused() : 0; }
 
  private:
   ControlLoop(ControlLoopOptions options, Scheduler* scheduler);
@@ -109,6 +117,7 @@ class ControlLoop {
   // Control thread only.
   zmq::context_t context_{1};
   std::optional<zmq::socket_t> router_;
+  std::unique_ptr<CurveServer> curve_;  // tcp:// only; fixed once Create returned
   std::string send_buffer_;
   std::vector<Outgoing> outbox_;
   PeerGuard guard_;

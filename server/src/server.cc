@@ -55,6 +55,11 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len) {
   } else {
     BATCHCAST_ASSIGN_OR_RETURN(endpoint, ResolveEndpoint(options.endpoint, EndpointUse::kBind));
   }
+  // Note [Transport security]: tcp:// is CURVE with the server's key.
+  std::optional<KeyFile> curve_key;
+  if (endpoint.starts_with("tcp://")) {
+    BATCHCAST_ASSIGN_OR_RETURN(curve_key, LoadServerKey(options.key_file));
+  }
   // --device cuda:N puts every field (labels too) in one device allocation.
   const std::string device_name = DeviceName(options.source.device);
   int cuda_device = -1;
@@ -95,6 +100,7 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len) {
 
   ControlLoopOptions co;
   co.endpoint = endpoint;
+  co.curve_key = std::move(curve_key);
   co.server_name = options.name;
   co.device_name = device_name;
   co.heartbeat_period = options.heartbeat_period();
@@ -178,6 +184,7 @@ std::string Server::Impl::StatsJson() const {
     j["endpoint"] = endpoint;
     j["device"] = DeviceName(options.source.device);
     j["pid"] = getpid();
+    j["refused_connections"] = control->refused_connections();
     if (source) {
       j["source"] = source->description();
       nlohmann::json counters = nlohmann::json::object();

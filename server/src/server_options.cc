@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/src/endpoint.h"
 #include "core/src/runtime_dir.h"
 #include "core/src/enum_names.h"
 
@@ -28,6 +29,17 @@ Status ServerOptions::Validate() const {
     BATCHCAST_RETURN_IF_ERROR(ResolveEndpoint(endpoint, EndpointUse::kBind)
                                   .status()
                                   .WithContext("endpoint (--endpoint)"));
+  }
+  const bool tcp = endpoint.starts_with("tcp://");
+  if (tcp && !allow_remote && !IsLoopbackTcp(endpoint)) {
+    return bad("endpoint (--endpoint) " + endpoint +
+               " accepts connections from other machines; pass allow_remote (--allow-remote) "
+               "to mean it, or bind tcp://127.0.0.1:PORT (tcp:// is always authenticated and "
+               "encrypted with CURVE: README \"Security\")");
+  }
+  if (!key_file.empty() && !tcp) {
+    return bad("key_file (--key-file) is for tcp:// endpoints; ipc:// ones are protected by the "
+               "runtime directory, which only you may enter");
   }
   if (batch_size == 0 || batch_size > 65536) return bad("batch_size (--batch-size) must be in 1..65536");
   if (window < 2 || window > 4096) return bad("window (--window) must be in 2..4096 slots");

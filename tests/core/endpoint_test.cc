@@ -1,5 +1,6 @@
 // ValidateEndpoint (core/src/endpoint.h): ports in range, port 0/* only for
-// a server, inproc:// refused with the reason, ipc:// paths that fit.
+// a server, inproc:// refused with the reason, ipc:// paths that fit;
+// IsLoopbackTcp (what may be bound without allow_remote).
 #include "core/src/endpoint.h"
 
 #include <gtest/gtest.h>
@@ -52,6 +53,20 @@ TEST(Endpoint, IpcPathsMustFitASocketAddress) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("at most 107"), std::string::npos) << s.message();
   EXPECT_EQ(Bind("udp://x:1").code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Endpoint, LoopbackIsOnlyThisMachine) {
+  for (const char* local :
+       {"tcp://127.0.0.1:5555", "tcp://127.0.0.1:0", "tcp://127.1.2.3:*", "tcp://[::1]:7000",
+        "tcp://[::ffff:127.0.0.1]:7000", "tcp://localhost:80", "tcp://lo:80"}) {
+    EXPECT_TRUE(IsLoopbackTcp(local)) << local;
+  }
+  for (const char* remote :
+       {"tcp://*:5555", "tcp://*:*", "tcp://0.0.0.0:5555", "tcp://[::]:5555", "tcp://10.0.0.1:1",
+        "tcp://192.168.1.2:80", "tcp://eth0:80", "tcp://example.com:80", "tcp://128.0.0.1:1",
+        "tcp://[::ffff:10.0.0.1]:1", "ipc:///tmp/x.sock", "tcp://127.0.0.1.evil.com:80"}) {
+    EXPECT_FALSE(IsLoopbackTcp(remote)) << remote;
+  }
 }
 
 }  // namespace

@@ -627,8 +627,8 @@ TEST(ProtocolHostileTest, UnknownEnumValues) {
     const Bytes good = EncodeBytes(Error{5, StatusCode::kInternal, "boom"});
     const size_t code_at = 6 + 8;
     ASSERT_EQ(good[code_at], static_cast<uint8_t>(StatusCode::kInternal));
-    ExpectInvalidWith<uint8_t>(good, code_at, {0, 10, 200, 255}, "error code");
-    for (uint8_t code = 1; code <= 9; ++code) {
+    ExpectInvalidWith<uint8_t>(good, code_at, {0, 11, 200, 255}, "error code");
+    for (uint8_t code = 1; code <= 10; ++code) {
       Bytes f = good;
       f[code_at] = code;
       Result<Message> m = DecodeBytes(f);

@@ -42,6 +42,7 @@ TEST(StatusTest, CodeValuesAreStable) {
   EXPECT_EQ(static_cast<int>(StatusCode::kInternal), 7);
   EXPECT_EQ(static_cast<int>(StatusCode::kOutOfRange), 8);
   EXPECT_EQ(static_cast<int>(StatusCode::kDataLoss), 9);
+  EXPECT_EQ(static_cast<int>(StatusCode::kPermissionDenied), 10);
 }
 
 TEST(StatusTest, CodeNames) {
@@ -55,6 +56,7 @@ TEST(StatusTest, CodeNames) {
   EXPECT_EQ(StatusCodeName(StatusCode::kInternal), "Internal");
   EXPECT_EQ(StatusCodeName(StatusCode::kOutOfRange), "OutOfRange");
   EXPECT_EQ(StatusCodeName(StatusCode::kDataLoss), "DataLoss");
+  EXPECT_EQ(StatusCodeName(StatusCode::kPermissionDenied), "PermissionDenied");
   // A value that is not a code (e.g. from a corrupted peer) still has a name.
   EXPECT_EQ(StatusCodeName(static_cast<StatusCode>(200)), "Unknown");
 }
@@ -75,6 +77,7 @@ TEST(StatusTest, Constructors) {
       {InternalError("m"), StatusCode::kInternal, "Internal"},
       {OutOfRangeError("m"), StatusCode::kOutOfRange, "OutOfRange"},
       {DataLossError("m"), StatusCode::kDataLoss, "DataLoss"},
+      {PermissionDeniedError("m"), StatusCode::kPermissionDenied, "PermissionDenied"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

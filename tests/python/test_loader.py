@@ -315,6 +315,7 @@ def test_errors_are_typed_and_carry_the_message():
         3: (batchcast.ServerUnavailable, ConnectionError), 4: (batchcast.Timeout, TimeoutError),
         5: (batchcast.ResourceExhausted, batchcast.Evicted), 6: (batchcast.Cancelled,),
         7: (batchcast.InternalError,), 8: (batchcast.EndOfStream,), 9: (batchcast.DataLoss,),
+        10: (batchcast.PermissionDenied, PermissionError),
     }
     for code, classes in expected.items():
         with pytest.raises(classes[0]) as e:

@@ -170,6 +170,12 @@ TEST(StatsReport, NamesEveryPart) {
   EXPECT_EQ(StatusLine(Stats(1500, 0, {}), 1234.0),
             "imnet: 1.2k samples/s | producer epoch 1 | 0 consumers | slowest lag 0.0 slots | "
             "published 1500 | files 1000 | files_dropped_at_decode 0");
+  // Refused tcp:// connections: shown once there are any.
+  EXPECT_EQ(r.find("refused"), std::string::npos) << r;
+  nlohmann::json refused = Stats(1500, 0.25, {});
+  refused["refused_connections"] = 7;
+  EXPECT_NE(StatsReport(refused).find("  refused:   7 tcp:// connections without the key"),
+            std::string::npos);
 }
 
 // ---- the --watch loop ----

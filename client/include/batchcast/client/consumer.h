@@ -66,6 +66,10 @@ struct ConsumerOptions {
   std::chrono::milliseconds timeout{0};
   std::chrono::milliseconds connect_timeout{10000};
   std::string name;  // shown in server stats; default "<program>:<pid>"
+  // tcp:// endpoints (CURVE: README "Security"): the server's key file; "" =
+  // $BATCHCAST_KEY_FILE, else this user's key on this machine (what a server
+  // of this user uses by default). Not for ipc:// endpoints.
+  std::string key_file;
   // CUDA rings: the stream (a cudaStream_t of the producer's device) on which
   // batches are delivered and used; nullptr = that device's legacy default
   // stream. See batch.h.
@@ -74,9 +78,10 @@ struct ConsumerOptions {
 
 class Consumer {
  public:
-  // Connects and joins the stream. NotFound when no server of that name runs,
-  // Unavailable when it does not answer, InvalidArgument for options the server
-  // refuses (with its reason).
+  // Connects and joins the stream. NotFound when no server of that name runs
+  // (or no key file for tcp://), Unavailable when it does not answer,
+  // PermissionDenied when a tcp:// server refuses the key, InvalidArgument for
+  // options the server refuses (with its reason).
   static Result<std::unique_ptr<Consumer>> Connect(ConsumerOptions options);
 
   ~Consumer();  // leaves the stream (BYE)
@@ -113,8 +118,9 @@ class Consumer {
 };
 
 // Asks the server at `endpoint_or_name` for its stats (JSON text) without
-// joining the stream.
+// joining the stream. `key_file`: as ConsumerOptions::key_file (tcp:// only).
 Result<std::string> QueryStats(const std::string& endpoint_or_name,
-                               std::chrono::milliseconds timeout);
+                               std::chrono::milliseconds timeout,
+                               const std::string& key_file = "");
 
 }  // namespace batchcast

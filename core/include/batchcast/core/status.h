@@ -32,6 +32,7 @@ enum class StatusCode : uint8_t {
   kInternal = 7,           // a bug or a broken invariant
   kOutOfRange = 8,         // past the end: the stream has ended
   kDataLoss = 9,           // a file could not be decoded
+  kPermissionDenied = 10,  // a key or file the caller may not use (a refused CURVE key)
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -73,6 +74,7 @@ Status CancelledError(std::string message);
 Status InternalError(std::string message);
 Status OutOfRangeError(std::string message);
 Status DataLossError(std::string message);
+Status PermissionDeniedError(std::string message);
 
 // A value or the Status that explains why there is none.
 template <typename T>

@@ -31,6 +31,12 @@ struct ServerOptions {
 
   std::string name = "batchcast";  // names the endpoint, lock and shared memory
   std::string endpoint;            // "" = ipc://<runtime dir>/<name>.sock
+  // tcp:// endpoints (always CURVE: README "Security"): the key file; "" =
+  // $BATCHCAST_KEY_FILE, else the user's key <runtime dir>/curve.key (made
+  // at first use). Binding beyond loopback (tcp://*, a non-loopback address)
+  // needs allow_remote.
+  std::string key_file;
+  bool allow_remote = false;
 
   uint32_t batch_size = 64;  // producer batch (one ring slot)
   uint32_t window = 8;       // ring slots

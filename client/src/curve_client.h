@@ -1,0 +1,62 @@
+// TransportWatch: a consumer's side of Note [Transport security]
+// (core/src/curve_key.h), used by the session and QueryStats.
+//
+// For a tcp:// endpoint, Secure() makes the DEALER a CURVE client with the
+// key (ConsumerOptions::key_file, else $BATCHCAST_KEY_FILE, else the user's
+// key): the key's public part is the server's expected key and the pair is
+// the client's own. It then watches the connection (a ZeroMQ socket monitor)
+// until its handshake succeeds, so that a connection that cannot succeed
+// fails at once, with the reason, instead of after connect_timeout:
+//   - the server refused the key (ZAP): PermissionDenied;
+//   - the server ended the handshake (it holds another key: another key
+//     file, a rotated key, another user's server): PermissionDenied;
+//   - the peer does not use CURVE (not a batchcast server, or an old one):
+//     Unavailable;
+//   - nothing listens there (the TCP connection was refused): Unavailable.
+// For ipc:// it does nothing (the runtime directory protects those).
+//
+// Thread-safety: one thread uses it, together with the socket it watches
+// (the session's socket lock). The socket must outlive it.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <zmq.hpp>
+
+#include "batchcast/core/status.h"
+
+namespace batchcast::internal {
+
+// InvalidArgument for a key_file with an endpoint that is not tcp:// (the
+// runtime directory protects ipc:// ones); checked before anything else.
+Status CheckKeyFileUse(const std::string& endpoint, std::string_view key_file);
+
+class TransportWatch {
+ public:
+  // Call before socket.connect(endpoint). CheckKeyFileUse's and LoadKey's
+  // errors (core/src/curve_key.h).
+  static Result<TransportWatch> Secure(zmq::context_t& context, zmq::socket_t& socket,
+                                       const std::string& endpoint, std::string_view key_file);
+  TransportWatch(TransportWatch&& other) noexcept;
+  TransportWatch& operator=(TransportWatch&&) = delete;
+  ~TransportWatch();  // stops watching
+
+  // OK while the connection may still come up, or is up; otherwise why it
+  // cannot (see above). Never blocks.
+  Status Check();
+
+ private:
+  TransportWatch() = default;
+  Status Failure(uint16_t event, uint32_t value) const;
+
+  zmq::socket_t* watched_ = nullptr;
+  std::optional<zmq::socket_t> monitor_;  // the monitor's PAIR socket (tcp:// only)
+  std::string endpoint_;
+  std::string key_path_;
+  bool connected_ = false;  // a TCP connection was made
+  bool secured_ = false;    // the handshake succeeded: nothing more to watch
+  Status failed_;
+};
+
+}  // namespace batchcast::internal
