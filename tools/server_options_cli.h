@@ -66,7 +66,22 @@ inline void AddServerOptions(CLI::App* app, ServerOptions& options, std::vector<
                     ->type_name(std::string(opt.value_name));
         break;
       default:
-        added = app->add_option_function<std::string>(name == "data" ? name : flag, set, help)
+        if (name == "data") {
+          // Several paths (tar shards the shell expanded from a glob, or
+          // listed) are one shard list, joined by "::" (shard_pattern.h).
+          added = app->add_option_function<std::vector<std::string>>(
+                         name,
+                         [set](const std::vector<std::string>& v) {
+                           std::string joined;
+                           for (const std::string& x : v) joined += (joined.empty() ? "" : "::") + x;
+                           set(joined);
+                         },
+                         help)
+                      ->expected(1, -1)
+                      ->type_name(std::string(opt.value_name));
+          break;
+        }
+        added = app->add_option_function<std::string>(flag, set, help)
                     ->type_name(std::string(opt.value_name));
         break;
     }

@@ -69,19 +69,27 @@ Result<Sampler> Sampler::Make(uint64_t dataset_size, SamplerOptions options) {
   return Sampler(dataset_size, std::move(options), len);
 }
 
-std::vector<int64_t> Sampler::GroupedEpochOrder(uint64_t epoch) const {
-  std::vector<uint64_t> first(options_.groups.size());  // first index of each group
-  std::vector<uint64_t> mine;                          // this shard's groups
-  for (uint64_t g = 0, at = 0; g < options_.groups.size(); at += options_.groups[g], ++g) {
-    first[g] = at;
-    if (g % options_.num_shards == options_.shard_rank) mine.push_back(g);
+std::vector<uint64_t> Sampler::GroupOrder(uint64_t epoch) const {
+  std::vector<uint64_t> mine;  // this shard's groups
+  for (uint64_t g = options_.shard_rank; g < options_.groups.size(); g += options_.num_shards) {
+    mine.push_back(g);
   }
-  uint64_t state = MixSeed(options_.seed, epoch, 0x6A7B01);
   if (options_.shuffle) {
+    uint64_t state = MixSeed(options_.seed, epoch, 0x6A7B01);
     for (uint64_t i = mine.size(); i > 1; --i) {
       std::swap(mine[i - 1], mine[UniformBelow(state, i)]);
     }
   }
+  return mine;
+}
+
+std::vector<int64_t> Sampler::GroupedEpochOrder(uint64_t epoch) const {
+  std::vector<uint64_t> first(options_.groups.size());  // first index of each group
+  for (uint64_t g = 0, at = 0; g < options_.groups.size(); at += options_.groups[g], ++g) {
+    first[g] = at;
+  }
+  const std::vector<uint64_t> mine = GroupOrder(epoch);
+  uint64_t state = MixSeed(options_.seed, epoch, 0x5B0FF3);
   const uint64_t k = options_.shuffle ? options_.shuffle_buffer : 0;
   std::vector<int64_t> order;
   order.reserve(epoch_len_);

@@ -38,6 +38,9 @@ class Sampler {
   uint64_t epoch_len() const { return epoch_len_; }
   // The dataset indices of producer epoch `epoch`, in order.
   std::vector<int64_t> EpochOrder(uint64_t epoch) const;
+  // Grouped datasets: this shard's groups in the order epoch `epoch` reads
+  // them (the input of its shuffle buffer). Empty when not grouped.
+  std::vector<uint64_t> GroupOrder(uint64_t epoch) const;
 
  private:
   Sampler(uint64_t dataset_size, SamplerOptions options, uint64_t epoch_len)

@@ -8,10 +8,10 @@
 #include <atomic>
 #include <cstring>
 
-#include "core/src/logging.h"
 #include "batchcast/cuda/runtime.h"
 #include "batchcast/cuda_image/augment.h"
 #include "batchcast/cuda_image/nvjpeg.h"
+#include "core/src/logging.h"
 #include "cpu_file_cache.h"
 #include "cuda_batch_buffers.h"
 #include "decode_route.h"
@@ -350,8 +350,8 @@ Result<std::unique_ptr<Source>> MakeCudaImageSource(const SourceOptions& options
   BATCHCAST_ASSIGN_OR_RETURN(
       std::unique_ptr<ImageDataset> dataset,
       ImageDataset::Open(options, threads,
-                         [&](const std::string& path, std::span<const uint8_t> header,
-                             bool whole, const image::JpegInfo& info) {
+                         [&](const std::string& path, std::span<const uint8_t> header, bool whole,
+                             const image::JpegInfo& info) {
                            return !info.progressive &&
                                   (info.color == CS::kYCbCr || info.color == CS::kGray) &&
                                   decoder->Supports(header) && EndsWithEoi(path, header, whole);

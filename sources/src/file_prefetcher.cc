@@ -43,7 +43,7 @@ void FilePrefetcher::Loop() {
       for (size_t i = 0; i < indices.size(); ++i) {
         const int64_t index = indices[i];
         if (index < 0 || static_cast<uint64_t>(index) >= dataset_.size()) continue;
-        if (dataset_.known_bad(index)) continue;           // Note [Dropped files]: never read again
+        if (dataset_.known_bad(index)) continue;        // Note [Dropped files]: never read again
         (void)files[i].Read(dataset_.reader(), index);  // a failure is found again when used
       }
     });

@@ -74,17 +74,18 @@ Result<ImageDataset::Scan> ImageDataset::ScanFiles(const SourceOptions& options,
 Result<ImageDataset::Scan> ImageDataset::ScanShardData(const SourceOptions& options,
                                                        uint64_t max_pixels, int threads,
                                                        const Classify& classify) {
-  BATCHCAST_ASSIGN_OR_RETURN(
-      ShardScan shards,
-      ScanShards(options.data, threads,
-                 [&](const std::string& name, std::span<const uint8_t> bytes,
-                     image::JpegInfo* info, bool* flag) {
-                   Result<image::JpegInfo> r = image::ReadJpegInfo(bytes, max_pixels);
-                   if (!r.ok()) return r.status();
-                   *info = *r;
-                   if (classify) *flag = classify(name, bytes, /*whole=*/true, *r);
-                   return Status::Ok();
-                 }));
+  BATCHCAST_ASSIGN_OR_RETURN(ShardScan shards,
+                             ScanShards(options.data, threads,
+                                        [&](const std::string& name, std::span<const uint8_t> bytes,
+                                            image::JpegInfo* info, bool* flag) {
+                                          Result<image::JpegInfo> r =
+                                              image::ReadJpegInfo(bytes, max_pixels);
+                                          if (!r.ok()) return r.status();
+                                          *info = *r;
+                                          if (classify)
+                                            *flag = classify(name, bytes, /*whole=*/true, *r);
+                                          return Status::Ok();
+                                        }));
   Scan scan;
   scan.shards = std::move(shards.shards);
   scan.damage = std::move(shards.damage);
@@ -107,9 +108,9 @@ Result<std::unique_ptr<ImageDataset>> ImageDataset::Open(const SourceOptions& op
   const uint64_t max_pixels = image::EffectiveMaxPixels(transform);
   const auto t0 = std::chrono::steady_clock::now();
   const bool sharded = IsShardData(options.data);
-  BATCHCAST_ASSIGN_OR_RETURN(Scan scan,
-                             sharded ? ScanShardData(options, max_pixels, threads, classify)
-                                     : ScanFiles(options, max_pixels, threads, classify));
+  BATCHCAST_ASSIGN_OR_RETURN(Scan scan, sharded
+                                            ? ScanShardData(options, max_pixels, threads, classify)
+                                            : ScanFiles(options, max_pixels, threads, classify));
   const bool fail = options.on_error == ErrorPolicy::kFail;
   for (const Status& d : scan.damage) {
     if (fail) return Status(d.code(), d.message() + " (--on-error fail)");
@@ -125,15 +126,17 @@ Result<std::unique_ptr<ImageDataset>> ImageDataset::Open(const SourceOptions& op
       continue;
     }
     const std::string& path = c.file.entry.path;
-    if (fail) return Status(c.verdict.code(), path + ": " + c.verdict.message() + " (--on-error fail)");
+    if (fail)
+      return Status(c.verdict.code(), path + ": " + c.verdict.message() + " (--on-error fail)");
     ++dropped;
     BC_LOG_WARN("dropping {}: {}", path, c.verdict.message());
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  BC_LOG_INFO("scanned {} {} in {:.2f} s: {} usable, {} dropped{}", scan.candidates.size(),
-              sharded ? "samples of " + std::to_string(scan.shards.size()) + " shards" : "files",
-              secs, usable.size(), dropped,
-              scan.damage.empty() ? "" : ", " + std::to_string(scan.damage.size()) + " shards damaged");
+  BC_LOG_INFO(
+      "scanned {} {} in {:.2f} s: {} usable, {} dropped{}", scan.candidates.size(),
+      sharded ? "samples of " + std::to_string(scan.shards.size()) + " shards" : "files", secs,
+      usable.size(), dropped,
+      scan.damage.empty() ? "" : ", " + std::to_string(scan.damage.size()) + " shards damaged");
   if (usable.empty()) return InvalidArgumentError("no usable JPEG files in " + options.data);
   std::unique_ptr<ImageDataset> ds(new ImageDataset(options.data, transform, options.on_error,
                                                     std::move(usable), dropped,

@@ -43,7 +43,8 @@ class ImageSource : public SampleSource {
       position_[index] = i;
       // Not read ahead (the first batch, or a wrong hint): read it now, in order.
       if (current_[i].index != index && !dataset_->known_bad(index)) {
-        (void)current_[i].Read(dataset_->reader(), index);  // a failure is found again in FillSample
+        (void)current_[i].Read(dataset_->reader(),
+                               index);  // a failure is found again in FillSample
       }
     }
     prefetcher_.Start(&ahead_, next.indices);

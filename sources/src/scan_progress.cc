@@ -43,8 +43,7 @@ std::string ScanProgress::Line() const {
   } else {
     const double left =
         rate > 0 && done < total_ ? std::ceil(static_cast<double>(total_ - done) / rate) : 0;
-    std::snprintf(buf, sizeof(buf),
-                  ": %llu of %llu %s (%.0f%%), %.0f %s/s, about %.0f s left",
+    std::snprintf(buf, sizeof(buf), ": %llu of %llu %s (%.0f%%), %.0f %s/s, about %.0f s left",
                   static_cast<unsigned long long>(done), static_cast<unsigned long long>(total_),
                   unit_.c_str(), 100.0 * static_cast<double>(done) / static_cast<double>(total_),
                   rate, unit_.c_str(), left);

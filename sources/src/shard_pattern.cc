@@ -20,7 +20,8 @@ bool EndsWithTar(std::string_view s) { return s.size() > 4 && s.substr(s.size() 
 std::vector<std::string> TarFilesIn(const std::string& dir) {
   std::vector<std::string> out;
   std::error_code ec;
-  for (fs::directory_iterator it(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+  for (fs::directory_iterator it(dir, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
     std::error_code sec;
     if (EndsWithTar(it->path().filename().string()) && fs::is_regular_file(it->status(sec))) {
       out.push_back(it->path().string());

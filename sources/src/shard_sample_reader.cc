@@ -18,7 +18,8 @@ class ShardSampleReader : public SampleReader {
   ShardSampleReader(const ImageDataset& dataset, size_t max_held)
       : dataset_(dataset), max_held_(max_held), begin_(dataset.shards().size() + 1, 0) {
     // Shard k's samples are the indices [begin_[k], begin_[k + 1]), in member order.
-    for (uint64_t i = 0; i < dataset.size(); ++i) ++begin_[dataset.file(static_cast<int64_t>(i)).shard + 1];
+    for (uint64_t i = 0; i < dataset.size(); ++i)
+      ++begin_[dataset.file(static_cast<int64_t>(i)).shard + 1];
     for (size_t k = 1; k < begin_.size(); ++k) begin_[k] += begin_[k - 1];
   }
 
@@ -111,7 +112,8 @@ class ShardSampleReader : public SampleReader {
         return Fail(k, at, s.WithContext(shard_path(k)));
       }
       held_bytes_ += slot.size();
-      peak_samples_.store(std::max<int64_t>(peak_samples_.load(), static_cast<int64_t>(held_.size())));
+      peak_samples_.store(
+          std::max<int64_t>(peak_samples_.load(), static_cast<int64_t>(held_.size())));
       peak_bytes_.store(std::max<int64_t>(peak_bytes_.load(), static_cast<int64_t>(held_bytes_)));
     }
     if (next_ >= end) {  // every sample of the shard was read: close it
@@ -129,7 +131,7 @@ class ShardSampleReader : public SampleReader {
   std::vector<uint64_t> begin_;
   Mutex mu_;
   std::optional<TarReader> tar_ BC_GUARDED_BY(mu_);
-  int64_t open_ BC_GUARDED_BY(mu_) = -1;  // the open shard, -1: none
+  int64_t open_ BC_GUARDED_BY(mu_) = -1;    // the open shard, -1: none
   uint64_t member_ BC_GUARDED_BY(mu_) = 0;  // the open shard's next member
   int64_t next_ BC_GUARDED_BY(mu_) = 0;     // the open shard's next sample index
   std::unordered_map<int64_t, std::vector<uint8_t>> held_ BC_GUARDED_BY(mu_);

@@ -30,7 +30,7 @@ bool SplitKey(const std::string& name, std::string* key, std::string* ext) {
 }
 
 bool IsImageExt(const std::string& ext) {
-  static const std::set<std::string> kExt = {"jpg", "jpeg", "png", "ppm", "bmp",
+  static const std::set<std::string> kExt = {"jpg", "jpeg", "png",  "ppm", "bmp",
                                              "pgm", "tif",  "tiff", "webp"};
   return kExt.count(ext) != 0;
 }
@@ -71,8 +71,10 @@ Status ScanOne(const std::string& path, uint32_t k, const ShardImageCheck& check
       s.verdict = InvalidArgumentError("no image member (.jpg, .jpeg, ...) for key " + group->key);
     }
     if (s.verdict.ok() && group->label_rank == 3) {
-      s.verdict = InvalidArgumentError("no label member (.cls, .json with a \"label\" field, or "
-                                       ".txt) for key " + group->key);
+      s.verdict = InvalidArgumentError(
+          "no label member (.cls, .json with a \"label\" field, or "
+          ".txt) for key " +
+          group->key);
     } else if (s.verdict.ok() && !group->label.ok()) {
       s.verdict = InvalidArgumentError("bad label in " + group->label_member + ": " +
                                        group->label.status().message());
@@ -131,8 +133,10 @@ Result<int64_t> ParseShardLabel(const std::string& ext, std::span<const uint8_t>
     }
     return it->get<int64_t>();
   }
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
+    text.remove_prefix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
+    text.remove_suffix(1);
   int64_t v = 0;
   const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc() || p != text.data() + text.size() || v < 0) {

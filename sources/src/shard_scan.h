@@ -39,26 +39,25 @@
 namespace batchcast {
 
 struct ShardSample {
-  std::string name;         // "SHARD:MEMBER" of its image (or of its key), for messages
-  uint32_t shard = 0;       // its shard's number in the expansion order
-  uint64_t member = 0;      // the image member's position in the shard (0-based)
+  std::string name;     // "SHARD:MEMBER" of its image (or of its key), for messages
+  uint32_t shard = 0;   // its shard's number in the expansion order
+  uint64_t member = 0;  // the image member's position in the shard (0-based)
   int64_t label = 0;
-  image::JpegInfo info;     // from `check`
-  bool flag = false;        // from `check`
-  Status verdict;           // OK: usable
+  image::JpegInfo info;  // from `check`
+  bool flag = false;     // from `check`
+  Status verdict;        // OK: usable
 };
 
 struct ShardScan {
-  std::vector<std::string> shards;  // the expansion of the pattern
+  std::vector<std::string> shards;   // the expansion of the pattern
   std::vector<ShardSample> samples;  // in shard order, then member order
   std::vector<Status> damage;        // one per damaged shard
 };
 
 // Checks an image member's bytes (all of them): fills *info and *flag, or
 // says why the sample cannot be used.
-using ShardImageCheck = std::function<Status(const std::string& name,
-                                             std::span<const uint8_t> bytes,
-                                             image::JpegInfo* info, bool* flag)>;
+using ShardImageCheck = std::function<Status(
+    const std::string& name, std::span<const uint8_t> bytes, image::JpegInfo* info, bool* flag)>;
 
 // Expands `data` (shard_pattern.h) and scans every shard on `threads`
 // threads, with a progress line for long scans (scan_progress.h). Errors: the

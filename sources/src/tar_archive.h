@@ -30,8 +30,8 @@ bool BuiltWithTar();
 class TarReader {
  public:
   struct Member {
-    std::string name;    // the member's path in the archive
-    uint64_t size = 0;   // bytes of data
+    std::string name;      // the member's path in the archive
+    uint64_t size = 0;     // bytes of data
     bool regular = false;  // a regular file (directories, links, ... are not samples)
   };
 

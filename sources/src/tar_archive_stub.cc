@@ -9,9 +9,9 @@ bool BuiltWithTar() { return false; }
 namespace {
 Status NoTarSupportError(const std::string& data) {
   return UnavailableError("cannot serve " + data +
-                            ": this build of batchcast has no tar shard support (it was built "
-                            "without libarchive: install libarchive-dev and rebuild with "
-                            "-DBATCHCAST_WITH_TAR=ON)");
+                          ": this build of batchcast has no tar shard support (it was built "
+                          "without libarchive: install libarchive-dev and rebuild with "
+                          "-DBATCHCAST_WITH_TAR=ON)");
 }
 }  // namespace
 
