@@ -9,6 +9,7 @@ warm-up epoch; prints samples/s of each round and the medians.
 
     PYTHONPATH=BUILD/python python3 benchmarks/shards_vs_folder.py \\
         [--images 2000] [--per-shard 200] [--workers 2] [--size 224] [--rounds 3] [--epochs 2]
+        [--shuffle-buffer 1000] [--photos DIR]
 """
 import argparse
 import importlib.util
@@ -63,11 +64,12 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--shuffle-buffer", type=int, default=1000)
+    p.add_argument("--photos", help="crop the images from these photos (make_dataset.py --photos)")
     args = p.parse_args()
     md = tool()
     with tempfile.TemporaryDirectory() as tmp:
         folder = os.path.join(tmp, "folder")
-        md.make_dataset(folder, classes=10, per_class=args.images // 10, seed=1)
+        md.make_dataset(folder, classes=10, per_class=args.images // 10, seed=1, photos=args.photos)
         shards = md.make_shards(folder, os.path.join(tmp, "shards"), per_shard=args.per_shard)
         files = [os.path.join(r, f) for r, _d, fs in os.walk(folder) for f in fs]
         size = warm(files) + warm(shards["shards"])

@@ -772,17 +772,12 @@ def main(argv=None):
         parser.error('--from-folder and --hostile-shards need --shards N')
     if args.shards is not None:
         return _main_shards(args, prog)
-    try:
-        s = make_dataset(args.out_dir, photos=args.photos, classes=args.classes,
-                         per_class=args.per_class, seed=args.seed, hazards=args.hazards,
-                         tsv=args.tsv, force=args.force, workers=args.workers,
-                         decode_failures=args.decode_failures)
-    except (DatasetError, ValueError, OSError) as e:
-        print('%s: error: %s' % (prog, e), file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print('%s: interrupted' % prog, file=sys.stderr)
-        return 130
+    s = _run(prog, lambda: make_dataset(
+        args.out_dir, photos=args.photos, classes=args.classes, per_class=args.per_class,
+        seed=args.seed, hazards=args.hazards, tsv=args.tsv, force=args.force,
+        workers=args.workers, decode_failures=args.decode_failures))
+    if isinstance(s, int):
+        return s
     if not args.quiet:
         if s['hazards']:
             print('hazard files:')
@@ -798,29 +793,40 @@ def main(argv=None):
     return 0
 
 
-def _main_shards(args, prog):
+def _run(prog, fn):
+    """fn()'s result, or the exit status of its failure (after the message)."""
     try:
-        tmp = None
-        folder = args.from_folder
-        if folder is None:
-            tmp = tempfile.mkdtemp(prefix='.make_dataset-')
-            folder = os.path.join(tmp, 'images')
-            make_dataset(folder, photos=args.photos, classes=args.classes,
-                         per_class=args.per_class, seed=args.seed, hazards=args.hazards,
-                         workers=args.workers, decode_failures=args.decode_failures)
-        try:
-            s = make_shards(folder, args.out_dir, per_shard=args.shards,
-                            label_format=args.label_format, hostile=args.hostile_shards,
-                            force=args.force)
-        finally:
-            if tmp is not None:
-                shutil.rmtree(tmp, ignore_errors=True)
+        return fn()
     except (DatasetError, ValueError, OSError) as e:
         print('%s: error: %s' % (prog, e), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print('%s: interrupted' % prog, file=sys.stderr)
         return 130
+
+
+def _shards_from_args(args):
+    tmp = None
+    folder = args.from_folder
+    try:
+        if folder is None:
+            tmp = tempfile.mkdtemp(prefix='.make_dataset-')
+            folder = os.path.join(tmp, 'images')
+            make_dataset(folder, photos=args.photos, classes=args.classes,
+                         per_class=args.per_class, seed=args.seed, hazards=args.hazards,
+                         workers=args.workers, decode_failures=args.decode_failures)
+        return make_shards(folder, args.out_dir, per_shard=args.shards,
+                           label_format=args.label_format, hostile=args.hostile_shards,
+                           force=args.force)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _main_shards(args, prog):
+    s = _run(prog, lambda: _shards_from_args(args))
+    if isinstance(s, int):
+        return s
     if not args.quiet:
         print('%d samples in %d shards: %s' % (s['samples'], len(s['shards']), s['pattern']))
     return 0

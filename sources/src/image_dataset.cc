@@ -148,6 +148,7 @@ Result<std::unique_ptr<ImageDataset>> ImageDataset::Open(const SourceOptions& op
 
 std::vector<uint64_t> ImageDataset::sample_groups() const {
   std::vector<uint64_t> groups(shards_.size(), 0);
+  if (shards_.empty()) return groups;  // files: random access
   for (const File& f : files_) ++groups[f.shard];
   return groups;
 }
@@ -161,7 +162,10 @@ std::vector<FieldSpec> ImageDataset::fields(MemoryKind memory) const {
 }
 
 std::string ImageDataset::Describe(std::string_view details) const {
-  std::string out = "image dataset " + root_ + " (" + std::to_string(files_.size()) + " files, " +
+  const std::string count = shards_.empty() ? std::to_string(files_.size()) + " files"
+                                            : std::to_string(files_.size()) + " samples in " +
+                                                  std::to_string(shards_.size()) + " tar shards";
+  std::string out = "image dataset " + root_ + " (" + count + ", " +
                     (transform_.kind == image::TransformOptions::Kind::kTrain ? "train" : "eval") +
                     " " + std::to_string(transform_.size) + " " +
                     std::string(DTypeName(transform_.dtype));
