@@ -129,6 +129,7 @@ TEST(Shards, TheBinaryServesABracePattern) {
   Process server({BC_SERVER_BIN, "serve", pattern, "--name", name, "--size", "32", "--epochs", "1",
                   "--batch-size", "20", "--workers", "2"},
                  dir + "/server.log");
+  ASSERT_FALSE(testing::WaitForServer(name).is_null()) << "the server did not start";
   auto c = Connect(name, 20, false);
   ASSERT_TRUE(c);
   Epoch got = ReadEpoch(*c);
