@@ -6,7 +6,7 @@ set -euo pipefail
 PKGS=(build-essential clang cmake ninja-build pkg-config
       libzmq3-dev cppzmq-dev libboost-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
       libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libdlpack-dev
-      libturbojpeg0-dev libjpeg62-turbo-dev libopencv-dev
+      libturbojpeg0-dev libjpeg62-turbo-dev libopencv-dev libarchive-dev
       pybind11-dev python3-dev python3-numpy python3-pytest python3-torch python3-torchvision
       python3-pil python3-setuptools python3-pip)
 missing=()

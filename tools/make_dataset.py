@@ -4,6 +4,8 @@
     make_dataset.py OUT_DIR [--photos DIR] [--classes N] [--per-class M] [--seed S]
                     [--hazards] [--decode-failures K] [--tsv FILE] [--force]
                     [--workers W] [--quiet]
+                    [--shards N [--from-folder DIR] [--label-format cls|json|txt]
+                     [--hostile-shards]]
 
 Layout: OUT_DIR/<class>/<class>_<i>.JPEG with class names n00000000, n00000001, ...
 (sorted order = label order, as torchvision's ImageFolder assigns labels).
@@ -36,6 +38,24 @@ one per class folder in turn (file k in class k mod N), alternately:
                                     entropy-coded data (the file still ends with EOI)
 Each is a different image, so a sample shown in place of another is caught.
 
+--shards N writes OUT_DIR as WebDataset tar shards instead of a folder:
+OUT_DIR/train-000000.tar, ... of N samples each (the last may hold fewer), made
+from the images of --from-folder DIR (an existing ImageFolder tree) or of a folder
+generated with the other options. Samples are the folder's images in its listing
+order (class folders sorted, files sorted: the order batchcast lists a folder in,
+so sample k of the shards has the folder's index k), keys 000000, 000001, ...,
+members KEY.jpg (the file's bytes) and the label: KEY.cls (the class index as
+text, the default), KEY.json ({"label": c}) or KEY.txt (--label-format). Members
+have mtime 0 and owner 0, so the tars are byte-identical for the same input.
+--hostile-shards adds two shards after the others (names follow the pattern):
+  shard N+0: hostile_ok_0 (a valid sample), hostile_notjpeg (a .jpg of random
+             bytes), hostile_nolabel (an image without a label member),
+             hostile_ok_1 (valid)
+  shard N+1: hostile_trunc_0, hostile_trunc_1 (valid), hostile_trunc_2, whose image
+             the file is cut in the middle of: a truncated tar
+So a server on them serves 4 extra samples, drops 2 at scan and counts one
+damaged shard.
+
 The dataset is written into a temporary sibling folder and renamed into place at
 the end, so an interrupted run leaves no half-written OUT_DIR.
 
@@ -44,6 +64,8 @@ I/O error), 2 bad command line, 130 interrupted.
 
 Python use:  make_dataset(out_dir, photos=None, classes=10, per_class=20, seed=0,
                           hazards=False, tsv=None, force=False, decode_failures=0) -> dict
+             make_shards(folder, out_dir, per_shard=100, label_format='cls',
+                         hostile=False, force=False) -> dict
 Only the standard library, numpy and Pillow are needed.
 """
 
@@ -53,6 +75,7 @@ import multiprocessing
 import os
 import shutil
 import sys
+import tarfile
 import tempfile
 import time
 import types
@@ -547,6 +570,127 @@ def make_dataset(out_dir, photos=None, classes=10, per_class=20, seed=0,
     }
 
 
+# ------------------------------------------------------------------ tar shards
+
+IMAGE_EXTS = ('.jpg', '.jpeg', '.png', '.ppm', '.bmp', '.pgm', '.tif', '.tiff', '.webp')
+LABEL_FORMATS = ('cls', 'json', 'txt')
+SHARD_PREFIX = 'train-'
+
+
+def _list_folder(folder):
+    """(path, label) of an ImageFolder tree in batchcast's listing order."""
+    classes = sorted(d for d in os.listdir(folder) if os.path.isdir(os.path.join(folder, d)))
+    if not classes:
+        raise DatasetError('%s has no class subfolders' % folder)
+    out = []
+    for label, c in enumerate(classes):
+        files = []
+        for root, _dirs, names in os.walk(os.path.join(folder, c), followlinks=True):
+            files += [os.path.join(root, n) for n in names
+                      if os.path.splitext(n)[1].lower() in IMAGE_EXTS]
+        out += [(p, label) for p in sorted(files)]
+    return out
+
+
+def _label_member(key, label, label_format):
+    if label_format == 'json':
+        return key + '.json', ('{"label": %d}' % label).encode()
+    return key + '.' + label_format, ('%d\n' % label).encode()
+
+
+def _add(tar, name, data):
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mtime = 0
+    info.mode = 0o644
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _write_shard(path, samples):
+    """samples: (key, [(member name, bytes), ...]) in order."""
+    with tarfile.open(path, 'w', format=tarfile.USTAR_FORMAT) as tar:
+        for _key, members in samples:
+            for name, data in members:
+                _add(tar, name, data)
+
+
+def make_shards(folder, out_dir, per_shard=100, label_format='cls', hostile=False, force=False):
+    """Packs the ImageFolder tree `folder` into WebDataset tar shards in out_dir.
+
+    Keys: shards (paths), pattern (the brace pattern naming them all), samples
+    (valid samples in the regular shards), hostile (dict: extra samples served,
+    dropped at scan, damaged shards; None without hostile), per_shard.
+    Raises ValueError on bad arguments and DatasetError on runtime failures."""
+    if isinstance(per_shard, bool) or not isinstance(per_shard, int) or per_shard < 1:
+        raise ValueError('per_shard must be a positive integer, got %r' % (per_shard,))
+    if label_format not in LABEL_FORMATS:
+        raise ValueError('label_format must be one of %s, got %r' % (LABEL_FORMATS, label_format))
+    folder = os.path.abspath(os.fspath(folder))
+    out_dir = os.path.abspath(os.fspath(out_dir))
+    if not os.path.isdir(folder):
+        raise DatasetError('%s is not a directory' % folder)
+    entries = _list_folder(folder)
+    _check_out_dir(out_dir, force, folder)
+    parent = os.path.dirname(out_dir)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix='.%s.tmp-' % os.path.basename(out_dir), dir=parent)
+    names = []
+    try:
+        os.chmod(tmp, 0o777 & ~_default_umask())
+        samples = []
+        for k, (path, label) in enumerate(entries):
+            key = '%06d' % k
+            with open(path, 'rb') as f:
+                data = f.read()
+            samples.append((key, [(key + '.jpg', data), _label_member(key, label, label_format)]))
+        shards = [samples[i:i + per_shard] for i in range(0, len(samples), per_shard)]
+        for i, chunk in enumerate(shards):
+            names.append('%s%06d.tar' % (SHARD_PREFIX, i))
+            _write_shard(os.path.join(tmp, names[-1]), chunk)
+        hostile_info = None
+        if hostile:
+            good = [open(entries[i % len(entries)][0], 'rb').read() for i in range(5)]
+            rng = np.random.default_rng(np.random.SeedSequence([0, _TAG_HAZARD, 7]))
+
+            def sample(key, image, label=0):
+                members = [(key + '.jpg', image)]
+                if label is not None:
+                    members.append(_label_member(key, label, label_format))
+                return key, members
+
+            names.append('%s%06d.tar' % (SHARD_PREFIX, len(shards)))
+            _write_shard(os.path.join(tmp, names[-1]), [
+                sample('hostile_ok_0', good[0]),
+                sample('hostile_notjpeg', rng.integers(0, 256, 4096, dtype=np.uint8).tobytes()),
+                sample('hostile_nolabel', good[1], label=None),
+                sample('hostile_ok_1', good[2], label=1)])
+            names.append('%s%06d.tar' % (SHARD_PREFIX, len(shards) + 1))
+            trunc = os.path.join(tmp, names[-1])
+            _write_shard(trunc, [sample('hostile_trunc_0', good[3]),
+                                 sample('hostile_trunc_1', good[4], label=1),
+                                 sample('hostile_trunc_2', good[0])])
+            # Cut in the middle of the last sample's image data.
+            with tarfile.open(trunc) as t:
+                member = t.getmember('hostile_trunc_2.jpg')
+            with open(trunc, 'r+b') as f:
+                f.truncate(member.offset_data + member.size // 2)
+            hostile_info = {'served': 4, 'dropped_at_scan': 2, 'damaged_shards': 1}
+        if os.path.isdir(out_dir):
+            shutil.rmtree(out_dir)
+        os.rename(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    last = len(names) - 1
+    return {
+        'shards': [os.path.join(out_dir, n) for n in names],
+        'pattern': os.path.join(out_dir, '%s{000000..%06d}.tar' % (SHARD_PREFIX, last)),
+        'samples': len(entries),
+        'per_shard': per_shard,
+        'hostile': hostile_info,
+    }
+
+
 def summary_line(s):
     failures = len(s.get('decode_failures', ()))
     return ('%d images, %d classes, %d bytes (%.1f MB), grayscale %d, progressive %d, '
@@ -602,6 +746,17 @@ def _parser():
                    help='worker processes (default: CPU count for %d+ images, else 1)'
                         % POOL_THRESHOLD)
     p.add_argument('--quiet', action='store_true', help='print nothing on success')
+    p.add_argument('--shards', metavar='N', type=_positive, default=None,
+                   help='write OUT_DIR as WebDataset tar shards of N samples each '
+                        '(train-000000.tar, ...) instead of a folder')
+    p.add_argument('--from-folder', metavar='DIR',
+                   help='with --shards: pack the images of this ImageFolder tree '
+                        '(default: generate them with the options above)')
+    p.add_argument('--label-format', choices=LABEL_FORMATS, default='cls',
+                   help='with --shards: the label member, KEY.cls (default), KEY.json or KEY.txt')
+    p.add_argument('--hostile-shards', action='store_true',
+                   help='with --shards: add a shard with a non-JPEG image and a sample '
+                        'without label, and a truncated shard')
     return p
 
 
@@ -613,17 +768,16 @@ def main(argv=None):
         parser.error('--photos: %s is not a directory' % args.photos)
     if args.tsv is not None and os.path.isdir(args.tsv):
         parser.error('--tsv: %s is a directory' % args.tsv)
-    try:
-        s = make_dataset(args.out_dir, photos=args.photos, classes=args.classes,
-                         per_class=args.per_class, seed=args.seed, hazards=args.hazards,
-                         tsv=args.tsv, force=args.force, workers=args.workers,
-                         decode_failures=args.decode_failures)
-    except (DatasetError, ValueError, OSError) as e:
-        print('%s: error: %s' % (prog, e), file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print('%s: interrupted' % prog, file=sys.stderr)
-        return 130
+    if args.shards is None and (args.from_folder or args.hostile_shards):
+        parser.error('--from-folder and --hostile-shards need --shards N')
+    if args.shards is not None:
+        return _main_shards(args, prog)
+    s = _run(prog, lambda: make_dataset(
+        args.out_dir, photos=args.photos, classes=args.classes, per_class=args.per_class,
+        seed=args.seed, hazards=args.hazards, tsv=args.tsv, force=args.force,
+        workers=args.workers, decode_failures=args.decode_failures))
+    if isinstance(s, int):
+        return s
     if not args.quiet:
         if s['hazards']:
             print('hazard files:')
@@ -636,6 +790,45 @@ def main(argv=None):
         if s['tsv']:
             print('file list: ' + s['tsv'])
         print(summary_line(s))
+    return 0
+
+
+def _run(prog, fn):
+    """fn()'s result, or the exit status of its failure (after the message)."""
+    try:
+        return fn()
+    except (DatasetError, ValueError, OSError) as e:
+        print('%s: error: %s' % (prog, e), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print('%s: interrupted' % prog, file=sys.stderr)
+        return 130
+
+
+def _shards_from_args(args):
+    tmp = None
+    folder = args.from_folder
+    try:
+        if folder is None:
+            tmp = tempfile.mkdtemp(prefix='.make_dataset-')
+            folder = os.path.join(tmp, 'images')
+            make_dataset(folder, photos=args.photos, classes=args.classes,
+                         per_class=args.per_class, seed=args.seed, hazards=args.hazards,
+                         workers=args.workers, decode_failures=args.decode_failures)
+        return make_shards(folder, args.out_dir, per_shard=args.shards,
+                           label_format=args.label_format, hostile=args.hostile_shards,
+                           force=args.force)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _main_shards(args, prog):
+    s = _run(prog, lambda: _shards_from_args(args))
+    if isinstance(s, int):
+        return s
+    if not args.quiet:
+        print('%d samples in %d shards: %s' % (s['samples'], len(s['shards']), s['pattern']))
     return 0
 
 

@@ -37,6 +37,14 @@ inline void AddServerOptions(CLI::App* app, ServerOptions& options, std::vector<
     auto set = [&options, &errors, name](const std::string& text) {
       if (Status s = SetServerOption(options, name, text); !s.ok()) errors.push_back(std::move(s));
     };
+    // Sets the option from several values joined by `sep`.
+    auto set_joined = [set](std::string sep) {
+      return [set, sep](const std::vector<std::string>& v) {
+        std::string joined;
+        for (const std::string& x : v) joined += (joined.empty() ? "" : sep) + x;
+        set(joined);
+      };
+    };
     const std::string def = opt.get(defaults);
     std::string group(OptionGroupName(opt.group));
     group[0] = static_cast<char>(std::toupper(group[0]));
@@ -53,20 +61,21 @@ inline void AddServerOptions(CLI::App* app, ServerOptions& options, std::vector<
             help + (def == "true" ? " [default: on]" : " [default: off]"));
         break;
       case OptionType::kTriple:
-        added = app->add_option_function<std::vector<std::string>>(
-                       flag,
-                       [set](const std::vector<std::string>& v) {
-                         std::string joined;
-                         for (const std::string& x : v) joined += (joined.empty() ? "" : ",") + x;
-                         set(joined);
-                       },
-                       help)
+        added = app->add_option_function<std::vector<std::string>>(flag, set_joined(","), help)
                     ->expected(1, 3)
                     ->delimiter(',')
                     ->type_name(std::string(opt.value_name));
         break;
       default:
-        added = app->add_option_function<std::string>(name == "data" ? name : flag, set, help)
+        if (name == "data") {
+          // Several paths (tar shards the shell expanded from a glob, or
+          // listed) are one shard list, joined by "::" (shard_pattern.h).
+          added = app->add_option_function<std::vector<std::string>>(name, set_joined("::"), help)
+                      ->expected(1, -1)
+                      ->type_name(std::string(opt.value_name));
+          break;
+        }
+        added = app->add_option_function<std::string>(flag, set, help)
                     ->type_name(std::string(opt.value_name));
         break;
     }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "batchcast/core/status.h"
@@ -21,6 +22,10 @@ struct SamplerOptions {
   bool shuffle = true;
   uint32_t shard_rank = 0;
   uint32_t num_shards = 1;
+  // Grouped datasets (see above): samples per group; empty: not grouped.
+  // REQUIRES: the sizes add up to the dataset size.
+  std::vector<uint64_t> groups;
+  uint64_t shuffle_buffer = 0;
 };
 
 class Sampler {
@@ -33,10 +38,14 @@ class Sampler {
   uint64_t epoch_len() const { return epoch_len_; }
   // The dataset indices of producer epoch `epoch`, in order.
   std::vector<int64_t> EpochOrder(uint64_t epoch) const;
+  // Grouped datasets: this shard's groups in the order epoch `epoch` reads
+  // them (the input of its shuffle buffer). Empty when not grouped.
+  std::vector<uint64_t> GroupOrder(uint64_t epoch) const;
 
  private:
   Sampler(uint64_t dataset_size, SamplerOptions options, uint64_t epoch_len)
-      : dataset_size_(dataset_size), options_(options), epoch_len_(epoch_len) {}
+      : dataset_size_(dataset_size), options_(std::move(options)), epoch_len_(epoch_len) {}
+  std::vector<int64_t> GroupedEpochOrder(uint64_t epoch) const;
   uint64_t dataset_size_;
   SamplerOptions options_;
   uint64_t epoch_len_;

@@ -5,7 +5,7 @@ import json
 import os
 import time
 import weakref
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Optional, Sequence, Union
 
 from batchcast import _check, _core
 from batchcast._read_only import ReadOnly
@@ -91,11 +91,16 @@ class Server(_Serving):
             loader = batchcast.Loader(server.endpoint, batch_size=64)
 
     Args:
-        data: an ImageFolder directory or a ``.tsv`` list (``path<TAB>label``);
-            or leave it None and give ``synthetic=COUNT``.
+        data: an ImageFolder directory, a ``.tsv`` list (``path<TAB>label``),
+            or WebDataset tar shards: a brace pattern
+            (``"train-{000000..001023}.tar"``), a glob, a directory of ``.tar``
+            files, or a list of shard paths; or leave it None and give
+            ``synthetic=COUNT``. Shards are read sequentially and mixed through
+            ``shuffle_buffer`` samples (default 1000; memory: about that many
+            encoded samples plus a batch).
         **options: name, endpoint, key_file, allow_remote, device, batch_size,
             window, transform, size, dtype, layout, mean, std, seed, shuffle,
-            epochs, workers, decode,
+            shuffle_buffer, epochs, workers, decode,
             lag_policy, lag_timeout, min_consumers, on_error, max_pixels,
             synthetic, shard_rank, num_shards, heartbeat_timeout,
             heartbeat_interval, max_leases, max_consumers. An unknown name is a
@@ -108,10 +113,18 @@ class Server(_Serving):
     at interpreter exit.
     """
 
-    def __init__(self, data: Union[None, str, "os.PathLike[str]"] = None, **options: Any) -> None:
+    def __init__(
+        self,
+        data: Union[None, str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]] = None,
+        **options: Any,
+    ) -> None:
         _check_options("Server", options, SERVER_OPTIONS)
         opts = dict(options)
-        if data is not None:
+        if isinstance(data, (list, tuple)):
+            if not data:
+                _check.fail("data", "a non-empty list of shard paths", data)
+            opts["data"] = "::".join(_check.text("data", d, path=True) or "" for d in data)
+        elif data is not None:
             opts["data"] = _check.text("data", data, path=True)
         self._attach(_core.Server.start(opts))
 

@@ -193,7 +193,9 @@ Status ParseDTypeOption(V t, std::optional<DType>& out) {
 
 // clang-format off
 const ServerOption kOptions[] = {
-  Text<&O::source, &S::data>("data", G::kSource, "PATH", "image folder (class subfolders) or .tsv list (path<TAB>label)"),
+  Text<&O::source, &S::data>("data", G::kSource, "PATH",
+      "image folder (class subfolders), .tsv list (path<TAB>label), or WebDataset tar shards "
+      "('train-{000000..001023}.tar', a glob, a folder of .tar files, several joined by '::')"),
   Integer<&O::source, &S::synthetic>("synthetic", G::kSource, "serve N synthetic samples instead of a dataset"),
   Text<&O::name>("name", G::kRing, "NAME", "server name (endpoint, lock, shared memory)"),
   Text<&O::endpoint>("endpoint", G::kRing, "URL", "ipc://PATH or tcp://127.0.0.1:PORT (default: by name)"),
@@ -218,6 +220,9 @@ const ServerOption kOptions[] = {
   Integer<&O::source, &S::seed>("seed", G::kOrder, "shuffle and augmentation seed"),
   Flag<&O::shuffle>("shuffle", G::kOrder, "shuffle each epoch (--no-shuffle keeps the dataset order)"),
   Integer<&O::epochs>("epochs", G::kOrder, "producer epochs (0 = no limit)"),
+  Integer<&O::source, &S::shuffle_buffer>("shuffle_buffer", G::kOrder,
+      "tar shards: samples mixed across the shards' streams (memory: about this many encoded "
+      "samples plus a batch)"),
   Integer<&O::shard_rank>("shard_rank", G::kOrder, "this server's shard of the dataset"),
   Integer<&O::num_shards>("num_shards", G::kOrder, "number of shards"),
   Integer<&O::source, &S::workers>("workers", G::kSource, "CPU worker threads (0 = one per core; 2 with GPU decode)"),

@@ -220,7 +220,8 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options,
     BATCHCAST_RETURN_IF_ERROR(options.Validate());
     auto impl = std::make_unique<Impl>();
     impl->options = options;
-    SamplerOptions so{options.source.seed, options.shuffle, options.shard_rank, options.num_shards};
+    SamplerOptions so{options.source.seed, options.shuffle, options.shard_rank, options.num_shards,
+                      source->sample_groups(), options.source.shuffle_buffer};
     BATCHCAST_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Make(source->size(), so));
     BATCHCAST_RETURN_IF_ERROR(impl->Init(source->fields(), sampler.epoch_len()));
     impl->source = std::move(source);

@@ -8,10 +8,10 @@
 #include <atomic>
 #include <cstring>
 
-#include "core/src/logging.h"
 #include "batchcast/cuda/runtime.h"
 #include "batchcast/cuda_image/augment.h"
 #include "batchcast/cuda_image/nvjpeg.h"
+#include "core/src/logging.h"
 #include "cpu_file_cache.h"
 #include "cuda_batch_buffers.h"
 #include "decode_route.h"
@@ -25,7 +25,19 @@ namespace {
 // True when an EOI marker (FF D9) is among the file's last 32 bytes (encoders
 // may pad after it). A truncated file has none and goes to the CPU decoder,
 // which reports it (hardware decoders do not always).
-bool EndsWithEoi(const std::string& path) {
+bool EndsWithEoi(std::span<const uint8_t> bytes) {
+  if (bytes.size() < 4) return false;
+  const std::span<const uint8_t> tail = bytes.last(std::min<size_t>(bytes.size(), 32));
+  for (size_t i = 0; i + 1 < tail.size(); ++i) {
+    if (tail[i] == 0xFF && tail[i + 1] == 0xD9) return true;
+  }
+  return false;
+}
+
+// The same for a file; `bytes` are its first bytes, all of them when `whole`
+// (a sample in a tar shard always).
+bool EndsWithEoi(const std::string& path, std::span<const uint8_t> bytes, bool whole) {
+  if (whole) return EndsWithEoi(bytes);
   Result<int> opened = OpenRegularFile(path);
   if (!opened.ok()) return false;
   const int fd = *opened;
@@ -35,7 +47,7 @@ bool EndsWithEoi(const std::string& path) {
     uint8_t tail[32];
     const off_t n = std::min<off_t>(st.st_size, 32);
     if (pread(fd, tail, static_cast<size_t>(n), st.st_size - n) == n) {
-      for (off_t i = n - 2; i >= 0 && !found; --i) found = tail[i] == 0xFF && tail[i + 1] == 0xD9;
+      found = EndsWithEoi(std::span<const uint8_t>(tail, static_cast<size_t>(n)));
     }
   }
   close(fd);
@@ -103,6 +115,7 @@ class CudaImageSource : public Source {
   }
 
   uint64_t size() const override { return dataset_->size(); }
+  std::vector<uint64_t> sample_groups() const override { return dataset_->sample_groups(); }
   MemoryKind output_memory() const override { return MemoryKind::kCuda; }
   std::vector<FieldSpec> fields() const override { return dataset_->fields(MemoryKind::kCuda); }
 
@@ -337,11 +350,11 @@ Result<std::unique_ptr<Source>> MakeCudaImageSource(const SourceOptions& options
   BATCHCAST_ASSIGN_OR_RETURN(
       std::unique_ptr<ImageDataset> dataset,
       ImageDataset::Open(options, threads,
-                         [&](const std::string& path, std::span<const uint8_t> header,
+                         [&](const std::string& path, std::span<const uint8_t> header, bool whole,
                              const image::JpegInfo& info) {
                            return !info.progressive &&
                                   (info.color == CS::kYCbCr || info.color == CS::kGray) &&
-                                  decoder->Supports(header) && EndsWithEoi(path);
+                                  decoder->Supports(header) && EndsWithEoi(path, header, whole);
                          }));
   const uint64_t gpu = CountFlagged(*dataset);
   BC_LOG_INFO("{} files for {}, {} for the CPU decoder", gpu, decoder->backend_name(),

@@ -37,7 +37,7 @@ Status SampleRouter::RouteOnce(int worker, uint32_t epoch, int64_t index, FileBu
     sample.plan = PlanFromScan(epoch, index);
     return Status::Ok();
   }
-  if (file.index != index) BATCHCAST_RETURN_IF_ERROR(file.Read(dataset_.path(index), index));
+  if (file.index != index) BATCHCAST_RETURN_IF_ERROR(file.Read(dataset_.reader(), index));
   if (!force_cpu && dataset_.file(index).flag) {
     sample.route = DecodeRoute::kNvJpeg;
     sample.plan = PlanFromScan(epoch, index);

@@ -5,9 +5,9 @@
 
 namespace batchcast {
 
-Status FileBuffer::Read(const std::string& path, int64_t index_of_path) {
-  Status s = ReadFileBytes(path, bytes);
-  index = s.ok() ? index_of_path : -1;
+Status FileBuffer::Read(SampleReader& reader, int64_t sample) {
+  Status s = reader.Read(sample, bytes);
+  index = s.ok() ? sample : -1;
   return s;
 }
 
@@ -43,8 +43,8 @@ void FilePrefetcher::Loop() {
       for (size_t i = 0; i < indices.size(); ++i) {
         const int64_t index = indices[i];
         if (index < 0 || static_cast<uint64_t>(index) >= dataset_.size()) continue;
-        if (dataset_.known_bad(index)) continue;           // Note [Dropped files]: never read again
-        (void)files[i].Read(dataset_.path(index), index);  // a failure is found again when used
+        if (dataset_.known_bad(index)) continue;        // Note [Dropped files]: never read again
+        (void)files[i].Read(dataset_.reader(), index);  // a failure is found again when used
       }
     });
     if (!s.ok()) BC_LOG_WARN_LIMITED("{} (the files are read again when used)", s.message());

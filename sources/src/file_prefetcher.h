@@ -1,7 +1,9 @@
-// FilePrefetcher: the read-ahead thread of the GPU image source. While batch n
-// decodes, it reads the files of the samples most likely asked for next
-// (ReadAhead) into the other buffer set (cuda_batch_buffers.h), so that the
-// pipeline thread finds them in memory.
+// FilePrefetcher: the read-ahead thread of the GPU image source (and of the
+// CPU image source on tar shards). While batch n decodes, it reads the bytes
+// of the samples most likely asked for next (ReadAhead) through the dataset's
+// SampleReader (sample_reader.h) into the other buffer set
+// (cuda_batch_buffers.h), so that the pipeline thread finds them in memory.
+// For shards this makes the reads sequential, on one thread, in stream order.
 //
 // Hand-off: between Start(files, ...) and the next Wait() the thread owns
 // *files (it may grow it and writes its buffers); the caller must not touch
@@ -25,13 +27,13 @@
 
 namespace batchcast {
 
-// The bytes of one dataset file, and which file they are.
+// The encoded bytes of one sample, and which sample they are.
 struct FileBuffer {
   std::vector<uint8_t> bytes;
-  int64_t index = -1;  // the dataset index whose file `bytes` holds; -1: none
+  int64_t index = -1;  // the dataset index whose bytes `bytes` holds; -1: none
 
-  // Reads `path`, the file of dataset index `index`; on failure index is -1.
-  Status Read(const std::string& path, int64_t index_of_path);
+  // Reads the bytes of `sample` through `reader`; on failure index is -1.
+  Status Read(SampleReader& reader, int64_t sample);
 };
 
 class FilePrefetcher {

@@ -5,20 +5,25 @@
 
 #include "core/src/logging.h"
 #include "scan_progress.h"
+#include "shard_pattern.h"
+#include "shard_scan.h"
 #include "thread_pool.h"
 
 namespace batchcast {
 namespace {
 
 // Reads the header of `path` into `buf` (the first 256 KiB, or the whole file
-// when the header is larger) and parses it.
+// when the header is larger) and parses it;
+// *whole: `buf` holds the whole file.
 Result<image::JpegInfo> ReadHeader(const std::string& path, uint64_t max_pixels,
-                                   std::vector<uint8_t>& buf) {
+                                   std::vector<uint8_t>& buf, bool* whole) {
   constexpr size_t kHeadBytes = 256 << 10;
   BATCHCAST_RETURN_IF_ERROR(ReadFileBytes(path, buf, kHeadBytes));
+  *whole = buf.size() < kHeadBytes;
   Result<image::JpegInfo> info = image::ReadJpegInfo(buf, max_pixels);
   if (!info.ok() && buf.size() == kHeadBytes) {  // a header larger than 256 KiB
     BATCHCAST_RETURN_IF_ERROR(ReadFileBytes(path, buf));
+    *whole = true;
     info = image::ReadJpegInfo(buf, max_pixels);
   }
   return info;
@@ -41,54 +46,111 @@ Result<image::TransformOptions> MakeTransformOptions(const SourceOptions& option
   return t;
 }
 
+Result<ImageDataset::Scan> ImageDataset::ScanFiles(const SourceOptions& options,
+                                                   uint64_t max_pixels, int threads,
+                                                   const Classify& classify) {
+  BATCHCAST_ASSIGN_OR_RETURN(std::vector<ImageEntry> listed, ListImageDataset(options.data));
+  Scan scan;
+  scan.candidates.resize(listed.size());
+  ScanProgress progress("scanning " + options.data, listed.size());
+  ThreadPool pool(std::max(1, threads));
+  std::vector<std::vector<uint8_t>> buffers(static_cast<size_t>(pool.size()));
+  const int64_t n = static_cast<int64_t>(listed.size());
+  BATCHCAST_RETURN_IF_ERROR(pool.ParallelFor(n, [&](int w, int64_t i) {
+    std::vector<uint8_t>& buf = buffers[static_cast<size_t>(w)];
+    Candidate& c = scan.candidates[static_cast<size_t>(i)];
+    c.file.entry = std::move(listed[static_cast<size_t>(i)]);
+    bool whole = false;
+    Result<image::JpegInfo> info = ReadHeader(c.file.entry.path, max_pixels, buf, &whole);
+    progress.Add();
+    c.verdict = info.status();
+    if (!info.ok()) return;
+    c.file.info = *info;
+    if (classify) c.file.flag = classify(c.file.entry.path, buf, whole, *info);
+  }));
+  return scan;
+}
+
+Result<ImageDataset::Scan> ImageDataset::ScanShardData(const SourceOptions& options,
+                                                       uint64_t max_pixels, int threads,
+                                                       const Classify& classify) {
+  BATCHCAST_ASSIGN_OR_RETURN(ShardScan shards,
+                             ScanShards(options.data, threads,
+                                        [&](const std::string& name, std::span<const uint8_t> bytes,
+                                            image::JpegInfo* info, bool* flag) {
+                                          Result<image::JpegInfo> r =
+                                              image::ReadJpegInfo(bytes, max_pixels);
+                                          if (!r.ok()) return r.status();
+                                          *info = *r;
+                                          if (classify)
+                                            *flag = classify(name, bytes, /*whole=*/true, *r);
+                                          return Status::Ok();
+                                        }));
+  Scan scan;
+  scan.shards = std::move(shards.shards);
+  scan.damage = std::move(shards.damage);
+  scan.candidates.reserve(shards.samples.size());
+  for (ShardSample& s : shards.samples) {
+    Candidate& c = scan.candidates.emplace_back();
+    c.file.entry = {std::move(s.name), s.label};
+    c.file.info = s.info;
+    c.file.flag = s.flag;
+    c.file.shard = s.shard;
+    c.file.member = s.member;
+    c.verdict = std::move(s.verdict);
+  }
+  return scan;
+}
+
 Result<std::unique_ptr<ImageDataset>> ImageDataset::Open(const SourceOptions& options, int threads,
                                                          const Classify& classify) {
   BATCHCAST_ASSIGN_OR_RETURN(image::TransformOptions transform, MakeTransformOptions(options));
   const uint64_t max_pixels = image::EffectiveMaxPixels(transform);
-  BATCHCAST_ASSIGN_OR_RETURN(std::vector<ImageEntry> listed, ListImageDataset(options.data));
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<File> scanned(listed.size());
-  std::vector<Status> verdict(listed.size());
-  ScanProgress progress("scanning " + options.data, listed.size());
-  {
-    ThreadPool pool(std::max(1, threads));
-    std::vector<std::vector<uint8_t>> buffers(static_cast<size_t>(pool.size()));
-    const int64_t n = static_cast<int64_t>(listed.size());
-    const Status scan = pool.ParallelFor(n, [&](int w, int64_t i) {
-      std::vector<uint8_t>& buf = buffers[static_cast<size_t>(w)];
-      const std::string& path = listed[static_cast<size_t>(i)].path;
-      Result<image::JpegInfo> info = ReadHeader(path, max_pixels, buf);
-      progress.Add();
-      verdict[static_cast<size_t>(i)] = info.status();
-      if (!info.ok()) return;
-      File& f = scanned[static_cast<size_t>(i)];
-      f.info = *info;
-      if (classify) f.flag = classify(path, buf, *info);
-    });
-    BATCHCAST_RETURN_IF_ERROR(scan);
+  const bool sharded = IsShardData(options.data);
+  BATCHCAST_ASSIGN_OR_RETURN(Scan scan, sharded
+                                            ? ScanShardData(options, max_pixels, threads, classify)
+                                            : ScanFiles(options, max_pixels, threads, classify));
+  const bool fail = options.on_error == ErrorPolicy::kFail;
+  for (const Status& d : scan.damage) {
+    if (fail) return Status(d.code(), d.message() + " (--on-error fail)");
+    BC_LOG_WARN("{}: the samples before the damage are served, the rest of the shard is lost",
+                d.message());
   }
   std::vector<File> usable;
-  usable.reserve(listed.size());
+  usable.reserve(scan.candidates.size());
   uint64_t dropped = 0;
-  for (size_t i = 0; i < listed.size(); ++i) {
-    if (verdict[i].ok()) {
-      scanned[i].entry = std::move(listed[i]);
-      usable.push_back(std::move(scanned[i]));
+  for (Candidate& c : scan.candidates) {
+    if (c.verdict.ok()) {
+      usable.push_back(std::move(c.file));
       continue;
     }
-    if (options.on_error == ErrorPolicy::kFail) {
-      return Status(verdict[i].code(),
-                    listed[i].path + ": " + verdict[i].message() + " (--on-error fail)");
-    }
+    const std::string& path = c.file.entry.path;
+    if (fail)
+      return Status(c.verdict.code(), path + ": " + c.verdict.message() + " (--on-error fail)");
     ++dropped;
-    BC_LOG_WARN("dropping {}: {}", listed[i].path, verdict[i].message());
+    BC_LOG_WARN("dropping {}: {}", path, c.verdict.message());
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  BC_LOG_INFO("scanned {} files in {:.2f} s: {} usable, {} dropped", listed.size(), secs,
-              usable.size(), dropped);
+  BC_LOG_INFO(
+      "scanned {} {} in {:.2f} s: {} usable, {} dropped{}", scan.candidates.size(),
+      sharded ? "samples of " + std::to_string(scan.shards.size()) + " shards" : "files", secs,
+      usable.size(), dropped,
+      scan.damage.empty() ? "" : ", " + std::to_string(scan.damage.size()) + " shards damaged");
   if (usable.empty()) return InvalidArgumentError("no usable JPEG files in " + options.data);
-  return std::unique_ptr<ImageDataset>(
-      new ImageDataset(options.data, transform, options.on_error, std::move(usable), dropped));
+  std::unique_ptr<ImageDataset> ds(new ImageDataset(options.data, transform, options.on_error,
+                                                    std::move(usable), dropped,
+                                                    std::move(scan.shards), scan.damage.size()));
+  ds->reader_ = sharded ? MakeShardSampleReader(*ds, 2 * options.shuffle_buffer + 1024)
+                        : MakeFileSampleReader(*ds);
+  return ds;
+}
+
+std::vector<uint64_t> ImageDataset::sample_groups() const {
+  std::vector<uint64_t> groups(shards_.size(), 0);
+  if (shards_.empty()) return groups;  // files: random access
+  for (const File& f : files_) ++groups[f.shard];
+  return groups;
 }
 
 std::vector<FieldSpec> ImageDataset::fields(MemoryKind memory) const {
@@ -100,7 +162,10 @@ std::vector<FieldSpec> ImageDataset::fields(MemoryKind memory) const {
 }
 
 std::string ImageDataset::Describe(std::string_view details) const {
-  std::string out = "image dataset " + root_ + " (" + std::to_string(files_.size()) + " files, " +
+  const std::string count = shards_.empty() ? std::to_string(files_.size()) + " files"
+                                            : std::to_string(files_.size()) + " samples in " +
+                                                  std::to_string(shards_.size()) + " tar shards";
+  std::string out = "image dataset " + root_ + " (" + count + ", " +
                     (transform_.kind == image::TransformOptions::Kind::kTrain ? "train" : "eval") +
                     " " + std::to_string(transform_.size) + " " +
                     std::string(DTypeName(transform_.dtype));
@@ -109,10 +174,17 @@ std::string ImageDataset::Describe(std::string_view details) const {
 }
 
 std::vector<std::pair<std::string, int64_t>> ImageDataset::counters() const {
-  return {{"files", static_cast<int64_t>(files_.size())},
-          {"files_dropped_at_scan", static_cast<int64_t>(dropped_)},
-          {"files_dropped_at_decode", files_dropped_at_decode_.load()},
-          {"samples_dropped", samples_dropped_.load()}};
+  std::vector<std::pair<std::string, int64_t>> out = {
+      {"files", static_cast<int64_t>(files_.size())},
+      {"files_dropped_at_scan", static_cast<int64_t>(dropped_)},
+      {"files_dropped_at_decode", files_dropped_at_decode_.load()},
+      {"samples_dropped", samples_dropped_.load()}};
+  if (!shards_.empty()) {
+    out.push_back({"shards", static_cast<int64_t>(shards_.size())});
+    out.push_back({"shards_damaged", static_cast<int64_t>(shards_damaged_)});
+  }
+  for (auto& c : reader_->counters()) out.push_back(std::move(c));
+  return out;
 }
 
 Status ImageDataset::OnDecodeError(int64_t index, const Status& error) {

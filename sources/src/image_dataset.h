@@ -5,15 +5,26 @@
 //
 // A dataset is an ImageFolder tree (one subfolder per class; labels are the
 // class folders' indices in sorted order, as torchvision assigns them; files
-// with torchvision's image extensions, sorted, below each class folder) or a
+// with torchvision's image extensions, sorted, below each class folder), a
 // TSV list (`path<TAB>label` per line, relative paths taken from the list's
-// folder; blank lines and lines starting with '#' are skipped). Listing and
-// reading files: dataset_files.h.
+// folder; blank lines and lines starting with '#' are skipped), or tar shards
+// in WebDataset layout (shard_pattern.h, shard_scan.h). Listing and reading
+// files: dataset_files.h; the bytes of a sample come from reader()
+// (sample_reader.h: files, or shards read sequentially).
 //
-// Open() reads every file's JPEG header in parallel; files that cannot be used
-// (unreadable, empty, not a JPEG, corrupt header, more than max_pixels) are
-// dropped and named in the log (on_error=skip), or stop the start with the
-// file's path and reason (on_error=fail). So the epoch length is exact.
+// Sample indices: files in listing order; shards: shard by shard in the
+// order of the pattern's expansion, then member order inside a shard (the
+// usable samples only, as for files). So a folder and shards packed from it
+// in its listing order give every image the same index.
+//
+// Open() reads every file's JPEG header in parallel (shards: every shard,
+// one per thread); samples that cannot be used (unreadable, empty, not a
+// JPEG, corrupt header, more than max_pixels; in shards also no label or a
+// bad one) are dropped and named in the log (on_error=skip), or stop the start
+// with the path and reason (on_error=fail). So the epoch length is exact. A
+// damaged shard (truncated, corrupt) keeps the samples before the damage;
+// what is lost is logged once per shard and counted (`shards_damaged`), or
+// stops the start with on_error=fail.
 // Listing and scan log a progress line at most once a second
 // (scan_progress.h), for datasets of millions of files.
 //
@@ -43,6 +54,7 @@
 #include "batchcast/sources/source_options.h"
 #include "core/src/mutex.h"
 #include "dataset_files.h"
+#include "sample_reader.h"
 
 namespace batchcast {
 
@@ -70,14 +82,16 @@ class ImageDataset {
   // One usable file: its listing entry, its JPEG header, and what Open's
   // `classify` hook said about it (false without a hook).
   struct File {
-    ImageEntry entry;
+    ImageEntry entry;  // shards: path is "SHARD:MEMBER"
     image::JpegInfo info;
     bool flag = false;
+    uint32_t shard = 0;   // shards: the shard's number in shards()
+    uint64_t member = 0;  // shards: the image member's position in its shard
   };
   // Runs on a scanning thread for each usable file, with the bytes read of it
-  // (at least its header) and the header's info.
+  // (at least its header; all of them when `whole`) and the header's info.
   using Classify = std::function<bool(const std::string& path, std::span<const uint8_t> header,
-                                      const image::JpegInfo& info)>;
+                                      bool whole, const image::JpegInfo& info)>;
 
   // Lists options.data and reads every JPEG header on `threads` threads (see
   // above). Errors: those of ListImageDataset and MakeTransformOptions; the
@@ -92,13 +106,21 @@ class ImageDataset {
   const std::string& path(int64_t index) const { return file(index).entry.path; }
   const image::TransformOptions& transform() const { return transform_; }
   uint64_t dropped_at_scan() const { return dropped_; }
+  // The shard files (empty for a dataset of files).
+  const std::vector<std::string>& shards() const { return shards_; }
+  // Where the sources read a sample's bytes (sample_reader.h).
+  SampleReader& reader() const { return *reader_; }
+  // Shards: the number of samples of each shard (consecutive indices, in
+  // order), for the sampler's shard order; empty for files.
+  std::vector<uint64_t> sample_groups() const;
 
   // The fields of an image source: `image` (the transform's dtype, [3,S,S] or
   // [S,S,3]) and `label` (int64 []), in `memory`.
   std::vector<FieldSpec> fields(MemoryKind memory) const;
   // "image dataset ROOT (N files, train 224 float32[, details])".
   std::string Describe(std::string_view details = {}) const;
-  // files, files_dropped_at_scan, files_dropped_at_decode, samples_dropped.
+  // files, files_dropped_at_scan, files_dropped_at_decode, samples_dropped;
+  // shards also shards, shards_damaged and the reader's counters.
   std::vector<std::pair<std::string, int64_t>> counters() const;
   int64_t files_dropped_at_decode() const { return files_dropped_at_decode_.load(); }
   int64_t samples_dropped() const { return samples_dropped_.load(); }
@@ -122,13 +144,32 @@ class ImageDataset {
   Status OnDecodeError(int64_t index, const Status& error);
 
  private:
+  // A scanned sample: usable when `verdict` is OK.
+  struct Candidate {
+    File file;
+    Status verdict;
+  };
+  // What the scan of files or shards found.
+  struct Scan {
+    std::vector<Candidate> candidates;
+    std::vector<std::string> shards;
+    std::vector<Status> damage;  // one per damaged shard
+  };
+  static Result<Scan> ScanFiles(const SourceOptions& options, uint64_t max_pixels, int threads,
+                                const Classify& classify);
+  static Result<Scan> ScanShardData(const SourceOptions& options, uint64_t max_pixels, int threads,
+                                    const Classify& classify);
+
   ImageDataset(std::string root, image::TransformOptions transform, ErrorPolicy on_error,
-               std::vector<File> files, uint64_t dropped)
+               std::vector<File> files, uint64_t dropped, std::vector<std::string> shards,
+               uint64_t shards_damaged)
       : root_(std::move(root)),
         transform_(transform),
         on_error_(on_error),
         files_(std::move(files)),
         dropped_(dropped),
+        shards_(std::move(shards)),
+        shards_damaged_(shards_damaged),
         bad_(new std::atomic<uint8_t>[files_.size()]()) {}
 
   const std::string root_;
@@ -136,6 +177,9 @@ class ImageDataset {
   const ErrorPolicy on_error_;
   const std::vector<File> files_;
   const uint64_t dropped_;
+  const std::vector<std::string> shards_;
+  const uint64_t shards_damaged_;
+  std::unique_ptr<SampleReader> reader_;  // set by Open
   // Note [Dropped files]: per file, 1 once it failed (known bad).
   const std::unique_ptr<std::atomic<uint8_t>[]> bad_;
   std::atomic<int64_t> files_dropped_at_decode_{0};

@@ -2,10 +2,12 @@
 
 #include <cstring>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "batchcast/image/pipeline.h"
+#include "file_prefetcher.h"
 
 namespace batchcast {
 namespace {
@@ -15,7 +17,9 @@ class ImageSource : public SampleSource {
   ImageSource(std::unique_ptr<ImageDataset> dataset, int workers)
       : SampleSource(workers),
         dataset_(std::move(dataset)),
-        workers_(static_cast<size_t>(workers)) {}
+        workers_(static_cast<size_t>(workers)),
+        sequential_(dataset_->reader().sequential()),
+        prefetcher_(*dataset_, sequential_) {}
 
   uint64_t size() const override { return dataset_->size(); }
   std::vector<FieldSpec> fields() const override { return dataset_->fields(MemoryKind::kHost); }
@@ -23,14 +27,42 @@ class ImageSource : public SampleSource {
   std::vector<std::pair<std::string, int64_t>> counters() const override {
     return dataset_->counters();
   }
+  std::vector<uint64_t> sample_groups() const override { return dataset_->sample_groups(); }
+
+  // Files: each worker reads its samples' files. Shards (a sequential
+  // reader, Note [Shard reads]): the prefetch thread reads each batch's
+  // bytes in stream order while the batch before it decodes.
+  Result<uint32_t> FillBatch(const SlotView& slot, const ReadAhead& next) override {
+    if (!sequential_) return SampleSource::FillBatch(slot, next);
+    prefetcher_.Wait();
+    std::swap(current_, ahead_);
+    if (current_.size() < slot.count()) current_.resize(slot.count());
+    position_.clear();
+    for (size_t i = 0; i < slot.count(); ++i) {
+      const int64_t index = slot.indices[i];
+      position_[index] = i;
+      // Not read ahead (the first batch, or a wrong hint): read it now, in order.
+      if (current_[i].index != index && !dataset_->known_bad(index)) {
+        (void)current_[i].Read(dataset_->reader(),
+                               index);  // a failure is found again in FillSample
+      }
+    }
+    prefetcher_.Start(&ahead_, next.indices);
+    return SampleSource::FillBatch(slot, next);
+  }
 
   Result<SampleFill> FillSample(int worker, uint32_t epoch, int64_t index,
                                 std::span<uint8_t* const> out) override {
     Worker& w = workers_[static_cast<size_t>(worker)];
     if (!w.pipeline) w.pipeline = std::make_unique<image::CpuImagePipeline>(dataset_->transform());
     BATCHCAST_ASSIGN_OR_RETURN(const SampleFill fill, dataset_->Decode(index, [&](int64_t i) {
-      BATCHCAST_RETURN_IF_ERROR(ReadFileBytes(dataset_->path(i), w.bytes));
-      return w.pipeline->Process(w.bytes, epoch, i, out[0]);
+      const FileBuffer* ahead = nullptr;
+      if (sequential_) {
+        const auto at = position_.find(i);
+        if (at != position_.end() && current_[at->second].index == i) ahead = &current_[at->second];
+      }
+      if (ahead == nullptr) BATCHCAST_RETURN_IF_ERROR(dataset_->reader().Read(i, w.bytes));
+      return w.pipeline->Process(ahead != nullptr ? ahead->bytes : w.bytes, epoch, i, out[0]);
     }));
     if (fill == SampleFill::kWritten) {
       const int64_t label = dataset_->file(index).entry.label;
@@ -48,6 +80,12 @@ class ImageSource : public SampleSource {
 
   const std::unique_ptr<ImageDataset> dataset_;
   std::vector<Worker> workers_;
+  const bool sequential_;
+  // Sequential readers: this batch's bytes, the next batch's (the prefetch
+  // thread's between Start and Wait), and where each index of this batch is.
+  std::vector<FileBuffer> current_, ahead_;
+  std::unordered_map<int64_t, size_t> position_;
+  FilePrefetcher prefetcher_;  // writes ahead_: declared after it
 };
 
 }  // namespace

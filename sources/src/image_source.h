@@ -1,7 +1,10 @@
 // ImageSource: an image dataset (image_dataset.h) decoded and augmented on the
 // CPU (batchcast::image's CpuImagePipeline, one per worker thread).
 //
-// Fields `image` and `label` in host memory. A file that fails while decoding
+// Fields `image` and `label` in host memory. Samples' bytes come from the
+// dataset's SampleReader (sample_reader.h): files are read by the workers;
+// tar shards by a prefetch thread, in stream order, one batch ahead
+// (Note [Shard reads]). A file that fails while decoding
 // follows Note [Dropped files] (image_dataset.h): with on_error=skip its
 // sample is dropped (a hole: FillBatch returns fewer samples, compacted, and
 // the slot's index list names exactly those), in this and every later epoch;

@@ -38,15 +38,15 @@ std::string ScanProgress::Line() const {
   const double rate = secs > 0 ? static_cast<double>(done) / secs : 0.0;
   char buf[160];
   if (total_ == 0) {
-    std::snprintf(buf, sizeof(buf), ": %llu files so far, %.0f files/s",
-                  static_cast<unsigned long long>(done), rate);
+    std::snprintf(buf, sizeof(buf), ": %llu %s so far, %.0f %s/s",
+                  static_cast<unsigned long long>(done), unit_.c_str(), rate, unit_.c_str());
   } else {
     const double left =
         rate > 0 && done < total_ ? std::ceil(static_cast<double>(total_ - done) / rate) : 0;
-    std::snprintf(buf, sizeof(buf),
-                  ": %llu of %llu files (%.0f%%), %.0f files/s, about %.0f s left",
+    std::snprintf(buf, sizeof(buf), ": %llu of %llu %s (%.0f%%), %.0f %s/s, about %.0f s left",
                   static_cast<unsigned long long>(done), static_cast<unsigned long long>(total_),
-                  100.0 * static_cast<double>(done) / static_cast<double>(total_), rate, left);
+                  unit_.c_str(), 100.0 * static_cast<double>(done) / static_cast<double>(total_),
+                  rate, unit_.c_str(), left);
   }
   return what_ + buf;
 }

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 
 namespace batchcast {
 
@@ -38,6 +39,8 @@ class ScanProgress {
   // Counts `n` more items done; reports when the interval has passed since
   // the last report (or the start).
   void Add(uint64_t n = 1);
+  // What the loop counts ("files" unless set); set it before the first Add.
+  void set_unit(std::string unit) { unit_ = std::move(unit); }
   uint64_t done() const { return done_.load(std::memory_order_relaxed); }
   // The line a report would print now.
   std::string Line() const;
@@ -46,6 +49,7 @@ class ScanProgress {
   int64_t Ticks(Clock::time_point t) const { return (t - start_).count(); }
 
   const std::string what_;
+  std::string unit_ = "files";
   const uint64_t total_;
   const Sink sink_;
   const Clock::duration interval_;

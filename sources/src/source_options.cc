@@ -34,7 +34,8 @@ DType SourceOptions::output_dtype() const {
 Status SourceOptions::Validate() const {
   auto bad = [](const std::string& what) { return InvalidArgumentError(what); };
   if (data.empty() && synthetic == 0) {
-    return bad("no data: give a dataset path (an image folder or a .tsv list) or --synthetic COUNT");
+    return bad("no data: give a dataset path (an image folder, a .tsv list or tar shards) or "
+               "--synthetic COUNT");
   }
   if (!data.empty() && synthetic != 0) return bad("give either a dataset path or --synthetic, not both");
   if (size < 1 || size > 8192) return bad("size (--size) must be in 1..8192");
@@ -56,6 +57,7 @@ Status SourceOptions::Validate() const {
   }
   if (workers < 0 || workers > 1024) return bad("workers (--workers) must be in 0..1024");
   if (max_pixels == 0) return bad("max_pixels (--max-pixels) must be positive");
+  if (shuffle_buffer > 10'000'000) return bad("shuffle_buffer (--shuffle-buffer) must be at most 10000000");
   return Status::Ok();
 }
 

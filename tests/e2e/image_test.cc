@@ -15,6 +15,7 @@
 #include "core/src/sampler.h"
 #include "dropped_files.h"
 #include "harness.h"
+#include "image_harness.h"
 #include "process.h"
 #include "sources/src/image_source.h"
 
@@ -25,71 +26,6 @@ using namespace std::chrono_literals;
 using testing::Process;
 using testing::TempDir;
 using testing::UniqueName;
-
-// Makes a dataset with tools/make_dataset.py (cached per process).
-std::string MakeDataset(const std::string& key, const std::vector<std::string>& args) {
-  static std::map<std::string, std::string> made;
-  if (auto it = made.find(key); it != made.end()) return it->second;
-  const std::string dir = TempDir() + "/ds";
-  // The interpreter with PIL and numpy: $BATCHCAST_PYTHON, else Debian's.
-  const char* python = std::getenv("BATCHCAST_PYTHON");
-  std::vector<std::string> argv = {python != nullptr ? python : "/usr/bin/python3",
-                                   BC_SOURCE_DIR "/tools/make_dataset.py", dir, "--quiet"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  Process p(argv);
-  EXPECT_EQ(p.Wait(120s), 0) << "make_dataset.py failed";
-  made[key] = dir;
-  return dir;
-}
-
-ServerOptions ImageOptions(const std::string& data) {
-  ServerOptions o;
-  o.name = UniqueName("img");
-  o.source.data = data;
-  o.batch_size = 16;
-  o.window = 6;
-  o.source.size = 32;
-  o.source.workers = 2;
-  o.source.seed = 5;
-  return o;
-}
-
-std::unique_ptr<Consumer> Connect(const std::string& endpoint, uint32_t batch, bool drop_last = true) {
-  ConsumerOptions c;
-  c.endpoint = endpoint;
-  c.batch_size = batch;
-  c.drop_last = drop_last;
-  c.join = JoinPolicy::kNextEpoch;
-  c.timeout = 60s;
-  auto r = Consumer::Connect(c);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? std::move(*r) : nullptr;
-}
-
-struct Epoch {
-  std::vector<int64_t> indices;
-  std::vector<int64_t> labels;
-  std::map<int64_t, std::vector<uint8_t>> images;  // by dataset index
-};
-
-// Reads one epoch; keeps the image bytes of every sample.
-Epoch ReadEpoch(Consumer& c) {
-  Epoch e;
-  testing::ForEachBatchOfEpoch(&c, [&](const Batch& b) {
-    auto image = b.field("image");
-    auto label = b.field("label");
-    EXPECT_TRUE(image.ok() && label.ok());
-    const size_t per = image->bytes / b.size();
-    for (size_t i = 0; i < b.size(); ++i) {
-      const int64_t idx = b.indices()[i];
-      e.indices.push_back(idx);
-      e.labels.push_back(static_cast<const int64_t*>(label->data)[i]);
-      const auto* p = static_cast<const uint8_t*>(image->data) + i * per;
-      e.images[idx] = std::vector<uint8_t>(p, p + per);
-    }
-  });
-  return e;
-}
 
 // Exactly once per epoch on a real folder, in the sampler's order, with the
 // labels torchvision's ImageFolder would assign.
@@ -152,7 +88,6 @@ TEST(ImagePipeline, TrainCropsAreDeterministic) {
   EXPECT_LT(same, 10);
 }
 
-nlohmann::json StatsOf(Server& s) { return nlohmann::json::parse(s.StatsJson()); }
 
 // Hazard files never crash the server; with skip they are counted and named.
 TEST(ImagePipeline, HazardsAreSkippedAndCounted) {

@@ -30,6 +30,7 @@
 #include "batchcast/sources/make_source.h"
 #include "core/src/sampler.h"
 #include "sources/src/image_source.h"
+#include "sources/src/tar_archive.h"
 
 namespace batchcast {
 namespace {
@@ -357,6 +358,32 @@ void CheckDroppedFilesOnDeviceRing(DecodeMode decode) {
   std::cout << "decode " << DecodeModeName(decode) << ": dropped per epoch " << dropped[0].size()
             << ", " << dropped[1].size() << " of " << bad.size() << " bad files; counters "
             << st["source_counters"].dump() << std::endl;
+}
+
+// Tar shards packed from the dataset folder (tools/make_dataset.py --shards)
+// give, on the GPU path, exactly the folder's pixels and labels for every
+// index (issue 12): same bytes, same (seed, epoch, index).
+TEST_F(GpuImageTest, ShardsGiveTheFolderPixels) {
+  if (!BuiltWithTar()) GTEST_SKIP() << "built without libarchive (BATCHCAST_WITH_TAR)";
+  const std::string shards = testing::TempDir() + "/shards";
+  const std::string cmd = "python3 " BC_SOURCE_DIR "/tools/make_dataset.py " + shards +
+                          " --shards 10 --from-folder " + Dataset() + " --quiet";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  SourceOptions o = Options("train", "cuda:0");
+  auto folder = MakeSource(o);
+  ASSERT_TRUE(folder.ok()) << folder.status().ToString();
+  o.data = shards;  // the directory of .tar files
+  auto tars = MakeSource(o);
+  ASSERT_TRUE(tars.ok()) << tars.status().ToString();
+  const int64_t n = static_cast<int64_t>((*folder)->size());
+  ASSERT_EQ((*tars)->size(), static_cast<uint64_t>(n));
+  for (uint32_t epoch = 0; epoch < 2; ++epoch) {
+    Output a = RunSource(**folder, epoch, n, 16);
+    Output b = RunSource(**tars, epoch, n, 16);
+    EXPECT_EQ(a.indices, b.indices);
+    EXPECT_EQ(a.labels, b.labels);
+    EXPECT_TRUE(a.image == b.image) << "epoch " << epoch;
+  }
 }
 
 TEST_F(GpuImageTest, FilesThatFailToDecodeAreDroppedFromEveryEpoch) {

@@ -36,7 +36,7 @@ struct Fixture {
     o.size = 24;
     o.seed = 3;
     auto ds = ImageDataset::Open(
-        o, 2, [](const std::string& path, std::span<const uint8_t>, const image::JpegInfo&) {
+        o, 2, [](const std::string& path, std::span<const uint8_t>, bool, const image::JpegInfo&) {
           return path.find("gpu") != std::string::npos;
         });
     EXPECT_TRUE(ds.ok()) << ds.status().ToString();

@@ -194,7 +194,9 @@ TEST(ImageDatasetOpen, ClassifyHookSeesEveryUsableHeader) {
   std::set<std::string> seen;
   auto ds = ImageDataset::Open(
       Options(d.root()), 2,
-      [&](const std::string& path, std::span<const uint8_t> header, const image::JpegInfo& info) {
+      [&](const std::string& path, std::span<const uint8_t> header, bool whole,
+          const image::JpegInfo& info) {
+        EXPECT_TRUE(whole);  // small files are read whole
         EXPECT_GE(header.size(), 2u);
         EXPECT_EQ(header[0], 0xFF);
         EXPECT_EQ(header[1], 0xD8);

@@ -83,6 +83,12 @@ class Source {
   virtual MemoryKind output_memory() const { return MemoryKind::kHost; }
   // Counters for stats (files skipped, ...), as JSON-able key/value pairs.
   virtual std::vector<std::pair<std::string, int64_t>> counters() const { return {}; }
+  // Samples stored in groups that are read sequentially (tar shards): the
+  // number of samples of each group, which hold consecutive indices in order
+  // (group 0 the first ones). The producer then visits whole groups in a
+  // seeded order through a shuffle buffer (core/src/sampler.h) instead of a
+  // permutation of all indices. Empty (the default): random access.
+  virtual std::vector<uint64_t> sample_groups() const { return {}; }
 };
 
 // What SampleSource::FillSample did with its sample.

@@ -72,6 +72,10 @@ struct SourceOptions {
   uint64_t max_pixels = 178956970;
   uint64_t seed = 0;  // crop and flip parameters are a function of (seed, epoch, index)
   int workers = 0;    // CPU threads; 0 = one per core (CPU decode) or 2 (GPU decode)
+  // Tar shards: samples of the shuffle buffer that mixes the shards' streams
+  // (core/src/sampler.h); the source holds at most about this many encoded
+  // samples plus one batch in memory (Note [Shard reads]). 0 or 1: no mixing.
+  uint64_t shuffle_buffer = 1000;
 
   // The output dtype: `dtype`, else its default (see above).
   DType output_dtype() const;

@@ -1,0 +1,149 @@
+// The SampleReader of tar shard datasets: Note [Shard reads] (sample_reader.h).
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <optional>
+#include <unordered_map>
+
+#include "core/src/mutex.h"
+#include "image_dataset.h"
+#include "sample_reader.h"
+#include "tar_archive.h"
+
+namespace batchcast {
+namespace {
+
+class ShardSampleReader : public SampleReader {
+ public:
+  ShardSampleReader(const ImageDataset& dataset, size_t max_held)
+      : dataset_(dataset), max_held_(max_held), begin_(dataset.shards().size() + 1, 0) {
+    // Shard k's samples are the indices [begin_[k], begin_[k + 1]), in member order.
+    for (uint64_t i = 0; i < dataset.size(); ++i)
+      ++begin_[dataset.file(static_cast<int64_t>(i)).shard + 1];
+    for (size_t k = 1; k < begin_.size(); ++k) begin_[k] += begin_[k - 1];
+  }
+
+  bool sequential() const override { return true; }
+
+  std::vector<std::pair<std::string, int64_t>> counters() const override {
+    return {{"shard_opens", opens_.load()},
+            {"shard_rereads", rereads_.load()},
+            {"shard_held_peak_samples", peak_samples_.load()},
+            {"shard_held_peak_bytes", peak_bytes_.load()}};
+  }
+
+  Status Read(int64_t index, std::vector<uint8_t>& bytes) BC_EXCLUDES(mu_) override {
+    MutexLock lock(&mu_);
+    const auto held = held_.find(index);
+    if (held != held_.end()) {
+      bytes.swap(held->second);
+      held_bytes_ -= bytes.size();
+      held_.erase(held);
+      return Status::Ok();
+    }
+    const ImageDataset::File& f = dataset_.file(index);
+    const auto failed = failed_.find(f.shard);
+    if (failed != failed_.end() && f.member >= failed->second.first) return failed->second.second;
+    if (open_ != static_cast<int64_t>(f.shard) || next_ > index) {
+      if (open_ == static_cast<int64_t>(f.shard)) {
+        rereads_.fetch_add(1);  // passed already, and not held
+      } else if (open_ >= 0) {
+        HoldRest();
+      }
+      BATCHCAST_RETURN_IF_ERROR(OpenShard(f.shard));
+    }
+    return ReadUpTo(index, &bytes);
+  }
+
+ private:
+  const std::string& shard_path(uint32_t k) const { return dataset_.shards()[k]; }
+
+  Status OpenShard(uint32_t k) BC_REQUIRES(mu_) {
+    tar_.reset();
+    open_ = -1;
+    Result<TarReader> r = TarReader::Open(shard_path(k));
+    if (!r.ok()) return Fail(k, 0, r.status().WithContext(shard_path(k)));
+    opens_.fetch_add(1);
+    tar_.emplace(std::move(*r));
+    open_ = k;
+    member_ = 0;
+    next_ = static_cast<int64_t>(begin_[k]);
+    return Status::Ok();
+  }
+
+  // Remembers that shard k fails from member `at` on, and closes it if open.
+  Status Fail(uint32_t k, uint64_t at, Status error) BC_REQUIRES(mu_) {
+    failed_[k] = {at, error};
+    if (open_ == static_cast<int64_t>(k)) {
+      tar_.reset();
+      open_ = -1;
+    }
+    return error;
+  }
+
+  // Reads the open shard up to sample `target`, holding the samples passed on
+  // the way; target < 0: to the shard's last sample. `out`: target's bytes.
+  Status ReadUpTo(int64_t target, std::vector<uint8_t>* out) BC_REQUIRES(mu_) {
+    const uint32_t k = static_cast<uint32_t>(open_);
+    const int64_t end = static_cast<int64_t>(begin_[k + 1]);
+    const int64_t last = target >= 0 ? target : end - 1;
+    TarReader::Member m;
+    while (next_ <= last) {
+      const uint64_t at = member_;
+      Result<bool> more = tar_->Next(&m);
+      if (more.ok() && !*more) {
+        more = DataLossError("the shard ended before member " + std::to_string(at) +
+                             " (it changed since the scan)");
+      }
+      if (!more.ok()) return Fail(k, at, more.status().WithContext(shard_path(k)));
+      ++member_;
+      if (at != dataset_.file(next_).member) continue;
+      const int64_t pos = next_++;
+      if (pos == target) {
+        const Status s = tar_->ReadData(*out);
+        if (!s.ok()) return Fail(k, at, s.WithContext(shard_path(k)));
+        break;
+      }
+      if (dataset_.known_bad(pos) || held_.size() >= max_held_) continue;
+      std::vector<uint8_t>& slot = held_[pos];
+      const Status s = tar_->ReadData(slot);
+      if (!s.ok()) {
+        held_.erase(pos);
+        return Fail(k, at, s.WithContext(shard_path(k)));
+      }
+      held_bytes_ += slot.size();
+      peak_samples_.store(
+          std::max<int64_t>(peak_samples_.load(), static_cast<int64_t>(held_.size())));
+      peak_bytes_.store(std::max<int64_t>(peak_bytes_.load(), static_cast<int64_t>(held_bytes_)));
+    }
+    if (next_ >= end) {  // every sample of the shard was read: close it
+      tar_.reset();
+      open_ = -1;
+    }
+    return Status::Ok();
+  }
+
+  // Holds the rest of the open shard (a failure is remembered, not returned).
+  void HoldRest() BC_REQUIRES(mu_) { (void)ReadUpTo(-1, nullptr); }
+
+  const ImageDataset& dataset_;
+  const size_t max_held_;
+  std::vector<uint64_t> begin_;
+  Mutex mu_;
+  std::optional<TarReader> tar_ BC_GUARDED_BY(mu_);
+  int64_t open_ BC_GUARDED_BY(mu_) = -1;    // the open shard, -1: none
+  uint64_t member_ BC_GUARDED_BY(mu_) = 0;  // the open shard's next member
+  int64_t next_ BC_GUARDED_BY(mu_) = 0;     // the open shard's next sample index
+  std::unordered_map<int64_t, std::vector<uint8_t>> held_ BC_GUARDED_BY(mu_);
+  size_t held_bytes_ BC_GUARDED_BY(mu_) = 0;
+  std::map<uint32_t, std::pair<uint64_t, Status>> failed_ BC_GUARDED_BY(mu_);
+  std::atomic<int64_t> opens_{0}, rereads_{0}, peak_samples_{0}, peak_bytes_{0};
+};
+
+}  // namespace
+
+std::unique_ptr<SampleReader> MakeShardSampleReader(const ImageDataset& dataset, size_t max_held) {
+  return std::make_unique<ShardSampleReader>(dataset, max_held);
+}
+
+}  // namespace batchcast
