@@ -94,7 +94,8 @@ class Server(_Serving):
         data: an ImageFolder directory or a ``.tsv`` list (``path<TAB>label``);
             or leave it None and give ``synthetic=COUNT``.
         **options: name, endpoint, device, batch_size, window, transform, size,
-            dtype, layout, mean, std, seed, shuffle, epochs, workers, decode,
+            dtype, layout, mean, std, seed, shuffle, epochs, workers,
+            device_cache_mb, decode,
             lag_policy, lag_timeout, min_consumers, on_error, max_pixels,
             synthetic, shard_rank, num_shards, heartbeat_timeout,
             heartbeat_interval, max_leases, max_consumers. An unknown name is a

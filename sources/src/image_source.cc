@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "batchcast/image/pipeline.h"
+#include "stage_times.h"
 
 namespace batchcast {
 namespace {
@@ -15,7 +16,8 @@ class ImageSource : public SampleSource {
   ImageSource(std::unique_ptr<ImageDataset> dataset, int workers)
       : SampleSource(workers),
         dataset_(std::move(dataset)),
-        workers_(static_cast<size_t>(workers)) {}
+        workers_(static_cast<size_t>(workers)),
+        stages_({{"read", workers}, {"decode_augment", workers}}) {}
 
   uint64_t size() const override { return dataset_->size(); }
   std::vector<FieldSpec> fields() const override { return dataset_->fields(MemoryKind::kHost); }
@@ -23,13 +25,20 @@ class ImageSource : public SampleSource {
   std::vector<std::pair<std::string, int64_t>> counters() const override {
     return dataset_->counters();
   }
+  // Read, then decode + crop + resize + normalize in one pass (the CPU
+  // pipeline does not separate them); worker-seconds over `workers` threads.
+  std::vector<StageTime> stage_times() const override { return stages_.Read(); }
 
   Result<SampleFill> FillSample(int worker, uint32_t epoch, int64_t index,
                                 std::span<uint8_t* const> out) override {
     Worker& w = workers_[static_cast<size_t>(worker)];
     if (!w.pipeline) w.pipeline = std::make_unique<image::CpuImagePipeline>(dataset_->transform());
     BATCHCAST_ASSIGN_OR_RETURN(const SampleFill fill, dataset_->Decode(index, [&](int64_t i) {
-      BATCHCAST_RETURN_IF_ERROR(ReadFileBytes(dataset_->path(i), w.bytes));
+      {
+        StageTimes::Scope timed(&stages_, kRead);
+        BATCHCAST_RETURN_IF_ERROR(ReadFileBytes(dataset_->path(i), w.bytes));
+      }
+      StageTimes::Scope timed(&stages_, kDecodeAugment);
       return w.pipeline->Process(w.bytes, epoch, i, out[0]);
     }));
     if (fill == SampleFill::kWritten) {
@@ -46,8 +55,11 @@ class ImageSource : public SampleSource {
     std::vector<uint8_t> bytes;
   };
 
+  enum Stage : size_t { kRead, kDecodeAugment };
+
   const std::unique_ptr<ImageDataset> dataset_;
   std::vector<Worker> workers_;
+  StageTimes stages_;
 };
 
 }  // namespace
