@@ -253,11 +253,11 @@ def train_rate(args, server_name=None):
 
 
 def summary(r):
-    lines = [f"device cache: OFF (--device-cache-mb 0); {r.get('device', '?')}",
+    lines = [f"{r.get('device', 'cpu (smoke run)')}; device cache: OFF (--device-cache-mb 0)",
              f"MPS: {r['read'].get('mps')} ({r['read'].get('mps_detail')})"]
     counters = r["read"]["source_counters"]
-    if counters.get("files"):
-        hw = counters.get("files_gpu_decodable", counters["files"])
+    if counters.get("files") and "files_gpu_decodable" in counters:
+        hw = counters["files_gpu_decodable"]
         lines.append(f"dataset: {counters['files']} files, {counters['files'] - hw} "
                      f"({100 * (counters['files'] - hw) / counters['files']:.1f} %) refused by the "
                      "hardware engine")
