@@ -35,7 +35,7 @@ class ImageSource : public SampleSource {
     if (!w.pipeline) w.pipeline = std::make_unique<image::CpuImagePipeline>(dataset_->transform());
     BATCHCAST_ASSIGN_OR_RETURN(const SampleFill fill, dataset_->Decode(index, [&](int64_t i) {
       {
-        StageTimes::Scope timed(&stages_, kRead);
+        StageTimes::Scope read_time(&stages_, kRead);
         BATCHCAST_RETURN_IF_ERROR(ReadFileBytes(dataset_->path(i), w.bytes));
       }
       StageTimes::Scope timed(&stages_, kDecodeAugment);
