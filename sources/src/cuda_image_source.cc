@@ -195,6 +195,10 @@ class CudaImageSource::BatchOps : public SplitDecodeOps {
     return src_.DecodeOnGpu(slot_, set_, state_, ids);
   }
   const GpuSample& sample(size_t i) const override { return set_.samples[i]; }
+  uint64_t FallbackCost(size_t i) const override {
+    const image::JpegInfo& info = src_.dataset_->file(slot_.indices[i]).info;
+    return static_cast<uint64_t>(info.width) * static_cast<uint64_t>(info.height);
+  }
 
  private:
   CudaImageSource& src_;

@@ -1,10 +1,15 @@
 #include "split_decode.h"
 
+#include <algorithm>
+
 namespace batchcast {
 Result<SplitDecodeResult> RunSplitDecode(ThreadPool& pool, size_t n, SplitDecodeOps& ops,
                                          StageTimes* times, SplitDecodeStages stages) {
   std::vector<size_t> candidates, fallback;
   for (size_t i = 0; i < n; ++i) (ops.HardwareCandidate(i) ? candidates : fallback).push_back(i);
+  // Longest first (the pool takes items in order); ties keep the batch order.
+  std::stable_sort(fallback.begin(), fallback.end(),
+                   [&](size_t a, size_t b) { return ops.FallbackCost(a) > ops.FallbackCost(b); });
 
   // 1. Route the candidates (reads only: nothing here decodes).
   BATCHCAST_RETURN_IF_ERROR(

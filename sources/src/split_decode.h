@@ -14,8 +14,8 @@
 //   2. decode:   the pipeline thread submits the hardware batch of the
 //                candidates routed kNvJpeg (SplitDecodeOps::DecodeHardware)
 //                while the pool's helper threads route the rest (CPU decodes,
-//                DecodeRoute kCpuCropped / kCpuFullForCache); the pipeline
-//                thread joins them when its submission returns;
+//                DecodeRoute kCpuCropped / kCpuFullForCache), costliest first;
+//                the pipeline thread joins them when its submission returns;
 //   3. refused:  if the engine refuses the batch (DataLoss), its samples are
 //                routed again with force_cpu on the whole pool.
 // Every sample is routed into its own GpuSample, by position, exactly once
@@ -60,6 +60,10 @@ class SplitDecodeOps {
   // DataLoss: the engine refused the batch.
   virtual Status DecodeHardware(std::span<const size_t> ids) = 0;
   virtual const GpuSample& sample(size_t i) const = 0;
+  // The relative CPU cost of decoding sample i (e.g. its pixels): the
+  // fallback decodes start with the costliest, so that the pool's threads end
+  // together (longest first); it never changes where a sample goes.
+  virtual uint64_t FallbackCost(size_t /*i*/) const { return 0; }
 };
 
 // Stage indices of the GPU source's StageTimes that RunSplitDecode adds to.

@@ -146,6 +146,26 @@ TEST(SplitDecode, OneThreadRunsTheSameWorkInTurn) {
   EXPECT_EQ(ops.overlapped_.load(), 0);
 }
 
+// The fallback decodes start with the costliest (one thread: in that order;
+// equal costs in the batch's order); where the samples go does not change.
+TEST(SplitDecode, FallbackStartsWithTheCostliest) {
+  class Costed : public FakeOps {
+   public:
+    using FakeOps::FakeOps;
+    uint64_t FallbackCost(size_t i) const override { return i == 3 ? 1 : (i == 5 ? 9 : 4); }
+    Status Route(int w, size_t i, bool f) override {
+      if (!hw_[i]) order.push_back(i);
+      return FakeOps::Route(w, i, f);
+    }
+    std::vector<size_t> order;
+  } ops(std::vector<bool>{true, false, true, false, false, false}, {});
+  ThreadPool pool(1);
+  auto r = RunSplitDecode(pool, 6, ops, nullptr);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(ops.order, (std::vector<size_t>{5, 1, 4, 3}));
+  EXPECT_EQ(KeepInOrder(ops.samples_), (std::vector<size_t>{0, 1, 2, 3, 4, 5}));
+}
+
 // Only CPU files, or only hardware files: no empty hardware batch is sent.
 TEST(SplitDecode, NoEmptyHardwareBatch) {
   ThreadPool pool(2);
