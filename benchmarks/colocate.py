@@ -51,10 +51,10 @@ the steps that end within the next `measure` seconds are timed (step time =
 their span / their count; every step ends with loss.item(), so it includes
 the GPU work). CPU is read from /proc at the window's ends. The dataset
 lives in the page cache on both sides; the DataLoader decodes every image
-every epoch; the server too, except that on the GPU path the few files
-nvJPEG cannot take (progressive, 5 % of make_dataset.py's files) are kept
-decoded on the device after their first use (Note [CPU-decoded file cache]),
-which is why one epoch is read through the server before it is measured.
+every epoch; the server too (the files nvJPEG's hardware cannot take are
+decoded on the CPU beside it every epoch: the device cache of Note
+[CPU-decoded file cache] is off unless --device-cache-mb is given). One
+epoch is read through the server before it is measured (page cache, warm-up).
 """
 import argparse
 import json

@@ -168,6 +168,8 @@ std::vector<std::string> WatchView::Frame(int width, int height) const {
                                  Uptime(j.value("uptime_s", 0.0)));
   if (j.contains("mps") && j["mps"].is_boolean())
     head += j["mps"].get<bool>() ? ", MPS on" : ", MPS off";
+  else if (j.contains("mps") && j["mps"].is_string())
+    head += ", MPS " + j["mps"].get<std::string>();
   lines.push_back(head);
   lines.push_back(fmt::format("producer  {} samples/s  {}  published {}  blocked {}{}",
                               RateText(Rate(j, prev, "samples_published")), EpochProgress(j),

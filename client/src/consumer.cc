@@ -28,7 +28,13 @@ Result<std::unique_ptr<Consumer>> Consumer::Connect(ConsumerOptions options) {
 
 Result<Batch> Consumer::Next() {
   return CatchAll("Consumer::Next", [this]() -> Result<Batch> {
-    BATCHCAST_ASSIGN_OR_RETURN(proto::Message reply, session_->NextReply());
+    const auto start = std::chrono::steady_clock::now();
+    Result<proto::Message> waited = session_->NextReply();
+    wait_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::steady_clock::now() - start)
+                           .count(),
+                       std::memory_order_relaxed);
+    BATCHCAST_ASSIGN_OR_RETURN(proto::Message reply, std::move(waited));
     if (auto* e = std::get_if<proto::Error>(&reply)) return proto::ToStatus(*e);
     if (auto* eoe = std::get_if<proto::EndOfEpoch>(&reply)) return internal::MakeEndOfEpoch(*eoe);
     return internal::MakeBatch(session_, std::move(std::get<proto::Batch>(reply)),
@@ -36,6 +42,9 @@ Result<Batch> Consumer::Next() {
   });
 }
 
+double Consumer::wait_seconds() const {
+  return static_cast<double>(wait_ns_.load(std::memory_order_relaxed)) * 1e-9;
+}
 void Consumer::set_cuda_stream(CudaStreamRef cuda_stream) { cuda_stream_.store(cuda_stream); }
 uint64_t Consumer::batches_per_epoch() const { return session_->welcome().batches_per_epoch; }
 uint64_t Consumer::epoch_len() const { return session_->welcome().epoch_len; }

@@ -81,10 +81,14 @@ class CudaRingView final : public RingView {
     return Status::Ok();
   }
 
+  // With a pooled event: cudaStreamWaitEvent waits for the record current at
+  // the call, so the event may be recorded again (reused) right after.
   Status StreamWaitsFor(CudaStreamRef stream, CudaStreamRef after) const override {
-    BATCHCAST_ASSIGN_OR_RETURN(cuda::Event e, cuda::Event::Create(device_));
-    BATCHCAST_RETURN_IF_ERROR(e.Record(after));
-    return e.BlockStream(stream);
+    BATCHCAST_ASSIGN_OR_RETURN(cuda::Event e, events_->Take());
+    Status s = e.Record(after);
+    if (s.ok()) s = e.BlockStream(stream);
+    events_->Put(std::move(e));
+    return s;
   }
 
   // Device-to-device copies into a buffer of the private stream-ordered pool.

@@ -166,10 +166,19 @@ class Loader:
         if self._cuda_index is None:
             next_item = core.next
         else:
-            current_stream, device = self._torch.cuda.current_stream, self._cuda_index
+            device = self._cuda_index
+            # The raw cudaStream_t of the current stream, without making a
+            # torch.cuda.Stream object per batch (the private call triton
+            # uses too; the public one where it is missing).
+            raw_stream = getattr(self._torch._C, "_cuda_getCurrentRawStream", None)
+            if raw_stream is None:
+                current_stream = self._torch.cuda.current_stream
+
+                def raw_stream(index):
+                    return current_stream(index).cuda_stream
 
             def next_item():
-                return core.next(current_stream(device).cuda_stream)
+                return core.next(raw_stream(device))
 
         while True:
             item = next_item()  # raises EndOfStream, ServerUnavailable, ...
@@ -220,6 +229,10 @@ class Loader:
                       "[(name, dtype name, per-sample shape)] of the server's samples.")
     skipped = ReadOnly("_core.skipped", int, 'Samples this consumer skipped (lag_policy="skip").')
     consumer_id = ReadOnly("_core.consumer_id", int)
+    wait_s = ReadOnly(
+        "_core.wait_s", float,
+        "Seconds this Loader waited for the server's batches since it connected (this "
+        "process' side of the server's per-consumer stat wait_s; docs/stats.md).")
 
     def stats(self) -> Dict[str, Any]:
         """The server's stats (the JSON of ``batchcast-server stat NAME --json``) as a dict."""

@@ -216,6 +216,7 @@ void RegisterConsumer(py::module_& m) {
       .def_property_readonly("producer_batch_size",
                              [](PyConsumer& c) { return c.get().producer_batch_size(); })
       .def_property_readonly("window", [](PyConsumer& c) { return c.get().window(); })
+      .def_property_readonly("wait_s", [](PyConsumer& c) { return c.get().wait_seconds(); })
       .def_property_readonly("fields", &PyConsumer::fields,
                              "[(name, dtype name, per-sample shape)] in ring order")
       .def_property_readonly("on_cuda", &PyConsumer::on_cuda,

@@ -235,6 +235,19 @@ bool Scheduler::ServeOneLocked(Consumer& c) {
 void Scheduler::ServeLocked(Consumer& c) {
   while (!c.pending.empty() && ServeOneLocked(c)) {
   }
+  UpdateWaitLocked(c);
+}
+
+void Scheduler::UpdateWaitLocked(Consumer& c) {
+  const bool waiting = c.attached && !c.pending.empty();
+  if (waiting == c.waiting_since.has_value()) return;
+  const Clock::time_point now = env_->Now();
+  if (waiting) {
+    c.waiting_since = now;
+  } else {
+    c.waited += now - *c.waiting_since;
+    c.waiting_since.reset();
+  }
 }
 
 void Scheduler::ServeAllLocked() {
@@ -272,6 +285,7 @@ void Scheduler::DropLeasesLocked(Consumer& c) {
 void Scheduler::DetachLocked(Consumer& c) {
   c.attached = false;
   c.pending.clear();
+  UpdateWaitLocked(c);
   if (c.leases.empty()) RemoveLocked(c.identity, "left the stream");
   NotifyProducer();
 }

@@ -211,6 +211,10 @@ class Scheduler {
     uint64_t batches = 0;
     uint64_t samples = 0;
     uint64_t passed_over = 0;  // drop_last samples passed over in a starved ring
+    // docs/stats.md `wait_s`: since when a NEXT of it has been parked
+    // without data (unset: none is), and the total of the waits that ended.
+    std::optional<Clock::time_point> waiting_since;
+    Clock::duration waited{0};
     // Since when its own leases pin every slot while it waits (Note [Leases]).
     std::optional<Clock::time_point> hoarding_since;
     Clock::time_point last_seen;
@@ -225,6 +229,9 @@ class Scheduler {
   // Answers the pending NEXTs of `c` in order, as far as they can be.
   void ServeLocked(Consumer& c) BC_REQUIRES(mu_);
   void ServeAllLocked() BC_REQUIRES(mu_);
+  // Starts or ends `c`'s wait (Consumer::waiting_since) by whether a NEXT of
+  // it is parked now; called whenever its pending NEXTs change.
+  void UpdateWaitLocked(Consumer& c) BC_REQUIRES(mu_);
   // Answers the head NEXT of `c`; false when it must wait.
   bool ServeOneLocked(Consumer& c) BC_REQUIRES(mu_);
   // Moves `c`'s cursor over what needs no reading (Note [Consumer epochs]):

@@ -62,6 +62,8 @@ nlohmann::json Scheduler::Stats() const {
                     {"skipped", c.cursor.skipped()},
                     {"leases", c.leases.size()},
                     {"pending", c.pending.size()},
+                    {"wait_s", Seconds(c.waited + (c.waiting_since ? now - *c.waiting_since
+                                                                   : Clock::duration{0}))},
                     {"connected_s", Seconds(now - c.joined)}});
   }
   j["consumers"] = list;

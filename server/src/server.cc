@@ -83,6 +83,8 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len) {
   if (cuda_device >= 0) {
     BC_LOG_INFO("ring of {} MiB on {}: {}", layout->allocation_bytes(MemoryKind::kCuda) >> 20,
                 device_name, cuda::DeviceDescription(cuda_device));
+    mps = ProbeMps();  // mps_probe.h: a heuristic, said as such
+    BC_LOG_INFO("MPS {} for {} ({})", mps->name(), device_name, mps->reason);
   }
 
   SchedulerConfig sc;
@@ -185,11 +187,32 @@ std::string Server::Impl::StatsJson() const {
     j["device"] = DeviceName(options.source.device);
     j["pid"] = getpid();
     j["refused_connections"] = control->refused_connections();
+    if (mps) {
+      // docs/stats.md: true / false, or "unknown"; mps_detail says why.
+      if (mps->kind == MpsState::Kind::kUnknown) {
+        j["mps"] = "unknown";
+      } else {
+        j["mps"] = mps->kind == MpsState::Kind::kOn;
+      }
+      j["mps_detail"] = mps->reason;
+    }
     if (source) {
       j["source"] = source->description();
       nlohmann::json counters = nlohmann::json::object();
       for (const auto& [k, v] : source->counters()) counters[k] = v;
       j["source_counters"] = counters;
+      // docs/stats.md producer_stage_s: the source's stages, then the wait
+      // for a free slot (the scheduler's producer_blocked_s).
+      nlohmann::json stages = nlohmann::json::object();
+      nlohmann::json threads = nlohmann::json::object();
+      for (const StageTime& t : source->stage_times()) {
+        stages[t.name] = t.seconds;
+        threads[t.name] = t.threads;
+      }
+      stages["slot_wait"] = j.value("producer_blocked_s", 0.0);
+      threads["slot_wait"] = 1;
+      j["producer_stage_s"] = stages;
+      j["producer_stage_threads"] = threads;
     }
     return j.dump(-1, ' ', false, kReplace);
   });

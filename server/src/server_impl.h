@@ -40,11 +40,12 @@
 #include <vector>
 
 #include "batchcast/core/field_spec.h"
-#include "core/src/ring_layout.h"
-#include "core/src/runtime_dir.h"
 #include "batchcast/server/server.h"
 #include "control_loop.h"
 #include "core/src/mutex.h"
+#include "core/src/ring_layout.h"
+#include "core/src/runtime_dir.h"
+#include "mps_probe.h"
 #include "producer_loop.h"
 #include "ring_memory.h"
 #include "scheduler.h"
@@ -83,6 +84,7 @@ struct Server::Impl {
   std::unique_ptr<SlotPublisher> publisher;
   std::unique_ptr<ProducerLoop> producer;  // null for external production
   std::unique_ptr<ControlLoop> control;
+  std::optional<MpsState> mps;  // probed at start for a CUDA ring (mps_probe.h)
 
   Mutex shutdown_mu BC_ACQUIRED_BEFORE(done_mu);
   std::thread control_thread BC_GUARDED_BY(shutdown_mu);

@@ -13,6 +13,7 @@ CpuFileCache::CpuFileCache(const ImageDataset& dataset, size_t budget_bytes)
     if (bytes_ + need > budget_bytes) continue;
     offset_[i] = static_cast<int64_t>(bytes_);
     bytes_ += need;
+    ++places_;
   }
 }
 

@@ -3,12 +3,14 @@
 //
 // Note [CPU-decoded file cache]
 // Files the GPU cannot decode (progressive, CMYK, ...) cost milliseconds of
-// CPU each, every epoch: about 5% of an ImageNet-like dataset would take
-// more than the 2 CPU threads the GPU path may use. So the first time such
-// a file is used, it is decoded whole (libjpeg-turbo) and kept, as RGB, in a
-// device buffer of at most kCpuFileCacheBytes (places assigned in index
-// order at start; files beyond the budget are decoded every time, cropped
-// and DCT-scaled like the CPU path: DecodeRoute::kCpuCropped). Later uses
+// CPU each, every epoch (Note [Concurrent fallback decode] keeps them off
+// the batch's critical path while the fallback pool keeps up). With
+// --device-cache-mb N (default 0: off; ImageNet's such files are tens of GB
+// decoded, so a cache holds only a part of a real dataset) the first time
+// such a file is used it is decoded whole (libjpeg-turbo) and kept, as RGB,
+// in a device buffer of at most N MiB (places assigned in index order at
+// start; files beyond the budget are decoded every time, cropped and
+// DCT-scaled like the CPU path: DecodeRoute::kCpuCropped). Later uses
 // read it from there like an nvJPEG output (DecodeRoute::kCachedFullImage).
 // The decoded image of a file never changes, so the cache needs no
 // invalidation; it is written on the producer stream before the kernels that
@@ -33,8 +35,6 @@
 
 namespace batchcast {
 
-inline constexpr size_t kCpuFileCacheBytes = size_t{1} << 30;
-
 class CpuFileCache {
  public:
   // Assigns places, in index order while `budget_bytes` lasts, to the files of
@@ -44,8 +44,10 @@ class CpuFileCache {
   // Allocates the device memory on `device` (none when no file got a place).
   Status Allocate(int device);
 
-  // Bytes of device memory the places take.
+  // Bytes of device memory the places take (0: no cache).
   size_t bytes() const { return bytes_; }
+  // Files that have a place.
+  size_t places() const { return places_; }
   bool has_place(int64_t index) const { return offset_[static_cast<size_t>(index)] >= 0; }
   // True once Fill(index) was queued: later work on the same stream reads it.
   bool holds(int64_t index) const { return filled_[static_cast<size_t>(index)] != 0; }
@@ -67,6 +69,7 @@ class CpuFileCache {
  private:
   cuda::DeviceBuffer buffer_;
   size_t bytes_ = 0;
+  size_t places_ = 0;
   std::vector<int64_t> offset_;  // per dataset index, -1: no place
   std::vector<uint8_t> filled_;  // per dataset index: holds()
   std::atomic<int64_t> hits_{0};

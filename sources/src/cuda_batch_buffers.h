@@ -9,10 +9,12 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "batchcast/core/status.h"
 #include "batchcast/cuda/runtime.h"
+#include "batchcast/cuda_image/nvjpeg.h"
 #include "decode_route.h"
 #include "file_prefetcher.h"
 
@@ -31,6 +33,9 @@ struct BatchBuffers {
   cuda::PinnedBuffer host_desc;  // AugmentSample[n] then int64 labels[n]
   cuda::DeviceBuffer dev_desc;
   cuda::Event done;  // after the kernel and the copies that read the set
+  // The hardware batch's arguments (kept to reuse their memory).
+  std::vector<std::span<const uint8_t>> jpegs;
+  std::vector<cuda::NvJpegDecoder::Output> outputs;
 };
 
 // Grows `b` to at least `bytes` (with 25% to spare) when it is smaller; its

@@ -17,6 +17,8 @@
 #include "decode_route.h"
 #include "file_prefetcher.h"
 #include "image_dataset.h"
+#include "split_decode.h"
+#include "stage_times.h"
 #include "thread_pool.h"
 
 namespace batchcast {
@@ -60,36 +62,41 @@ uint64_t CountFlagged(const ImageDataset& dataset) {
   return n;
 }
 
-// FillBatch runs four stages, in order, on the pipeline thread (stages 1 and
-// the fallback of 2 spread their samples over the pool):
-//   1. RouteSamples: read the files (or find them read ahead) and pick each
-//      sample's DecodeRoute; CPU-decode the samples whose route says so.
-//   2. DecodeOnGpu: nvJPEG batched decode of the kNvJpeg samples into the
-//      arena; if nvJPEG rejects the batch, its files are routed again with
-//      force_cpu.
+// FillBatch, on the pipeline thread:
+//   1.+2. RunSplitDecode (split_decode.h, Note [Concurrent fallback decode]):
+//      the files of the batch found read ahead (or read now), the nvJPEG
+//      hardware batch into the arena submitted while the fallback pool
+//      decodes the other files on the CPU; a refused batch goes to the CPU.
 //   3. UploadCpuDecoded: the CPU-decoded images into pinned memory, one copy
 //      to the device, and new cache entries into their places.
 //   4. LaunchAugment: one descriptor per sample kept and the labels, then the
 //      fused kernel into the slot, then the set's `done` event.
 // Every device operation is queued on SlotView::stream, in that order, so the
 // cache and arena writes precede the kernel that reads them.
-// Dropped samples (Note [Dropped files]): every failure is known after stage
-// 2 (a read or CPU decode fails in stage 1 or in the CPU fallback of an
-// nvJPEG-rejected batch; nvJPEG itself fails whole batches only), so stage 4
-// gives the kept samples consecutive output positions (the kernel's `out` and
-// the label copy) instead of moving data, and compacts SlotView::indices.
+// Dropped samples (Note [Dropped files]): every failure is known after
+// RunSplitDecode (a read or CPU decode fails; nvJPEG itself fails whole
+// batches only), so stage 4 gives the kept samples consecutive output
+// positions (KeepInOrder: the kernel's `out` and the label copy) instead of
+// moving data, and compacts SlotView::indices.
 class CudaImageSource : public Source {
  public:
+  // `workers` fallback decoders besides the pipeline thread; a device cache
+  // of `cache_bytes` (0: none).
   CudaImageSource(std::unique_ptr<ImageDataset> dataset, int device,
-                  std::unique_ptr<cuda::NvJpegDecoder> decoder, int threads)
+                  std::unique_ptr<cuda::NvJpegDecoder> decoder, int workers, size_t cache_bytes)
       : dataset_(std::move(dataset)),
         device_(device),
         decoder_(std::move(decoder)),
-        pool_(std::max(1, threads - 1)),
-        cache_(*dataset_, kCpuFileCacheBytes),
+        pool_(1 + workers),
+        stages_({{"read", 2 + workers},  // the pool and the read-ahead thread
+                 {"hw_decode", 1},
+                 {"fallback_decode", 1 + workers},
+                 {"augment", 1},
+                 {"gpu_wait", 1}}),
+        cache_(*dataset_, cache_bytes),
         router_(*dataset_, cache_, pool_.size()),
         gpu_files_(CountFlagged(*dataset_)),
-        prefetcher_(*dataset_, threads > 1) {
+        prefetcher_(*dataset_, true, &stages_, kRead) {
     const image::TransformOptions& t = dataset_->transform();
     params_.size = t.size;
     params_.dtype = t.dtype;
@@ -114,15 +121,26 @@ class CudaImageSource : public Source {
     return cache_.Allocate(device_);
   }
 
+  // The start log line of Note [CPU-decoded file cache].
+  void LogDeviceCache() const {
+    if (cache_.bytes() == 0) {
+      BC_LOG_INFO("device cache of CPU-decoded files: off (--device-cache-mb 0)");
+    } else {
+      BC_LOG_INFO("device cache of CPU-decoded files: on, {} MiB for {} of the {} CPU files",
+                  cache_.bytes() >> 20, cache_.places(), dataset_->size() - gpu_files_);
+    }
+  }
+
   uint64_t size() const override { return dataset_->size(); }
   std::vector<uint64_t> sample_groups() const override { return dataset_->sample_groups(); }
   MemoryKind output_memory() const override { return MemoryKind::kCuda; }
   std::vector<FieldSpec> fields() const override { return dataset_->fields(MemoryKind::kCuda); }
 
   std::string description() const override {
-    return dataset_->Describe(decoder_->backend_name() + " on cuda:" + std::to_string(device_) +
-                              ", " + std::to_string(dataset_->size() - gpu_files_) +
-                              " files decoded on the CPU");
+    return dataset_->Describe(
+        decoder_->backend_name() + " on cuda:" + std::to_string(device_) + ", " +
+        std::to_string(dataset_->size() - gpu_files_) + " files decoded on the CPU, device cache " +
+        (cache_.bytes() > 0 ? std::to_string(cache_.bytes() >> 20) + " MiB" : std::string("off")));
   }
 
   std::vector<std::pair<std::string, int64_t>> counters() const override {
@@ -131,23 +149,24 @@ class CudaImageSource : public Source {
                            {"gpu_decoded", gpu_decoded_.load()},
                            {"cpu_decoded", cpu_decoded_.load()},
                            {"gpu_batch_failures", gpu_batch_failures_.load()},
+                           {"device_cache_on", cache_.bytes() > 0 ? 1 : 0},
                            {"cpu_file_cache_bytes", static_cast<int64_t>(cache_.bytes())},
                            {"cpu_file_cache_hits", cache_.hits()}});
     return out;
   }
+  std::vector<StageTime> stage_times() const override { return stages_.Read(); }
 
   Result<uint32_t> FillBatch(const SlotView& slot, const ReadAhead& next) override;
 
  private:
-  // Routes sample i; a dropped one gets DecodeRoute::kDropped.
-  Status Route(int worker, const SlotView& slot, BatchBuffers& set, size_t i, bool force_cpu) {
-    return router_
-        .Route(worker, slot.epoch, slot.indices[i], set.files[i], set.samples[i], force_cpu)
-        .status();
-  }
-  Status RouteSamples(const SlotView& slot, BatchBuffers& set);
-  // The number of samples nvJPEG decoded.
-  Result<size_t> DecodeOnGpu(const SlotView& slot, BatchBuffers& set, int state);
+  // Stage indices of stages_ (docs/stats.md producer_stage_s).
+  enum Stage : size_t { kRead, kHwDecode, kFallbackDecode, kAugment, kGpuWait };
+  class BatchOps;
+
+  // Submits nvJPEG's batched decode of the samples `ids` (routed kNvJpeg) of
+  // `set` into its arena, on the slot's stream.
+  Status DecodeOnGpu(const SlotView& slot, BatchBuffers& set, int state,
+                     std::span<const size_t> ids);
   Status UploadCpuDecoded(const SlotView& slot, BatchBuffers& set);
   // The number of samples kept (written to positions 0..kept-1).
   Result<uint32_t> LaunchAugment(const SlotView& slot, BatchBuffers& set);
@@ -156,7 +175,8 @@ class CudaImageSource : public Source {
   cuda::AugmentParams params_;
   const int device_;
   const std::unique_ptr<cuda::NvJpegDecoder> decoder_;
-  ThreadPool pool_;
+  ThreadPool pool_;  // the pipeline thread (worker 0) and the fallback decoders
+  StageTimes stages_;
   CpuFileCache cache_;  // Note [CPU-decoded file cache]
   SampleRouter router_;
   const uint64_t gpu_files_;
@@ -167,6 +187,37 @@ class CudaImageSource : public Source {
   std::atomic<int64_t> gpu_decoded_{0};
   std::atomic<int64_t> cpu_decoded_{0};
   std::atomic<int64_t> gpu_batch_failures_{0};
+};
+
+// The GPU source's side of Note [Concurrent fallback decode].
+class CudaImageSource::BatchOps : public SplitDecodeOps {
+ public:
+  BatchOps(CudaImageSource& source, const SlotView& slot, BatchBuffers& set, int state)
+      : src_(source), slot_(slot), set_(set), state_(state) {}
+  bool HardwareCandidate(size_t i) const override {
+    const int64_t index = slot_.indices[i];
+    return src_.dataset_->file(index).flag ||
+           (src_.cache_.has_place(index) && src_.cache_.holds(index));
+  }
+  Status Route(int worker, size_t i, bool force_cpu) override {
+    return src_.router_
+        .Route(worker, slot_.epoch, slot_.indices[i], set_.files[i], set_.samples[i], force_cpu)
+        .status();
+  }
+  Status DecodeHardware(std::span<const size_t> ids) override {
+    return src_.DecodeOnGpu(slot_, set_, state_, ids);
+  }
+  const GpuSample& sample(size_t i) const override { return set_.samples[i]; }
+  uint64_t FallbackCost(size_t i) const override {
+    const image::JpegInfo& info = src_.dataset_->file(slot_.indices[i]).info;
+    return static_cast<uint64_t>(info.width) * static_cast<uint64_t>(info.height);
+  }
+
+ private:
+  CudaImageSource& src_;
+  const SlotView& slot_;
+  BatchBuffers& set_;
+  const int state_;
 };
 
 Result<uint32_t> CudaImageSource::FillBatch(const SlotView& slot, const ReadAhead& next) {
@@ -182,65 +233,54 @@ Result<uint32_t> CudaImageSource::FillBatch(const SlotView& slot, const ReadAhea
   // the next batch's are read while this one decodes.
   prefetcher_.Wait();
   prefetcher_.Start(&sets_[next_set_].files, next.indices);
-  // The previous batch that used this set is done with its buffers.
-  BATCHCAST_RETURN_IF_ERROR(set.done.Synchronize());
+  {
+    // The previous batch that used this set is done with its buffers.
+    StageTimes::Scope timed(&stages_, kGpuWait);
+    BATCHCAST_RETURN_IF_ERROR(set.done.Synchronize());
+  }
   const size_t n = slot.count();
   if (set.files.size() < n) set.files.resize(n);
   if (set.samples.size() < n) set.samples.resize(n);
 
-  BATCHCAST_RETURN_IF_ERROR(RouteSamples(slot, set));
-  BATCHCAST_ASSIGN_OR_RETURN(const size_t gpu_decoded, DecodeOnGpu(slot, set, state));
-  const auto cpu_decoded = std::count_if(set.samples.begin(), set.samples.begin() + n,
-                                         [](const GpuSample& s) { return DecodedOnCpu(s.route); });
+  BatchOps ops(*this, slot, set, state);
+  BATCHCAST_ASSIGN_OR_RETURN(
+      const SplitDecodeResult decoded,
+      RunSplitDecode(pool_, n, ops, &stages_,
+                     {.read = kRead, .hw_decode = kHwDecode, .fallback_decode = kFallbackDecode}));
+  if (decoded.hw_refused) {
+    gpu_batch_failures_.fetch_add(1);
+    BC_LOG_WARN_LIMITED("nvJPEG rejected a batch ({}); decoded its files on the CPU",
+                        decoded.hw_error.message());
+  }
+  StageTimes::Scope timed(&stages_, kAugment);
   BATCHCAST_RETURN_IF_ERROR(UploadCpuDecoded(slot, set));
   BATCHCAST_ASSIGN_OR_RETURN(const uint32_t kept, LaunchAugment(slot, set));
-  gpu_decoded_.fetch_add(static_cast<int64_t>(gpu_decoded));
-  cpu_decoded_.fetch_add(static_cast<int64_t>(cpu_decoded));
+  gpu_decoded_.fetch_add(static_cast<int64_t>(decoded.hw_decoded));
+  cpu_decoded_.fetch_add(static_cast<int64_t>(decoded.cpu_decoded));
   return kept;
 }
 
-// Stage 1.
-Status CudaImageSource::RouteSamples(const SlotView& slot, BatchBuffers& set) {
-  return pool_.TryParallelFor(static_cast<int64_t>(slot.count()), [&](int worker, int64_t i) {
-    return Route(worker, slot, set, static_cast<size_t>(i), /*force_cpu=*/false);
-  });
-}
-
-// Stage 2.
-Result<size_t> CudaImageSource::DecodeOnGpu(const SlotView& slot, BatchBuffers& set, int state) {
-  std::vector<size_t> gpu_ids;
+Status CudaImageSource::DecodeOnGpu(const SlotView& slot, BatchBuffers& set, int state,
+                                    std::span<const size_t> ids) {
   size_t arena_bytes = 0;
-  for (size_t i = 0; i < slot.count(); ++i) {
-    GpuSample& s = set.samples[i];
-    if (s.route != DecodeRoute::kNvJpeg) continue;
+  for (size_t i : ids) {
     const image::JpegInfo& info = dataset_->file(slot.indices[i]).info;
-    s.offset = arena_bytes;
+    set.samples[i].offset = arena_bytes;
     arena_bytes += AlignUp(static_cast<size_t>(info.width) * 3 * static_cast<size_t>(info.height));
-    gpu_ids.push_back(i);
   }
-  if (gpu_ids.empty()) return size_t{0};
   BATCHCAST_RETURN_IF_ERROR(Grow(set.arena, device_, arena_bytes));
-  std::vector<std::span<const uint8_t>> jpegs;
-  std::vector<cuda::NvJpegDecoder::Output> outputs;
-  for (size_t i : gpu_ids) {
+  std::vector<std::span<const uint8_t>>& jpegs = set.jpegs;
+  std::vector<cuda::NvJpegDecoder::Output>& outputs = set.outputs;
+  jpegs.clear();
+  outputs.clear();
+  for (size_t i : ids) {
     const std::vector<uint8_t>& bytes = set.files[i].bytes;
     const image::JpegInfo& info = dataset_->file(slot.indices[i]).info;
     jpegs.emplace_back(bytes.data(), bytes.size());
     outputs.push_back(
         {set.arena.data() + set.samples[i].offset, static_cast<size_t>(info.width) * 3});
   }
-  const Status st = decoder_->DecodeBatch(state, jpegs, outputs, slot.stream);
-  if (st.ok()) return gpu_ids.size();
-  if (st.code() != StatusCode::kDataLoss) return st;
-  // A file nvJPEG rejects spoils its batch: decode this batch on the CPU.
-  gpu_batch_failures_.fetch_add(1);
-  BC_LOG_WARN("nvJPEG rejected a batch ({}); decoding its {} files on the CPU", st.message(),
-              gpu_ids.size());
-  BATCHCAST_RETURN_IF_ERROR(
-      pool_.TryParallelFor(static_cast<int64_t>(gpu_ids.size()), [&](int worker, int64_t k) {
-        return Route(worker, slot, set, gpu_ids[static_cast<size_t>(k)], /*force_cpu=*/true);
-      }));
-  return size_t{0};
+  return decoder_->DecodeBatch(state, jpegs, outputs, slot.stream);
 }
 
 // Stage 3.
@@ -280,10 +320,10 @@ Result<uint32_t> CudaImageSource::LaunchAugment(const SlotView& slot, BatchBuffe
   BATCHCAST_RETURN_IF_ERROR(Grow(set.dev_desc, device_, desc_bytes));
   auto* desc = reinterpret_cast<cuda::AugmentSample*>(set.host_desc.data());
   auto* labels = reinterpret_cast<int64_t*>(set.host_desc.data() + desc_bytes);
+  const std::vector<size_t> keep = KeepInOrder(std::span<const GpuSample>(set.samples.data(), n));
   uint32_t kept = 0;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i : keep) {
     const GpuSample& s = set.samples[i];
-    if (s.route == DecodeRoute::kDropped) continue;
     const int64_t index = slot.indices[i];
     const ImageDataset::File& f = dataset_->file(index);
     const image::DecodePlan& plan = s.plan.decode;
@@ -343,9 +383,10 @@ Result<std::unique_ptr<Source>> MakeCudaImageSource(const SourceOptions& options
   BATCHCAST_ASSIGN_OR_RETURN(std::unique_ptr<cuda::NvJpegDecoder> decoder,
                              cuda::NvJpegDecoder::Create(device, 2));
   // Scan every header (as the CPU path does) and decide where each file decodes.
-  // CPU threads: the pipeline's own (decodes what the GPU cannot) and one that
-  // reads the next batch's files; --workers sets the total.
-  const int threads = options.workers > 0 ? options.workers : 2;
+  // CPU threads: --workers fallback decoders (default 2) besides the
+  // pipeline's own and the one that reads the next batch's files.
+  const int workers = options.workers > 0 ? options.workers : 2;
+  const int threads = workers + 1;
   using CS = image::JpegInfo::ColorSpace;
   BATCHCAST_ASSIGN_OR_RETURN(
       std::unique_ptr<ImageDataset> dataset,
@@ -357,11 +398,12 @@ Result<std::unique_ptr<Source>> MakeCudaImageSource(const SourceOptions& options
                                   decoder->Supports(header) && EndsWithEoi(path, header, whole);
                          }));
   const uint64_t gpu = CountFlagged(*dataset);
-  BC_LOG_INFO("{} files for {}, {} for the CPU decoder", gpu, decoder->backend_name(),
-              dataset->size() - gpu);
-  auto source =
-      std::make_unique<CudaImageSource>(std::move(dataset), device, std::move(decoder), threads);
+  BC_LOG_INFO("{} files for {}, {} for the CPU decoder ({} fallback threads beside it)", gpu,
+              decoder->backend_name(), dataset->size() - gpu, workers);
+  auto source = std::make_unique<CudaImageSource>(std::move(dataset), device, std::move(decoder),
+                                                  workers, options.device_cache_mb << 20);
   BATCHCAST_RETURN_IF_ERROR(source->Init());
+  source->LogDeviceCache();
   return std::unique_ptr<Source>(std::move(source));
 }
 

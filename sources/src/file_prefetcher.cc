@@ -11,7 +11,9 @@ Status FileBuffer::Read(SampleReader& reader, int64_t sample) {
   return s;
 }
 
-FilePrefetcher::FilePrefetcher(const ImageDataset& dataset, bool enabled) : dataset_(dataset) {
+FilePrefetcher::FilePrefetcher(const ImageDataset& dataset, bool enabled, StageTimes* times,
+                               size_t stage)
+    : dataset_(dataset), times_(times), stage_(stage) {
   if (enabled) thread_ = std::thread([this] { Loop(); });
 }
 
@@ -39,6 +41,7 @@ void FilePrefetcher::Loop() {
     const std::vector<int64_t> indices = indices_;
     mu_.Unlock();
     const Status s = CatchAll("the file prefetcher", [&] {
+      StageTimes::Scope timed(times_, stage_);
       if (files.size() < indices.size()) files.resize(indices.size());
       for (size_t i = 0; i < indices.size(); ++i) {
         const int64_t index = indices[i];

@@ -24,6 +24,7 @@
 #include "batchcast/core/status.h"
 #include "core/src/mutex.h"
 #include "image_dataset.h"
+#include "stage_times.h"
 
 namespace batchcast {
 
@@ -38,8 +39,10 @@ struct FileBuffer {
 
 class FilePrefetcher {
  public:
-  // With `enabled` false no thread is started and Start does nothing.
-  FilePrefetcher(const ImageDataset& dataset, bool enabled);
+  // With `enabled` false no thread is started and Start does nothing. The
+  // reads' time goes to stage `stage` of `times` (when not null).
+  FilePrefetcher(const ImageDataset& dataset, bool enabled, StageTimes* times = nullptr,
+                 size_t stage = 0);
   ~FilePrefetcher();  // Stop()
   FilePrefetcher(const FilePrefetcher&) = delete;
   FilePrefetcher& operator=(const FilePrefetcher&) = delete;
@@ -59,6 +62,8 @@ class FilePrefetcher {
   void Loop() BC_EXCLUDES(mu_);
 
   const ImageDataset& dataset_;
+  StageTimes* const times_;
+  const size_t stage_;
   std::thread thread_;
   Mutex mu_;
   CondVar cv_;  // with mu_: busy_ or stop_ changed

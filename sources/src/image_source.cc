@@ -8,6 +8,7 @@
 
 #include "batchcast/image/pipeline.h"
 #include "file_prefetcher.h"
+#include "stage_times.h"
 
 namespace batchcast {
 namespace {
@@ -18,6 +19,7 @@ class ImageSource : public SampleSource {
       : SampleSource(workers),
         dataset_(std::move(dataset)),
         workers_(static_cast<size_t>(workers)),
+        stages_({{"read", workers}, {"decode_augment", workers}}),
         sequential_(dataset_->reader().sequential()),
         prefetcher_(*dataset_, sequential_) {}
 
@@ -51,17 +53,27 @@ class ImageSource : public SampleSource {
     return SampleSource::FillBatch(slot, next);
   }
 
+  // Read, then decode + crop + resize + normalize in one pass (the CPU
+  // pipeline does not separate them); worker-seconds over `workers` threads.
+  std::vector<StageTime> stage_times() const override { return stages_.Read(); }
+
   Result<SampleFill> FillSample(int worker, uint32_t epoch, int64_t index,
                                 std::span<uint8_t* const> out) override {
     Worker& w = workers_[static_cast<size_t>(worker)];
     if (!w.pipeline) w.pipeline = std::make_unique<image::CpuImagePipeline>(dataset_->transform());
     BATCHCAST_ASSIGN_OR_RETURN(const SampleFill fill, dataset_->Decode(index, [&](int64_t i) {
+      // Shards: the bytes read ahead in stream order (the prefetch thread's
+      // reads are not in the "read" stage time).
       const FileBuffer* ahead = nullptr;
       if (sequential_) {
         const auto at = position_.find(i);
         if (at != position_.end() && current_[at->second].index == i) ahead = &current_[at->second];
       }
-      if (ahead == nullptr) BATCHCAST_RETURN_IF_ERROR(dataset_->reader().Read(i, w.bytes));
+      if (ahead == nullptr) {
+        StageTimes::Scope read_time(&stages_, kRead);
+        BATCHCAST_RETURN_IF_ERROR(dataset_->reader().Read(i, w.bytes));
+      }
+      StageTimes::Scope timed(&stages_, kDecodeAugment);
       return w.pipeline->Process(ahead != nullptr ? ahead->bytes : w.bytes, epoch, i, out[0]);
     }));
     if (fill == SampleFill::kWritten) {
@@ -78,8 +90,11 @@ class ImageSource : public SampleSource {
     std::vector<uint8_t> bytes;
   };
 
+  enum Stage : size_t { kRead, kDecodeAugment };
+
   const std::unique_ptr<ImageDataset> dataset_;
   std::vector<Worker> workers_;
+  StageTimes stages_;
   const bool sequential_;
   // Sequential readers: this batch's bytes, the next batch's (the prefetch
   // thread's between Start and Wait), and where each index of this batch is.

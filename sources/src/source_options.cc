@@ -56,6 +56,9 @@ Status SourceOptions::Validate() const {
                "the ring in device memory");
   }
   if (workers < 0 || workers > 1024) return bad("workers (--workers) must be in 0..1024");
+  if (device_cache_mb > (uint64_t{1} << 24)) {
+    return bad("device_cache_mb (--device-cache-mb) must be at most 16777216 (16 TiB)");
+  }
   if (max_pixels == 0) return bad("max_pixels (--max-pixels) must be positive");
   if (shuffle_buffer > 10'000'000) return bad("shuffle_buffer (--shuffle-buffer) must be at most 10000000");
   return Status::Ok();

@@ -60,9 +60,10 @@ void ThreadPool::Loop(int worker) {
   }
 }
 
-Status ThreadPool::ParallelFor(int64_t n, const std::function<void(int, int64_t)>& fn) {
-  if (n <= 0) return Status::Ok();
-  if (threads_ == 1 || n == 1) {
+Status ThreadPool::Round(int64_t n, const std::function<void(int, int64_t)>& fn,
+                         const std::function<void()>* first) {
+  if (n <= 0 || threads_ == 1 || (n == 1 && first == nullptr)) {
+    if (first != nullptr) (*first)();
     return CatchAll("a worker thread", [&] {
       for (int64_t i = 0; i < n; ++i) fn(0, i);
     });
@@ -76,6 +77,7 @@ Status ThreadPool::ParallelFor(int64_t n, const std::function<void(int, int64_t)
     ++generation_;
   }
   start_cv_.SignalAll();
+  if (first != nullptr) (*first)();
   Work(0);
   MutexLock lock(&mu_);
   while (next_ < n_ || busy_ != 0) done_cv_.Wait(&mu_);
@@ -84,17 +86,34 @@ Status ThreadPool::ParallelFor(int64_t n, const std::function<void(int, int64_t)
 }
 
 Status ThreadPool::TryParallelFor(int64_t n, const std::function<Status(int, int64_t)>& fn) {
+  return TryRound(n, fn, nullptr);
+}
+
+Status ThreadPool::TryParallelForBeside(int64_t n, const std::function<Status(int, int64_t)>& fn,
+                                        const std::function<Status()>& first,
+                                        Status* first_status) {
+  const std::function<void()> run_first = [&] {
+    *first_status = CatchAll("the caller's work", [&] { return first(); });
+  };
+  return TryRound(n, fn, &run_first);
+}
+
+Status ThreadPool::TryRound(int64_t n, const std::function<Status(int, int64_t)>& fn,
+                            const std::function<void()>* first) {
   Mutex mu;
   Status first_error;  // guarded by mu
   std::atomic<bool> failed{false};
-  Status escaped = ParallelFor(n, [&](int worker, int64_t i) {
-    if (failed.load(std::memory_order_relaxed)) return;
-    Status s = fn(worker, i);
-    if (s.ok()) return;
-    MutexLock lock(&mu);
-    if (first_error.ok()) first_error = std::move(s);
-    failed = true;
-  });
+  Status escaped = Round(
+      n,
+      [&](int worker, int64_t i) {
+        if (failed.load(std::memory_order_relaxed)) return;
+        Status s = fn(worker, i);
+        if (s.ok()) return;
+        MutexLock lock(&mu);
+        if (first_error.ok()) first_error = std::move(s);
+        failed = true;
+      },
+      first);
   MutexLock lock(&mu);
   return first_error.ok() ? escaped : first_error;
 }

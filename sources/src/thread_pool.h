@@ -31,13 +31,31 @@ class ThreadPool {
   // Runs fn(worker, i) for i in [0, n), spread over the workers; returns when
   // all are done. `worker` is in [0, size()), distinct among concurrent calls.
   // OK, or the error of an exception `fn` threw (see above).
-  [[nodiscard]] Status ParallelFor(int64_t n, const std::function<void(int worker, int64_t i)>& fn);
+  [[nodiscard]] Status ParallelFor(int64_t n,
+                                   const std::function<void(int worker, int64_t i)>& fn) {
+    return Round(n, fn, nullptr);
+  }
   // Like ParallelFor for work that may fail: once a call has failed, the items
   // not yet started are skipped. Returns the first error recorded (OK if none).
   [[nodiscard]] Status TryParallelFor(int64_t n,
                                       const std::function<Status(int worker, int64_t i)>& fn);
+  // TryParallelFor with the calling thread running `first` before it joins
+  // the helpers on the items: the items start on the helper threads at once,
+  // concurrently with `first` (with size() == 1 they run after it). Returns
+  // when `first` and every item are done; *first_status gets first's status
+  // (an exception it throws becomes Internal), the result is the items'.
+  [[nodiscard]] Status TryParallelForBeside(int64_t n,
+                                            const std::function<Status(int worker, int64_t i)>& fn,
+                                            const std::function<Status()>& first,
+                                            Status* first_status);
 
  private:
+  // ParallelFor; `first` (if any) runs on the calling thread after the
+  // helpers were started and before it joins them.
+  Status Round(int64_t n, const std::function<void(int, int64_t)>& fn,
+               const std::function<void()>* first);
+  Status TryRound(int64_t n, const std::function<Status(int, int64_t)>& fn,
+                  const std::function<void()>* first);
   void Loop(int worker);
   void Work(int worker);
 

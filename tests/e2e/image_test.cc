@@ -226,3 +226,41 @@ TEST(ImagePipeline, OnErrorFailAtDecodeStopsTheProducer) {
 
 }  // namespace
 }  // namespace batchcast
+
+namespace batchcast {
+namespace {
+
+// docs/stats.md: producer_stage_s (the CPU source's read and decode_augment,
+// and slot_wait) and each consumer's wait_s appear and grow as batches are
+// made; the client counts its own wait too.
+TEST(ImagePipeline, StageTimesAndConsumerWaitAppearAndGrow) {
+  const std::string data = MakeDataset("plain", {"--classes", "5", "--per-class", "20"});
+  ServerOptions o = ImageOptions(data);
+  o.epochs = 2;
+  auto server = Server::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto c = Connect(o.name, 16, false);
+  ASSERT_TRUE(c);
+  (void)ReadEpoch(*c);
+  const nlohmann::json first = StatsOf(**server);
+  (void)ReadEpoch(*c);
+  const nlohmann::json second = StatsOf(**server);
+  for (const char* stage : {"read", "decode_augment", "slot_wait"}) {
+    ASSERT_TRUE(first["producer_stage_s"].contains(stage)) << first.dump();
+    EXPECT_GE(second["producer_stage_s"][stage].get<double>(),
+              first["producer_stage_s"][stage].get<double>())
+        << stage;
+  }
+  EXPECT_GT(first["producer_stage_s"]["decode_augment"].get<double>(), 0);
+  EXPECT_GT(second["producer_stage_s"]["decode_augment"].get<double>(),
+            first["producer_stage_s"]["decode_augment"].get<double>());
+  EXPECT_EQ(second["producer_stage_threads"]["decode_augment"], 2);
+  EXPECT_FALSE(second["producer_stage_s"].contains("hw_decode")) << "no GPU stage on the CPU";
+  ASSERT_EQ(second["consumers"].size(), 1u);
+  EXPECT_GE(second["consumers"][0]["wait_s"].get<double>(),
+            first["consumers"][0]["wait_s"].get<double>());
+  EXPECT_GT(c->wait_seconds(), 0.0);
+}
+
+}  // namespace
+}  // namespace batchcast

@@ -355,6 +355,24 @@ void CheckDroppedFilesOnDeviceRing(DecodeMode decode) {
   EXPECT_EQ(st["source_counters"]["samples_dropped"].get<int64_t>(),
             static_cast<int64_t>(dropped[0].size() + dropped[1].size()));
   EXPECT_EQ(st["holes"].get<int64_t>(), static_cast<int64_t>(dropped[0].size() + dropped[1].size()));
+  // docs/stats.md (issue 9): the stages of the source in use, the device
+  // cache off by default, and the MPS probe of a CUDA ring.
+  const std::vector<std::string> stages =
+      decode == DecodeMode::kGpu
+          ? std::vector<std::string>{"read",    "hw_decode", "fallback_decode",
+                                     "augment", "gpu_wait",  "slot_wait"}
+          : std::vector<std::string>{"read", "decode_augment", "slot_wait"};
+  for (const std::string& stage : stages) {
+    EXPECT_TRUE(st["producer_stage_s"].contains(stage)) << stage << " in " << st.dump();
+  }
+  if (decode == DecodeMode::kGpu) {
+    EXPECT_GT(st["producer_stage_s"]["hw_decode"].get<double>(), 0);
+    EXPECT_GT(st["producer_stage_s"]["fallback_decode"].get<double>(), 0)
+        << "the truncated files decode on the fallback pool";
+    EXPECT_EQ(st["source_counters"]["device_cache_on"].get<int64_t>(), 0);
+    EXPECT_EQ(st["source_counters"]["cpu_file_cache_hits"].get<int64_t>(), 0);
+  }
+  EXPECT_TRUE(st.contains("mps")) << st.dump();
   std::cout << "decode " << DecodeModeName(decode) << ": dropped per epoch " << dropped[0].size()
             << ", " << dropped[1].size() << " of " << bad.size() << " bad files; counters "
             << st["source_counters"].dump() << std::endl;

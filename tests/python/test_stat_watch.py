@@ -84,6 +84,10 @@ def test_plain_lines_in_a_pipe_and_ctrl_c_exits_0(served):
                      producer[-1]), producer[-1]
     assert re.search(r" consumer #\d+ \S+ batch 16 rate [\d.]+k? samples/s epoch \d+ step \d+ "
                      r"lag [\d.]+ slots leases \d+ skipped 0", consumer[-1]), consumer[-1]
+    # docs/stats.md: the slot wait of the producer and the consumer's wait
+    # (a synthetic source has no stages of its own).
+    assert re.search(r" stages slot_wait \d+%", producer[-1]), producer[-1]
+    assert re.search(r" wait \d+%", consumer[-1]), consumer[-1]
 
 
 def test_terminal_view_redrawn_in_place(served):

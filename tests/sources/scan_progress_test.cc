@@ -68,10 +68,12 @@ TEST(ScanProgress, ManyThreadsOneLinePerInterval) {
       "scanning", 0, [&](const std::string&) { lines.fetch_add(1); }, milliseconds(20));
   const auto t0 = ScanProgress::Clock::now();
   ThreadPool pool(4);
-  pool.ParallelFor(20000, [&](int, int64_t i) {
-    if (i % 1000 == 0) std::this_thread::sleep_for(milliseconds(1));
-    p.Add();
-  });
+  EXPECT_TRUE(pool.ParallelFor(20000,
+                               [&](int, int64_t i) {
+                                 if (i % 1000 == 0) std::this_thread::sleep_for(milliseconds(1));
+                                 p.Add();
+                               })
+                  .ok());
   const double ms =
       std::chrono::duration<double, std::milli>(ScanProgress::Clock::now() - t0).count();
   EXPECT_EQ(p.done(), 20000u);

@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace batchcast {
@@ -74,6 +76,63 @@ TEST(ThreadPool, AnExceptionBecomesTheCallsError) {
     EXPECT_TRUE(pool.ParallelFor(50, [&](int, int64_t) { after.fetch_add(1); }).ok());
     EXPECT_EQ(after.load(), 50);
   }
+}
+
+// TryParallelForBeside: the items start on the helpers while the caller runs
+// `first` (which here waits for them all before it returns); first's
+// status and exceptions are its own, the items' the call's.
+TEST(ThreadPool, BesideRunsTheItemsWhileTheCallerWorks) {
+  ThreadPool pool(3);
+  std::atomic<int> done{0};
+  int items_done_during_first = 0;
+  Status first_status;
+  const Status s = pool.TryParallelForBeside(
+      4,
+      [&](int worker, int64_t) {
+        EXPECT_NE(worker, 0) << "the caller is busy with `first`";
+        ++done;
+        return Status::Ok();
+      },
+      [&] {
+        // Returns once the helpers did every item (a deadline only a
+        // regression reaches).
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (done.load() < 4 && std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::yield();
+        }
+        items_done_during_first = done.load();
+        return DataLossError("refused");
+      },
+      &first_status);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(done.load(), 4);
+  EXPECT_EQ(first_status.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(items_done_during_first, 4) << "the items did not run beside `first`";
+
+  Status thrown;
+  EXPECT_TRUE(pool.TryParallelForBeside(
+                      0, [](int, int64_t) { return Status::Ok(); },
+                      []() -> Status { throw std::runtime_error("boom"); }, &thrown)
+                  .ok());
+  EXPECT_EQ(thrown.code(), StatusCode::kInternal);
+  EXPECT_NE(thrown.message().find("boom"), std::string::npos) << thrown.message();
+
+  ThreadPool one(1);  // no helpers: `first`, then the items on the caller
+  std::vector<int> order;
+  Status ok;
+  EXPECT_TRUE(one.TryParallelForBeside(
+                     2,
+                     [&](int, int64_t i) {
+                       order.push_back(static_cast<int>(i));
+                       return Status::Ok();
+                     },
+                     [&] {
+                       order.push_back(-1);
+                       return Status::Ok();
+                     },
+                     &ok)
+                  .ok());
+  EXPECT_EQ(order, (std::vector<int>{-1, 0, 1}));
 }
 
 }  // namespace

@@ -110,6 +110,22 @@ TEST(WatchView, StageAndWaitTimesShownWhenPresent) {
   EXPECT_NE(lines.find(" wait 38%"), std::string::npos) << lines;
 }
 
+// The server's MPS probe (docs/stats.md `mps`): true, false or "unknown".
+TEST(WatchView, MpsStateInTheHeader) {
+  for (const auto& [value, shown] : std::vector<std::pair<json, std::string>>{
+           {true, ", MPS on"}, {false, ", MPS off"}, {"unknown", ", MPS unknown"}}) {
+    json st = Stats(0, 0, {});
+    st["device"] = "cuda:0";
+    st["mps"] = value;
+    WatchView v;
+    v.Update(st, 0);
+    EXPECT_EQ(v.Frame()[0], "imnet (pid 42) on ipc:///run/bc/imnet.sock, cuda:0, up 1m05s" + shown);
+  }
+  WatchView v;
+  v.Update(Stats(0, 0, {}), 0);
+  EXPECT_EQ(v.Frame()[0].find("MPS"), std::string::npos) << "a CPU server has no mps field";
+}
+
 TEST(WatchView, RestartedServerStartsOver) {
   WatchView v;
   v.Update(Stats(5000, 0, {Consumer(1, "a", 5000)}), 0);

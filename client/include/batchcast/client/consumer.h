@@ -109,12 +109,18 @@ class Consumer {
   const std::vector<FieldSpec>& fields() const;
   // The server's stats as JSON text.
   Result<std::string> Stats();
+  // Seconds Next() has waited for the server's reply since Connect (the
+  // client's side of the server's per-consumer `wait_s`, docs/stats.md;
+  // with prefetch the server's figure counts requests parked ahead too).
+  // Any thread.
+  double wait_seconds() const;
 
  private:
   explicit Consumer(std::shared_ptr<internal::Session> session);
   // Shared with every live Batch (it outlives the Consumer while they do).
   std::shared_ptr<internal::Session> session_;
   std::atomic<CudaStreamRef> cuda_stream_;  // the delivery stream of the next batches
+  std::atomic<int64_t> wait_ns_{0};         // wait_seconds()
 };
 
 // Asks the server at `endpoint_or_name` for its stats (JSON text) without

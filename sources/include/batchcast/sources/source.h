@@ -63,6 +63,16 @@ struct ReadAhead {
   uint32_t epoch = 0;
 };
 
+// Cumulative time of one stage of a source's FillBatch, for stats
+// (`producer_stage_s`, docs/stats.md).
+struct StageTime {
+  std::string name;  // "read", "hw_decode", "fallback_decode", "augment", ...
+  // Seconds spent in the stage since start, summed over the threads that ran
+  // it (worker-seconds: a stage on several threads may exceed wall time).
+  double seconds = 0;
+  int threads = 1;  // how many threads may run the stage at once
+};
+
 class Source {
  public:
   virtual ~Source() = default;
@@ -89,6 +99,10 @@ class Source {
   // seeded order through a shuffle buffer (core/src/sampler.h) instead of a
   // permutation of all indices. Empty (the default): random access.
   virtual std::vector<uint64_t> sample_groups() const { return {}; }
+
+  // Time per stage of FillBatch (see StageTime); empty when the source does
+  // not time its stages. Called by other threads while FillBatch runs.
+  virtual std::vector<StageTime> stage_times() const { return {}; }
 };
 
 // What SampleSource::FillSample did with its sample.

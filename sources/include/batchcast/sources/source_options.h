@@ -71,7 +71,14 @@ struct SourceOptions {
   ErrorPolicy on_error = ErrorPolicy::kSkip;
   uint64_t max_pixels = 178956970;
   uint64_t seed = 0;  // crop and flip parameters are a function of (seed, epoch, index)
-  int workers = 0;    // CPU threads; 0 = one per core (CPU decode) or 2 (GPU decode)
+  // CPU decode threads; 0 = one per core (CPU decode) or 2 (GPU decode:
+  // fallback decoders of the files the hardware engine refuses, beside the
+  // pipeline thread and the read-ahead thread; Note [Concurrent fallback
+  // decode]).
+  int workers = 0;
+  // GPU decode: MiB of device memory for Note [CPU-decoded file cache]; 0
+  // (the default) = no cache.
+  uint64_t device_cache_mb = 0;
   // Tar shards: samples of the shuffle buffer that mixes the shards' streams
   // (core/src/sampler.h); the source holds at most about this many encoded
   // samples plus one batch in memory (Note [Shard reads]). 0 or 1: no mixing.

@@ -1,0 +1,352 @@
+#!/usr/bin/env python3
+"""The GPU producer at real scale (issue 9): no device cache, and out of the trainer's way.
+
+On the GPU host (about 5 minutes on an H100; everything in one run):
+
+  python3 benchmarks/gpu_producer.py --out OUT [--data DIR] [--workers 2] [--mps on]
+
+  1. dataset: tools/make_dataset.py (100 classes x 40 images, ~500x375; 5 %
+     progressive, 5 % grayscale, 4:4:4 and 4:2:2 sampling: on an H100 about
+     7-8 % of the files are refused by the nvJPEG hardware engine), or --data;
+     read once so that the page cache holds it;
+  2. the reference: nvJPEG hardware decode-only rate of the files it takes
+     (benchmarks/gpu_pipeline_bench --modes decode: in memory, no I/O);
+  3. one server (batchcast-server serve, --device cuda:0 --decode gpu, train
+     224 float16, batch 256, window 8, --device-cache-mb 0: the cache is OFF,
+     so every epoch costs what the first does) and one Loader reading as fast
+     as it can: images/s, its ratio to the reference (goal >= 0.9), the
+     server's CPU cores (/proc), the per-stage times of the stats
+     (producer_stage_s, as shares of the wall time) and the consumer's wait_s;
+  4. ResNet-18 (bs 128, bf16 autocast, channels_last, SGD) on synthetic GPU
+     data, then the same fed by a Loader of that server: images/s and the
+     ratio (goal >= 0.9; >= 0.95 under MPS: --mps on starts a private MPS
+     daemon for the server and the trainer; the summary reports the server's
+     own MPS probe).
+
+Prints a summary and writes OUT/gpu_producer.json. Every figure says the
+device cache is off.
+
+CPU smoke run (seconds, no GPU, no torch; checks the plumbing and the stats):
+
+  python3 benchmarks/gpu_producer.py --smoke --out /tmp/gp
+
+The batchcast build is found from BATCHCAST_BUILD_DIR (or --build, else
+build/ or build-gpu/).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+
+def find_build(arg):
+    for cand in [arg, os.environ.get("BATCHCAST_BUILD_DIR"), os.path.join(REPO, "build"),
+                 os.path.join(REPO, "build-gpu")]:
+        if cand and os.path.isfile(os.path.join(cand, "tools", "batchcast-server")):
+            build = os.path.abspath(cand)
+            sys.path.insert(0, os.path.join(build, "python"))
+            return build
+    sys.exit("no batchcast build found: set BATCHCAST_BUILD_DIR or --build")
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds of process `pid` (its threads included), from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def make_dataset(args, data):
+    if os.path.isdir(data):
+        return
+    cmd = [sys.executable, os.path.join(REPO, "tools", "make_dataset.py"), data,
+           "--classes", str(args.classes), "--per-class", str(args.per_class), "--seed", "1",
+           "--quiet", "--workers", str(max(1, os.cpu_count() or 1))]
+    subprocess.run(cmd, check=True, timeout=300)
+
+
+def warm_page_cache(data):
+    n = 0
+    for root, _, files in os.walk(data):
+        for name in files:
+            with open(os.path.join(root, name), "rb") as f:
+                n += len(f.read())
+    return n
+
+
+class ServerProc:
+    """A batchcast-server process serving `data` (stopped by stop())."""
+
+    def __init__(self, build, data, name, args, log_path):
+        import batchcast
+
+        self.batchcast = batchcast
+        self.name = name
+        cmd = [os.path.join(build, "tools", "batchcast-server"), "serve", data, "--name", name,
+               "--batch-size", str(args.server_batch), "--window", "8", "--size", str(args.size),
+               "--dtype", "float16", "--transform", "train", "--status-interval", "0",
+               "--workers", str(args.workers)]
+        if args.smoke:
+            cmd += ["--device", "cpu"]
+        else:
+            cmd += ["--device", "cuda:0", "--decode", "gpu", "--device-cache-mb", "0"]
+        self.log = open(log_path, "w")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                self.stats()
+                break
+            except Exception:  # noqa: BLE001 - not up yet
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the server did not start; see {log_path}")
+                time.sleep(0.1)
+
+    def stats(self):
+        return self.batchcast.query_stats(self.name, timeout=5)
+
+    def cpu(self):
+        return cpu_seconds(self.proc.pid)
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def stage_shares(before, after, wall):
+    """{stage: share of the wall time} between two stats (worker-seconds / wall)."""
+    b, a = before.get("producer_stage_s", {}), after.get("producer_stage_s", {})
+    return {k: (a[k] - b.get(k, 0.0)) / wall for k in a}
+
+
+def consumer_wait(before, after, name):
+    def find(s):
+        for c in s.get("consumers", []):
+            if c.get("name") == name:
+                return c.get("wait_s", 0.0)
+        return 0.0
+
+    return find(after) - find(before)
+
+
+def read_rate(server, args, name):
+    """One consumer reading as fast as it can: images/s, server cores, stages, waits."""
+    import batchcast
+
+    if args.smoke:  # no torch: the native consumer
+        c = batchcast._core.Consumer(server.name, args.loader_batch, True, "immediate", 2, 60.0,
+                                     10.0, name)
+
+        def batches():
+            while True:
+                item = c.next()
+                if item is not None:
+                    yield len(item[1])
+
+        close = c.close
+    else:
+        import torch
+
+        loader = batchcast.Loader(server.name, batch_size=args.loader_batch, timeout=120, name=name)
+
+        def batches():
+            while True:
+                for images, _ in loader:
+                    n = images.shape[0]
+                    del images
+                    yield n
+
+        def close():
+            torch.cuda.synchronize()
+            loader.close()
+
+    it = batches()
+    t_end = time.monotonic() + args.warmup
+    while time.monotonic() < t_end:
+        next(it)
+    s0, c0, t0, n = server.stats(), server.cpu(), time.monotonic(), 0
+    while time.monotonic() < t0 + args.measure:
+        n += next(it)
+    wall = time.monotonic() - t0
+    s1, c1 = server.stats(), server.cpu()
+    close()
+    return {"images_per_s": n / wall, "seconds": wall, "server_cores": (c1 - c0) / wall,
+            "stage_share": stage_shares(s0, s1, wall),
+            "stage_threads": s1.get("producer_stage_threads", {}),
+            "consumer_wait_share": consumer_wait(s0, s1, name) / wall,
+            "source_counters": s1.get("source_counters", {}), "mps": s1.get("mps"),
+            "mps_detail": s1.get("mps_detail"), "source": s1.get("source")}
+
+
+def decode_only(build, data, args):
+    out = subprocess.run([os.path.join(build, "benchmarks", "gpu_pipeline_bench"), data,
+                          "--batch", str(args.server_batch), "--seconds", str(args.measure),
+                          "--modes", "decode"], capture_output=True, text=True, timeout=240)
+    if out.returncode != 0:
+        raise RuntimeError("gpu_pipeline_bench failed: " + out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[0])
+
+
+def train_rate(args, server_name=None):
+    """ResNet-18, bs 128, bf16 autocast, channels_last: images/s on synthetic data or fed."""
+    import torch
+    import torchvision
+
+    torch.backends.cudnn.benchmark = True
+    model = torchvision.models.resnet18(num_classes=1000).cuda().to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    bs = args.train_batch
+    if server_name is None:
+        x = torch.randn(bs, 3, args.size, args.size, device="cuda").to(torch.bfloat16)
+        y = torch.randint(0, 1000, (bs,), device="cuda")
+
+        def data():
+            while True:
+                yield x, y
+
+        close = lambda: None  # noqa: E731
+    else:
+        import batchcast
+
+        loader = batchcast.Loader(server_name, batch_size=bs, timeout=120, name="resnet18")
+
+        def data():
+            while True:
+                yield from loader
+
+        close = loader.close
+    it = data()
+
+    def step():
+        images, labels = next(it)
+        xb = images.contiguous(memory_format=torch.channels_last)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(model(xb), labels % 1000)
+        del images
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss
+
+    t_end = time.monotonic() + args.warmup
+    while time.monotonic() < t_end:
+        step().item()
+    torch.cuda.synchronize()
+    t0, n = time.monotonic(), 0
+    while time.monotonic() < t0 + args.measure:
+        loss = step()
+        n += bs
+    loss.item()
+    wall = time.monotonic() - t0
+    close()
+    return n / wall
+
+
+def summary(r):
+    lines = [f"{r.get('device', 'cpu (smoke run)')}; device cache: OFF (--device-cache-mb 0)",
+             f"MPS: {r['read'].get('mps')} ({r['read'].get('mps_detail')})"]
+    counters = r["read"]["source_counters"]
+    if counters.get("files") and "files_gpu_decodable" in counters:
+        hw = counters["files_gpu_decodable"]
+        lines.append(f"dataset: {counters['files']} files, {counters['files'] - hw} "
+                     f"({100 * (counters['files'] - hw) / counters['files']:.1f} %) refused by the "
+                     "hardware engine")
+    rd = r["read"]
+    ref = r.get("decode_only", {}).get("images_per_s")
+    lines.append(f"server -> one Loader: {rd['images_per_s']:,.0f} img/s"
+                 + (f" = {rd['images_per_s'] / ref:.2f} of nvJPEG decode-only "
+                    f"{ref:,.0f} img/s (goal >= 0.90)" if ref else ""))
+    lines.append(f"server CPU: {rd['server_cores']:.2f} cores (goal <= 2)")
+    threads = rd["stage_threads"]
+    lines.append("stages (share of wall time; pool stages are summed over their threads): "
+                 + ", ".join(f"{k} {v * 100:.0f}%" + (f" (x{threads[k]})" if threads.get(k, 1) > 1
+                                                      else "")
+                             for k, v in rd["stage_share"].items()))
+    lines.append(f"consumer waited {rd['consumer_wait_share'] * 100:.0f}% of the time (server-side)")
+    if "train_synthetic" in r:
+        s, f = r["train_synthetic"], r["train_fed"]
+        lines.append(f"ResNet-18 bs {r['args']['train_batch']} bf16 channels_last: synthetic "
+                     f"{s:,.0f} img/s, fed by the server {f:,.0f} img/s = {f / s:.2f} "
+                     "(goal >= 0.90; >= 0.95 under MPS)")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True)
+    p.add_argument("--data", help="an ImageFolder to use instead of making one")
+    p.add_argument("--build")
+    p.add_argument("--smoke", action="store_true", help="CPU, tiny, seconds: no GPU parts")
+    p.add_argument("--classes", type=int, default=100)
+    p.add_argument("--per-class", type=int, default=40)
+    p.add_argument("--workers", type=int, default=2, help="the server's fallback decoders")
+    p.add_argument("--size", type=int, default=224)
+    p.add_argument("--server-batch", type=int, default=256)
+    p.add_argument("--loader-batch", type=int, default=256)
+    p.add_argument("--train-batch", type=int, default=128)
+    p.add_argument("--mps", choices=("off", "on"), default="off",
+                   help="on: start NVIDIA MPS (batchcast._mps) for the server and the trainer")
+    p.add_argument("--warmup", type=float, default=5)
+    p.add_argument("--measure", type=float, default=15)
+    args = p.parse_args(argv)
+    if args.smoke:
+        args.classes, args.per_class, args.size = 2, 12, 32
+        args.server_batch = args.loader_batch = 8
+        args.warmup, args.measure, args.workers = 0.5, 1.5, 1
+    build = find_build(args.build)
+    os.makedirs(args.out, exist_ok=True)
+    data = args.data or os.path.join(
+        "/tmp", f"bc_gpu_producer_{args.classes}x{args.per_class}")
+    t_start = time.monotonic()
+    mps = None
+    if args.mps == "on" and not args.smoke:
+        # Before any CUDA work of this process and the server's (batchcast/_mps.py).
+        from batchcast._mps import Mps
+
+        mps = Mps.start("on")
+        os.environ.update(mps.env)
+    try:
+        return run(args, build, data, t_start)
+    finally:
+        if mps is not None:
+            mps.stop()
+
+
+def run(args, build, data, t_start):
+    make_dataset(args, data)
+    result = {"args": vars(args), "data": data, "device_cache": False,
+              "dataset_bytes": warm_page_cache(data)}
+    if not args.smoke:
+        import torch
+
+        result["device"] = torch.cuda.get_device_name(0)
+        result["decode_only"] = decode_only(build, data, args)
+    name = f"gpuprod-{os.getpid()}"
+    server = ServerProc(build, data, name, args, os.path.join(args.out, "server.log"))
+    try:
+        result["read"] = read_rate(server, args, "reader")
+        if not args.smoke:
+            result["train_synthetic"] = train_rate(args)
+            result["train_fed"] = train_rate(args, server.name)
+    finally:
+        server.stop()
+    result["seconds"] = time.monotonic() - t_start
+    with open(os.path.join(args.out, "gpu_producer.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    print(summary(result))
+    print(f"({result['seconds']:.0f} s; {os.path.join(args.out, 'gpu_producer.json')})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,205 @@
+// RunSplitDecode (sources/src/split_decode.h, Note [Concurrent fallback
+// decode]) with a fake hardware decoder: the fallback decodes run while the
+// hardware batch is in flight, every sample is decoded exactly once, a
+// refused batch goes to the CPU, and the kept samples stay in order. No GPU,
+// no sleeps: overlap is shown by the fake hardware waiting for the fallback
+// work (with a deadline that only a regression reaches).
+#include "sources/src/split_decode.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <vector>
+
+namespace batchcast {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Samples i with hw[i] go to the engine; bad ones are dropped by Route.
+class FakeOps : public SplitDecodeOps {
+ public:
+  FakeOps(std::vector<bool> hw, std::set<size_t> bad)
+      : hw_(std::move(hw)), bad_(std::move(bad)), samples_(hw_.size()), routes_(hw_.size()) {}
+
+  bool HardwareCandidate(size_t i) const override { return hw_[i]; }
+  Status Route(int, size_t i, bool force_cpu) override {
+    routes_[i].fetch_add(1);
+    GpuSample& s = samples_[i];
+    if (bad_.count(i) != 0) {
+      s.route = DecodeRoute::kDropped;
+    } else if (hw_[i] && !force_cpu) {
+      s.route = DecodeRoute::kNvJpeg;  // read only
+    } else {
+      s.route = DecodeRoute::kCpuCropped;  // a CPU decode
+      std::unique_lock l(mu_);
+      // With wait_for_cpu, a CPU decode also waits for the hardware call to
+      // be in flight: a handshake that only concurrent work completes.
+      if (wait_for_cpu > 0) cv_.wait_for(l, 10s, [&] { return hw_in_flight_.load(); });
+      if (hw_in_flight_.load()) ++overlapped_;
+      ++cpu_done_;
+      cv_.notify_all();
+    }
+    return Status::Ok();
+  }
+  // "Takes time": returns once `wait_for_cpu` fallback decodes are done (or
+  // after a deadline a regression would reach), so that the fallback work
+  // must run while it is in flight.
+  Status DecodeHardware(std::span<const size_t> ids) override {
+    hw_batches_.push_back(std::vector<size_t>(ids.begin(), ids.end()));
+    {
+      std::unique_lock l(mu_);
+      hw_in_flight_ = true;
+      cv_.notify_all();
+      waited_out_ = !cv_.wait_for(l, 10s, [&] { return cpu_done_ >= wait_for_cpu; });
+      hw_in_flight_ = false;
+    }
+    for (size_t i : ids) {
+      if (refuse.count(i) != 0) return DataLossError("refused file " + std::to_string(i));
+    }
+    return Status::Ok();
+  }
+  const GpuSample& sample(size_t i) const override { return samples_[i]; }
+
+  std::set<size_t> refuse;  // a batch with one of these is refused (DataLoss)
+  int wait_for_cpu = 0;
+
+  std::vector<bool> hw_;
+  std::set<size_t> bad_;
+  std::vector<GpuSample> samples_;
+  std::vector<std::atomic<int>> routes_;
+  std::vector<std::vector<size_t>> hw_batches_;
+  std::atomic<bool> hw_in_flight_{false};
+  std::atomic<int> overlapped_{0};
+  bool waited_out_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int cpu_done_ = 0;
+};
+
+// 16 samples, every 4th (0, 4, 8, 12) refused by the scan: CPU.
+std::vector<bool> EveryFourthOnCpu(size_t n) {
+  std::vector<bool> hw(n);
+  for (size_t i = 0; i < n; ++i) hw[i] = i % 4 != 0;
+  return hw;
+}
+
+TEST(SplitDecode, FallbackDecodesRunWhileTheHardwareBatchIsInFlight) {
+  ThreadPool pool(3);  // the pipeline thread + 2 fallback decoders
+  FakeOps ops(EveryFourthOnCpu(16), {});
+  ops.wait_for_cpu = 4;  // the hardware returns only once all 4 CPU decodes are done
+  StageTimes times({{"read", 3}, {"hw_decode", 1}, {"fallback_decode", 3}});
+  auto r = RunSplitDecode(pool, 16, ops, &times);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  // The hardware call returned only after all 4 CPU decodes were done: they
+  // ran beside it (the helpers start with it), not after it.
+  EXPECT_FALSE(ops.waited_out_) << "the fallback decodes did not run beside the hardware batch";
+  EXPECT_EQ(ops.overlapped_.load(), 4);
+  EXPECT_EQ(r->hw_decoded, 12u);
+  EXPECT_EQ(r->cpu_decoded, 4u);
+  EXPECT_FALSE(r->hw_refused);
+  ASSERT_EQ(ops.hw_batches_.size(), 1u);
+  EXPECT_EQ(ops.hw_batches_[0], (std::vector<size_t>{1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15}))
+      << "the hardware batch keeps the batch's order";
+  for (size_t i = 0; i < 16; ++i) EXPECT_EQ(ops.routes_[i].load(), 1) << "sample " << i;
+  // Stage times: hw_decode was timed (the injected clock is real here, so
+  // only their presence and sign are checked).
+  for (const StageTime& t : times.Read()) EXPECT_GE(t.seconds, 0) << t.name;
+}
+
+// A refused hardware batch: its samples are decoded on the CPU (once more,
+// with force_cpu), the others are not touched again; dropped samples leave
+// holes and the kept ones stay in order.
+TEST(SplitDecode, RefusedBatchGoesToTheCpuAndOrderIsKept) {
+  ThreadPool pool(3);
+  FakeOps ops(EveryFourthOnCpu(16), /*bad=*/{4, 9});
+  ops.refuse = {6};
+  auto r = RunSplitDecode(pool, 16, ops, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->hw_refused);
+  EXPECT_EQ(r->hw_error.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(r->hw_decoded, 0u);
+  // 9 is dropped at its read (phase 1); hardware candidates 1 2 3 5 6 7 10
+  // 11 13 14 15 go to the CPU; 0 8 12 are CPU files; 4 is dropped.
+  EXPECT_EQ(r->cpu_decoded, 14u);
+  for (size_t i = 0; i < 16; ++i) {
+    const bool rerouted = i % 4 != 0 && i != 9;
+    EXPECT_EQ(ops.routes_[i].load(), rerouted ? 2 : 1) << "sample " << i;
+  }
+  const std::vector<size_t> kept = KeepInOrder(ops.samples_);
+  EXPECT_EQ(kept, (std::vector<size_t>{0, 1, 2, 3, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15}));
+}
+
+// One pool thread: no overlap is possible, but the result is the same (the
+// fallback decodes run after the hardware submission).
+TEST(SplitDecode, OneThreadRunsTheSameWorkInTurn) {
+  ThreadPool pool(1);
+  FakeOps ops(EveryFourthOnCpu(8), {});
+  auto r = RunSplitDecode(pool, 8, ops, nullptr);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->hw_decoded, 6u);
+  EXPECT_EQ(r->cpu_decoded, 2u);
+  EXPECT_EQ(ops.overlapped_.load(), 0);
+}
+
+// The fallback decodes start with the costliest (one thread: in that order;
+// equal costs in the batch's order); where the samples go does not change.
+TEST(SplitDecode, FallbackStartsWithTheCostliest) {
+  class Costed : public FakeOps {
+   public:
+    using FakeOps::FakeOps;
+    uint64_t FallbackCost(size_t i) const override { return i == 3 ? 1 : (i == 5 ? 9 : 4); }
+    Status Route(int w, size_t i, bool f) override {
+      if (!hw_[i]) order.push_back(i);
+      return FakeOps::Route(w, i, f);
+    }
+    std::vector<size_t> order;
+  } ops(std::vector<bool>{true, false, true, false, false, false}, {});
+  ThreadPool pool(1);
+  auto r = RunSplitDecode(pool, 6, ops, nullptr);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(ops.order, (std::vector<size_t>{5, 1, 4, 3}));
+  EXPECT_EQ(KeepInOrder(ops.samples_), (std::vector<size_t>{0, 1, 2, 3, 4, 5}));
+}
+
+// Only CPU files, or only hardware files: no empty hardware batch is sent.
+TEST(SplitDecode, NoEmptyHardwareBatch) {
+  ThreadPool pool(2);
+  FakeOps cpu_only(std::vector<bool>(5, false), {});
+  ASSERT_TRUE(RunSplitDecode(pool, 5, cpu_only, nullptr).ok());
+  EXPECT_TRUE(cpu_only.hw_batches_.empty());
+  FakeOps hw_only(std::vector<bool>(5, true), {});
+  auto r = RunSplitDecode(pool, 5, hw_only, nullptr);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->hw_decoded, 5u);
+  EXPECT_EQ(hw_only.hw_batches_.size(), 1u);
+}
+
+// A hardware error other than DataLoss is the call's error; a Route error
+// (on_error=fail) too.
+TEST(SplitDecode, ErrorsStopTheBatch) {
+  ThreadPool pool(2);
+  class Failing : public FakeOps {
+   public:
+    using FakeOps::FakeOps;
+    Status DecodeHardware(std::span<const size_t>) override { return InternalError("engine"); }
+  } failing(EveryFourthOnCpu(8), {});
+  auto r = RunSplitDecode(pool, 8, failing, nullptr);
+  EXPECT_EQ(r.status().code(), StatusCode::kInternal);
+  class FailingRoute : public FakeOps {
+   public:
+    using FakeOps::FakeOps;
+    Status Route(int w, size_t i, bool f) override {
+      if (i == 4) return DataLossError("bad file, on_error=fail");
+      return FakeOps::Route(w, i, f);
+    }
+  } failing_route(EveryFourthOnCpu(8), {});
+  EXPECT_EQ(RunSplitDecode(pool, 8, failing_route, nullptr).status().code(), StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace batchcast
