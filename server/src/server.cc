@@ -155,7 +155,9 @@ std::string Server::Impl::StatsJson() const {
     for (const auto& [k, v] : source->counters()) counters[k] = v;
     j["source_counters"] = counters;
   }
-  return j.dump();
+  // Names from peers and paths need not be UTF-8: such bytes become U+FFFD
+  // instead of an exception (which would end the server).
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 // ---- Server ----
