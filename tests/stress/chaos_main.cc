@@ -55,11 +55,7 @@ int main(int argc, char** argv) {
   app.add_flag("--verbose", o.verbose, "print every action");
   CLI11_PARSE(app, argc, argv);
   if (o.seed == 0) o.seed = std::random_device{}();
-  o.self_bin = "/proc/self/exe";
-  char self[4096];
-  if (const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1); n > 0) {
-    o.self_bin.assign(self, static_cast<size_t>(n));
-  }
+  o.self_bin = batchcast::stress::SelfExe();
   batchcast::stress::InstallInterruptHandler();
   batchcast::stress::StartWatchdog("bc_chaos", std::chrono::seconds(int64_t(o.seconds) + 180),
                                    "the run did not finish");

@@ -102,22 +102,8 @@ class Chaos {
 
 bool Chaos::StartServer() {
   server_log_ = dir_ + "/server-" + std::to_string(server_starts_) + ".log";
-  std::vector<std::string> args = {"--synthetic",
-                                   std::to_string(o_.samples),
-                                   "--size",
-                                   "8",
-                                   "--batch-size",
-                                   "16",
-                                   "--window",
-                                   "8",
-                                   "--seed",
-                                   std::to_string(o_.seed % 1000),
-                                   "--workers",
-                                   "1",
-                                   "--log-level",
-                                   "warn",
-                                   "--status-interval",
-                                   "0"};
+  std::vector<std::string> args = SyntheticServerArgs(o_.samples, 8, 16, 8, o_.seed % 1000);
+  args.insert(args.end(), {"--status-interval", "0"});
   if (o_.transport == "tcp") args.insert(args.end(), {"--endpoint", endpoint_});
   auto p = stress::StartServer(o_.server_bin, name_, endpoint_, args, server_log_, Ms(20000));
   if (!p.ok()) {
@@ -423,11 +409,7 @@ int Chaos::Run() {
       static_cast<long long>(o_.detect_ms), static_cast<long long>(max_gap_ms_),
       static_cast<long long>(o_.stall_ms), violations_.size());
   for (const std::string& v : violations_) std::printf("  - %s\n", v.c_str());
-  if (violations_.empty() && o_.log_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  return violations_.empty() ? 0 : 1;
+  return FinishLogDir(dir_, o_.log_dir, violations_.empty());
 }
 
 }  // namespace

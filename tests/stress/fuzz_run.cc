@@ -148,28 +148,9 @@ int FuzzTransport::Run() {
   // consumer costs the good one at most lag_timeout (block would let any
   // valid consumer pace everyone, by design) and hostile leases pin at most
   // half the ring; heartbeat_timeout 1 s drops silent ones quickly.
-  std::vector<std::string> args = {"--synthetic",
-                                   std::to_string(kSamples),
-                                   "--size",
-                                   "8",
-                                   "--batch-size",
-                                   "16",
-                                   "--window",
-                                   "8",
-                                   "--seed",
-                                   std::to_string(kSeed),
-                                   "--workers",
-                                   "1",
-                                   "--lag-policy",
-                                   "skip",
-                                   "--lag-timeout",
-                                   "0.3",
-                                   "--max-leases",
-                                   "4",
-                                   "--heartbeat-timeout",
-                                   "1",
-                                   "--status-interval",
-                                   "0.2"};
+  std::vector<std::string> args = SyntheticServerArgs(kSamples, 8, 16, 8, kSeed);
+  args.insert(args.end(), {"--lag-policy", "skip", "--lag-timeout", "0.3", "--max-leases", "4",
+                           "--heartbeat-timeout", "1", "--status-interval", "0.2"});
   if (transport_ == "tcp") args.insert(args.end(), {"--endpoint", endpoint_});
   auto server = StartServer(o_.server_bin, name_, endpoint_, args, log_, Ms(20000));
   if (!server.ok()) {
@@ -272,11 +253,7 @@ int RunFuzz(const FuzzOptions& options) {
     if (options.transport != "both" && options.transport != t) continue;
     worst = std::max(worst, FuzzTransport(options, t, dir).Run());
   }
-  if (worst == 0 && options.log_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
-  return worst;
+  return worst == 2 ? 2 : FinishLogDir(dir, options.log_dir, worst == 0);
 }
 
 }  // namespace batchcast::stress

@@ -104,6 +104,23 @@ Result<std::unique_ptr<testing::Process>> StartServer(const std::string& server_
                           std::to_string(timeout.count()) + " ms: " + Tail(log, 600));
 }
 
+std::vector<std::string> SyntheticServerArgs(uint64_t samples, int size, int batch, int window,
+                                             uint64_t seed) {
+  return {"--synthetic",  std::to_string(samples),
+          "--size",       std::to_string(size),
+          "--batch-size", std::to_string(batch),
+          "--window",     std::to_string(window),
+          "--seed",       std::to_string(seed),
+          "--workers",    "1",
+          "--log-level",  "warn"};
+}
+
+std::string SelfExe() {
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  return n > 0 ? std::string(path, static_cast<size_t>(n)) : std::string("/proc/self/exe");
+}
+
 Result<int> FreeTcpPort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return UnavailableError("socket() failed");
@@ -125,6 +142,14 @@ std::string LogDir(const std::string& dir, const std::string& program) {
   }
   std::string tmpl = (std::filesystem::temp_directory_path() / (program + "_XXXXXX")).string();
   return mkdtemp(tmpl.data()) != nullptr ? tmpl : std::string("/tmp");
+}
+
+int FinishLogDir(const std::string& dir, const std::string& given, bool passed) {
+  if (passed && given.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  return passed ? 0 : 1;
 }
 
 std::string Tail(const std::string& path, size_t bytes) {

@@ -47,11 +47,23 @@ Result<std::unique_ptr<testing::Process>> StartServer(const std::string& server_
                                                       const std::string& log,
                                                       std::chrono::milliseconds timeout);
 
+// The server options every stress program passes: `--synthetic samples
+// --size size --batch-size batch --window window --seed seed --workers 1
+// --log-level warn`.
+std::vector<std::string> SyntheticServerArgs(uint64_t samples, int size, int batch, int window,
+                                             uint64_t seed);
+
+// The path of this program (for its own subcommands).
+std::string SelfExe();
+
 // A TCP port on 127.0.0.1 that was free a moment ago.
 Result<int> FreeTcpPort();
 
 // A directory for logs: `dir` when given (created), else a new temporary one.
 std::string LogDir(const std::string& dir, const std::string& program);
+// Removes a temporary log directory (one LogDir made, `given` empty) after a
+// run that passed; returns the program's exit status (0, or 1 when failed).
+int FinishLogDir(const std::string& dir, const std::string& given, bool passed);
 // The last `bytes` bytes of a file (for failure messages).
 std::string Tail(const std::string& path, size_t bytes = 2000);
 // Sanitizer and abort reports in a log ("" when none): AddressSanitizer,

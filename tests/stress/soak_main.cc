@@ -162,9 +162,7 @@ int Soak::Run() {
     std::fprintf(stderr, "bc_soak: %s\n", server.status().ToString().c_str());
     return 2;
   }
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  const std::string self_bin = n > 0 ? std::string(self, static_cast<size_t>(n)) : "";
+  const std::string self_bin = SelfExe();
   const std::string batches = std::to_string(o_.batches);
   consumers_.push_back({"the C++ consumer", nullptr, dir + "/cpp.log"});
   consumers_.back().process =
@@ -262,11 +260,7 @@ int Soak::Run() {
   }
   std::printf("  result: %s\n", failures_.empty() ? "ok" : "FAILED");
   for (const std::string& f : failures_) std::printf("  - %s\n", f.c_str());
-  if (failures_.empty() && o_.log_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
-  return failures_.empty() ? 0 : 1;
+  return FinishLogDir(dir, o_.log_dir, failures_.empty());
 }
 
 }  // namespace
