@@ -8,7 +8,9 @@
 #   bc_soak       a C++ consumer and a Python Loader, every epoch exact,
 #                 memory of every process sampled
 #
-#   scripts/stress.sh                 the long runs, by hand (about 25 minutes)
+#   scripts/stress.sh                 the long runs, by hand (about 25 minutes:
+#                                     chaos 5 min ipc + 100 s tcp, hostile peers
+#                                     5 min per transport, soak 10^6 batches)
 #   scripts/stress.sh --short         what CI runs (ctest label `stress`; ~40 s)
 #   scripts/stress.sh --chaos-seconds 60 --fuzz-seconds 30 --soak-batches 100000 --seed 7
 #   BUILD_DIR=build-asan scripts/stress.sh --short   against the sanitized build
@@ -21,7 +23,7 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build}
-CHAOS_S=600 FUZZ_S=300 SOAK_BATCHES=1000000 SEED=0 CONNECTIONS=1000 HUGE_MIB=100 LOG_DIR=""
+CHAOS_S=300 FUZZ_S=300 SOAK_BATCHES=1000000 SEED=0 CONNECTIONS=1000 HUGE_MIB=100 LOG_DIR=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --short) CHAOS_S=8 FUZZ_S=5 SOAK_BATCHES=20000 SEED=1 CONNECTIONS=200 HUGE_MIB=8 ;;
@@ -33,7 +35,7 @@ while [ $# -gt 0 ]; do
     --connections) CONNECTIONS=$2; shift ;;
     --huge-mib) HUGE_MIB=$2; shift ;;
     --log-dir) LOG_DIR=$2; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "stress.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift

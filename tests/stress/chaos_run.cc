@@ -88,6 +88,7 @@ class Chaos {
   std::unique_ptr<Process> server_;
   std::string server_log_;
   int64_t server_up_ms_ = 0;
+  int64_t last_death_ms_ = 0;  // when the last server was killed, stopped or died
   int64_t restart_at_ = -1;
   std::vector<Child> children_;
   std::vector<int64_t> spawn_at_;
@@ -121,6 +122,7 @@ bool Chaos::StartServer() {
 void Chaos::StopServer(int sig) {
   if (!server_) return;
   const int64_t t = NowMs();
+  last_death_ms_ = t;
   server_->Kill(sig);
   for (Child& c : children_) {
     if (c.connected && c.awaiting_loss_ms < 0) c.awaiting_loss_ms = t;
@@ -196,6 +198,8 @@ void Chaos::HandleLine(Child& c, const std::string& line) {
     if (c.connected_before) ++reconnects_;
     c.connected = c.connected_before = true;
     c.progress_ms = now;
+    // Connected to a server that died before this line was read.
+    if (static_cast<int64_t>(r.U(2)) < last_death_ms_) c.awaiting_loss_ms = last_death_ms_;
   } else if (r.kind == "PROGRESS") {
     if (server_ && c.connected && c.progress_ms >= server_up_ms_) {
       max_gap_ms_ = std::max(max_gap_ms_, now - c.progress_ms);
@@ -234,6 +238,7 @@ void Chaos::CheckChildren() {
     if (const int rc = Reap(*server_, Ms(0)); rc != -1) {
       Violation("the server exited by itself with status " + std::to_string(rc) + ": " +
                 Tail(server_log_, 1500));
+      last_death_ms_ = now;
       server_.reset();
       restart_at_ = now;
     }
