@@ -50,6 +50,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--recover-ms", o.recover_ms, "bound on an exact epoch after the chaos")
       ->capture_default_str();
+  app.add_option("--check-seed", o.check_seed,
+                 "seed the consumers check against (default: the server's; another one must "
+                 "fail: a self-test of the checks)");
   app.add_option("--server-bin", o.server_bin)->capture_default_str();
   app.add_option("--log-dir", o.log_dir, "keep the logs here (default: a temporary directory)");
   app.add_flag("--verbose", o.verbose, "print every action");

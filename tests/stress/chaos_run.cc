@@ -21,6 +21,9 @@ namespace {
 using testing::Process;
 using Ms = std::chrono::milliseconds;
 
+// Violations printed at most (the summary counts them all).
+constexpr size_t kShownViolations = 30;
+
 // Consumer batch sizes: any from 1 to window * producer batch / 2 = 64.
 constexpr uint32_t kBatchSizes[] = {1, 3, 16, 24, 37, 64};
 
@@ -65,10 +68,16 @@ class Chaos {
   }
   void Violation(const std::string& what) {
     violations_.push_back(what);
-    std::fprintf(stderr, "bc_chaos: VIOLATION: %s\n", what.c_str());
+    if (violations_.size() <= kShownViolations) {
+      std::fprintf(stderr, "bc_chaos: VIOLATION: %s\n", what.c_str());
+    }
   }
   std::string Name(const Child& c) const {
     return "consumer #" + std::to_string(c.id) + " (" + c.config.Describe() + ")";
+  }
+  uint64_t ServerSeed() const { return o_.seed % 1000; }
+  uint64_t CheckSeed() const {
+    return o_.check_seed >= 0 ? static_cast<uint64_t>(o_.check_seed) : ServerSeed();
   }
   bool StartServer();
   void StopServer(int sig);
@@ -103,7 +112,7 @@ class Chaos {
 
 bool Chaos::StartServer() {
   server_log_ = dir_ + "/server-" + std::to_string(server_starts_) + ".log";
-  std::vector<std::string> args = SyntheticServerArgs(o_.samples, 8, 16, 8, o_.seed % 1000);
+  std::vector<std::string> args = SyntheticServerArgs(o_.samples, 8, 16, 8, ServerSeed());
   args.insert(args.end(), {"--status-interval", "0"});
   if (o_.transport == "tcp") args.insert(args.end(), {"--endpoint", endpoint_});
   auto p = stress::StartServer(o_.server_bin, name_, endpoint_, args, server_log_, Ms(20000));
@@ -159,7 +168,7 @@ void Chaos::SpawnConsumer() {
   std::vector<std::string> argv = {o_.self_bin,    "consume",
                                    "--endpoint",   endpoint_,
                                    "--samples",    std::to_string(o_.samples),
-                                   "--seed",       std::to_string(o_.seed % 1000),
+                                   "--seed",       std::to_string(CheckSeed()),
                                    "--batch-size", std::to_string(c.config.batch),
                                    "--join",       c.config.next_epoch ? "next_epoch" : "immediate",
                                    "--prefetch",   std::to_string(c.config.prefetch),
@@ -413,7 +422,12 @@ int Chaos::Run() {
       static_cast<unsigned long long>(epochs_broken_), static_cast<long long>(max_detect_ms_),
       static_cast<long long>(o_.detect_ms), static_cast<long long>(max_gap_ms_),
       static_cast<long long>(o_.stall_ms), violations_.size());
-  for (const std::string& v : violations_) std::printf("  - %s\n", v.c_str());
+  for (size_t i = 0; i < violations_.size() && i < kShownViolations; ++i) {
+    std::printf("  - %s\n", violations_[i].c_str());
+  }
+  if (violations_.size() > kShownViolations) {
+    std::printf("  - ... and %zu more\n", violations_.size() - kShownViolations);
+  }
   return FinishLogDir(dir_, o_.log_dir, violations_.empty());
 }
 

@@ -9,6 +9,9 @@ namespace batchcast::stress {
 struct ChaosOptions {
   double seconds = 20;
   uint64_t seed = 1;
+  // The sampler seed the consumers check against; another one than the
+  // server's makes every batch a violation (a self-test of the checks).
+  int64_t check_seed = -1;  // -1: the server's
   int consumers = 4;
   std::string transport = "ipc";
   uint64_t samples = 600;

@@ -43,6 +43,7 @@ struct SoakOptions {
   uint64_t samples = 1000;
   int size = 8;
   uint64_t seed = 3;
+  int64_t check_seed = -1;  // the seed the epochs are checked against; -1: seed
   double warmup = 0.2;
   double max_growth_mib = 16;
   int64_t sample_ms = 500;
@@ -137,7 +138,8 @@ void Soak::SampleMemory(bool warm) {
 }
 
 int Soak::Run() {
-  Result<Sampler> sampler = Sampler::Make(o_.samples, SamplerOptions{o_.seed, true, 0, 1});
+  const uint64_t check_seed = o_.check_seed >= 0 ? static_cast<uint64_t>(o_.check_seed) : o_.seed;
+  Result<Sampler> sampler = Sampler::Make(o_.samples, SamplerOptions{check_seed, true, 0, 1});
   if (!sampler.ok()) return 2;
   sampler_.emplace(std::move(*sampler));
   const std::string dir = LogDir(o_.log_dir, "bc_soak");
@@ -151,13 +153,10 @@ int Soak::Run() {
               static_cast<unsigned long long>(o_.samples), o_.size, o_.size, dir.c_str());
   std::fflush(stdout);
   const std::string server_log = dir + "/server.log";
-  auto server =
-      StartServer(o_.server_bin, name, *endpoint,
-                  {"--synthetic", std::to_string(o_.samples), "--size", std::to_string(o_.size),
-                   "--batch-size", "64", "--window", "8", "--seed", std::to_string(o_.seed),
-                   "--min-consumers", std::to_string(n_consumers), "--workers", "1",
-                   "--status-interval", "0", "--log-level", "warn"},
-                  server_log, Ms(20000));
+  std::vector<std::string> args = SyntheticServerArgs(o_.samples, o_.size, 64, 8, o_.seed);
+  args.insert(args.end(),
+              {"--min-consumers", std::to_string(n_consumers), "--status-interval", "0"});
+  auto server = StartServer(o_.server_bin, name, *endpoint, args, server_log, Ms(20000));
   if (!server.ok()) {
     std::fprintf(stderr, "bc_soak: %s\n", server.status().ToString().c_str());
     return 2;
@@ -167,7 +166,7 @@ int Soak::Run() {
   consumers_.push_back({"the C++ consumer", nullptr, dir + "/cpp.log"});
   consumers_.back().process =
       Spawn({self_bin, "consume", "--endpoint", name, "--samples", std::to_string(o_.samples),
-             "--seed", std::to_string(o_.seed), "--batch-size", "48", "--join", "next_epoch",
+             "--seed", std::to_string(check_seed), "--batch-size", "48", "--join", "next_epoch",
              "--no-drop-last", "--batches", batches, "--connect-timeout-ms", "20000"},
             consumers_.back().log);
   if (o_.python) {
@@ -276,6 +275,8 @@ int main(int argc, char** argv) {
   app.add_option("--samples", o.samples, "synthetic samples (epoch length)")->capture_default_str();
   app.add_option("--size", o.size, "image side")->capture_default_str();
   app.add_option("--seed", o.seed)->capture_default_str();
+  app.add_option("--check-seed", o.check_seed,
+                 "seed the epochs are checked against (default: --seed; another one must fail)");
   app.add_option("--warmup", o.warmup, "fraction of the batches before memory counts")
       ->capture_default_str();
   app.add_option("--max-growth-mib", o.max_growth_mib, "RssAnon growth allowed after the warm-up")
