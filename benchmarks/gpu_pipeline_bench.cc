@@ -175,8 +175,9 @@ int main(int argc, char** argv) {
         t.stream = stream->ref();
         std::vector<int64_t> ahead(batch);
         for (int i = 0; i < batch; ++i) ahead[i] = (next + i) % n_files;
-        if (Status s = (*source)->FillBatch(t, ReadAhead{ahead, t.epoch}); !s.ok()) Die(s);
-        images += batch;
+        Result<uint32_t> kept = (*source)->FillBatch(t, ReadAhead{ahead, t.epoch});
+        if (!kept.ok()) Die(kept.status());
+        images += *kept;  // dropped files (Note [Dropped files]) make no image
       }
       (void)stream->Synchronize();
       const double wall = std::chrono::duration<double>(Clock::now() - t0).count();

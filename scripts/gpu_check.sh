@@ -14,11 +14,9 @@ LOG=${2:-/dev/stdout}
 cd "$ROOT"
 export BATCHCAST_PYTHON=${BATCHCAST_PYTHON:-$(command -v python3)}  # for tools/make_dataset.py in tests
 step() { local t=$1; shift; echo "== $* ($(date +%T))" >>"$LOG"; timeout "$t" "$@" >>"$LOG" 2>&1; local rc=$?; echo "== rc=$rc" >>"$LOG"; return $rc; }
-PYBIND=$(python3 -m pybind11 --cmakedir 2>/dev/null || true)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >>"$LOG" 2>&1
 step 300 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DPython3_EXECUTABLE="$(command -v python3)" \
-  ${PYBIND:+-Dpybind11_DIR=$PYBIND} || exit 1
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DPython3_EXECUTABLE="$(command -v python3)" || exit 1
 step 500 cmake --build "$B" -j "$(nproc)" || exit 1
 (cd "$B" && step 400 ctest -j 4 --timeout 300 --output-on-failure)
 ctest_rc=$?

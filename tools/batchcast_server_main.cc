@@ -2,80 +2,45 @@
 //
 //   batchcast-server serve [DATA] [options]   serve a dataset (or --synthetic N)
 //   batchcast-server stat NAME [--json]       print a running server's stats
+//   batchcast-server stat NAME --watch        ... refreshed every --interval seconds
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
-#include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "batchcast/client/consumer.h"
 #include "batchcast/server/option_table.h"
 #include "batchcast/server/server.h"
 #include "core/src/logging.h"
 #include "tools/server_options_cli.h"
+#include "tools/stat_view.h"
+#include "tools/stat_watch.h"
 
 namespace {
 
 std::atomic<int> g_signal{0};
-void OnSignal(int sig) { g_signal = sig; }
-
-std::string FormatRate(double v) {
-  char buf[32];
-  if (v >= 1e6) std::snprintf(buf, sizeof(buf), "%.2fM", v / 1e6);
-  else if (v >= 1e3) std::snprintf(buf, sizeof(buf), "%.1fk", v / 1e3);
-  else std::snprintf(buf, sizeof(buf), "%.0f", v);
-  return buf;
+std::atomic<bool> g_serving{false};
+// Before the server is up (a long dataset scan), SIGINT/SIGTERM end the
+// process at once (nothing to clean up yet; a ring or socket made in the
+// last moments is reclaimed by the next server, Note [Server instance lock]);
+// afterwards they stop the server cleanly.
+void OnSignal(int sig) {
+  if (!g_serving.load()) {  // `serve` while starting
+    static const char kMsg[] = "batchcast-server: stopped by a signal while starting\n";
+    [[maybe_unused]] ssize_t n = write(STDERR_FILENO, kMsg, sizeof(kMsg) - 1);
+    _exit(128 + sig);
+  }
+  g_signal = sig;
 }
 
-// One line: "demo: 12.3k samples/s | epoch 2 | 3 consumers | slowest lag 1.5 slots | ..."
-std::string StatusLine(const nlohmann::json& j, double rate) {
-  std::ostringstream out;
-  out << j.value("name", "?") << ": " << FormatRate(rate) << " samples/s | producer epoch "
-      << j.value("producer_epoch", 0) << " | " << j["consumers"].size() << " consumer"
-      << (j["consumers"].size() == 1 ? "" : "s") << " | slowest lag ";
-  char lag[32];
-  std::snprintf(lag, sizeof(lag), "%.1f", j.value("slowest_lag_slots", 0.0));
-  out << lag << " slots | published " << j.value("samples_published", 0);
-  if (j.contains("source_counters")) {
-    for (const auto& [k, v] : j["source_counters"].items()) out << " | " << k << " " << v;
-  }
-  return out.str();
-}
-
-void PrintStats(const nlohmann::json& j) {
-  std::cout << "server " << j.value("name", "?") << " (pid " << j.value("pid", 0) << ") on "
-            << j.value("endpoint", "?") << "\n";
-  if (j.contains("source")) std::cout << "  source:    " << j["source"].get<std::string>() << "\n";
-  std::cout << "  device:    " << j.value("device", "?") << "\n"
-            << "  ring:      " << j.value("window", 0) << " slots x " << j.value("batch_size", 0)
-            << " samples; free " << j["slots"].value("free", 0) << ", writing "
-            << j["slots"].value("writing", 0) << ", ready " << j["slots"].value("ready", 0)
-            << ", leased " << j["slots"].value("leased", 0) << "\n"
-            << "  stream:    " << j.value("samples_published", 0) << " samples published, epoch "
-            << j.value("producer_epoch", 0) << " (epoch_len " << j.value("epoch_len", 0) << ")"
-            << (j.value("stream_ended", false) ? ", ended" : "") << "\n"
-            << "  policy:    lag " << j.value("lag_policy", "?") << "; producer blocked "
-            << j.value("producer_blocked_s", 0.0) << " s; evicted "
-            << j.value("consumers_evicted", 0) << "; lost " << j.value("consumers_lost", 0)
-            << "; skip events " << j.value("skip_events", 0) << "\n";
-  if (j.contains("source_counters") && !j["source_counters"].empty()) {
-    std::cout << "  source counters:";
-    for (const auto& [k, v] : j["source_counters"].items()) std::cout << " " << k << "=" << v;
-    std::cout << "\n";
-  }
-  std::cout << "  consumers: " << j["consumers"].size() << "\n";
-  for (const auto& c : j["consumers"]) {
-    std::cout << "    #" << c.value("id", 0) << " " << c.value("name", "?") << " (pid "
-              << c.value("pid", 0) << "): batch " << c.value("batch_size", 0) << ", epoch "
-              << c.value("epoch", 0) << " step " << c.value("step", 0) << ", "
-              << c.value("batches", 0) << " batches, lag " << c.value("lag_samples", 0)
-              << " samples, skipped " << c.value("skipped", 0) << ", leases "
-              << c.value("leases", 0) << (c.value("attached", true) ? "" : " (detached)") << "\n";
-  }
+batchcast::TerminalSize StdoutTerminalSize() {
+  winsize ws{};
+  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) != 0) return {};
+  return {ws.ws_col, ws.ws_row};
 }
 
 int Serve(batchcast::ServerOptions options, double status_interval) {
@@ -84,6 +49,7 @@ int Serve(batchcast::ServerOptions options, double status_interval) {
     std::cerr << "batchcast-server: " << server.status().ToString() << "\n";
     return 1;
   }
+  g_serving = true;
   std::cerr << "batchcast-server: serving '" << options.name << "' on " << (*server)->endpoint()
             << " (Ctrl-C stops)\n";
   const bool tty = isatty(STDERR_FILENO);
@@ -94,16 +60,19 @@ int Serve(batchcast::ServerOptions options, double status_interval) {
     if ((*server)->WaitFor(std::chrono::milliseconds(100))) break;
     const auto now = std::chrono::steady_clock::now();
     if (status_interval > 0 && now >= next_status) {
-      auto j = nlohmann::json::parse((*server)->StatsJson());
-      const uint64_t published = j.value("samples_published", uint64_t{0});
-      const double dt = std::chrono::duration<double>(now - last_time).count();
-      const double rate = dt > 0 ? static_cast<double>(published - last_published) / dt : 0.0;
-      last_published = published;
-      last_time = now;
-      if (tty) {
-        std::cerr << "\r\033[K" << StatusLine(j, rate) << std::flush;
-      } else {
-        std::cerr << StatusLine(j, rate) << "\n";
+      nlohmann::json j =
+          nlohmann::json::parse((*server)->StatsJson(), nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && !j.contains("error")) {
+        const uint64_t published = j.value("samples_published", uint64_t{0});
+        const double dt = std::chrono::duration<double>(now - last_time).count();
+        const double rate = dt > 0 ? static_cast<double>(published - last_published) / dt : 0.0;
+        last_published = published;
+        last_time = now;
+        if (tty) {
+          std::cerr << "\r\033[K" << batchcast::StatusLine(j, rate) << std::flush;
+        } else {
+          std::cerr << batchcast::StatusLine(j, rate) << "\n";
+        }
       }
       next_status = now + std::chrono::milliseconds(static_cast<int64_t>(status_interval * 1000));
     }
@@ -121,7 +90,7 @@ int Serve(batchcast::ServerOptions options, double status_interval) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   CLI::App app{"batchcast-server: decode and augment each sample once, share batches with "
                "several training processes"};
   app.require_subcommand(1);
@@ -141,10 +110,17 @@ int main(int argc, char** argv) {
       ->capture_default_str();
 
   std::string stat_name;
-  bool stat_json = false;
+  bool stat_json = false, watch = false;
+  double interval = 1.0;
   CLI::App* stat = app.add_subcommand("stat", "print a running server's stats");
   stat->add_option("name", stat_name, "server name or endpoint")->required();
-  stat->add_flag("--json", stat_json, "print JSON");
+  stat->add_flag("--json", stat_json, "print JSON (with --watch: one object per line)");
+  CLI::Option* watch_flag = stat->add_flag(
+      "--watch", watch, "refresh until Ctrl-C: a live view on a terminal, plain lines otherwise");
+  stat->add_option("--interval", interval, "seconds between refreshes (with --watch)")
+      ->check(CLI::PositiveNumber)
+      ->needs(watch_flag)
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -154,16 +130,36 @@ int main(int argc, char** argv) {
   }
   batchcast::SetLogLevel(log_level);
 
+  if (*stat && watch) {
+    g_serving = true;  // signals end the watch loop (exit 0), not the process
+    signal(SIGINT, OnSignal);
+    signal(SIGTERM, OnSignal);
+    batchcast::WatchOptions w{stat_name, interval, stat_json, isatty(STDOUT_FILENO) != 0,
+                              StdoutTerminalSize};
+    auto query = [&] { return batchcast::QueryStats(stat_name, std::chrono::milliseconds(3000)); };
+    return batchcast::WatchStats(w, query, g_signal, std::cout, std::cerr);
+  }
   if (*stat) {
     auto r = batchcast::QueryStats(stat_name, std::chrono::milliseconds(3000));
     if (!r.ok()) {
       std::cerr << "batchcast-server stat: " << r.status().ToString() << "\n";
       return 1;
     }
+    const nlohmann::json j = nlohmann::json::parse(*r, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) {
+      std::cerr << "batchcast-server stat: the server's reply is not a JSON object\n";
+      return 1;
+    }
+    if (j.contains("error")) {
+      std::cerr << "batchcast-server stat: the server could not make its stats: "
+                << j["error"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                << "\n";
+      return 1;
+    }
     if (stat_json) {
-      std::cout << nlohmann::json::parse(*r).dump(2) << "\n";
+      std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
-      PrintStats(nlohmann::json::parse(*r));
+      std::cout << batchcast::StatsReport(j);
     }
     return 0;
   }
@@ -182,4 +178,17 @@ int main(int argc, char** argv) {
   signal(SIGTERM, OnSignal);
   signal(SIGPIPE, SIG_IGN);
   return Serve(o, status_interval);
+}
+
+// Nothing a user types, a file name or a server's reply may abort the
+// program: whatever escapes is reported (exit 1).
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "batchcast-server: unexpected error: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "batchcast-server: unexpected error\n";
+  }
+  return 1;
 }

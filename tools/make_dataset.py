@@ -2,7 +2,8 @@
 """Make an ImageNet-like folder of JPEG files for tests, demos and benchmarks.
 
     make_dataset.py OUT_DIR [--photos DIR] [--classes N] [--per-class M] [--seed S]
-                    [--hazards] [--tsv FILE] [--force] [--workers W] [--quiet]
+                    [--hazards] [--decode-failures K] [--tsv FILE] [--force]
+                    [--workers W] [--quiet]
 
 Layout: OUT_DIR/<class>/<class>_<i>.JPEG with class names n00000000, n00000001, ...
 (sorted order = label order, as torchvision's ImageFolder assigns labels).
@@ -27,6 +28,14 @@ an exact-proportion plan drawn from (seed, N)).
   hazard_random.JPEG     10 KiB of random bytes                 (invalid)
   hazard_huge.JPEG       small JPEG whose SOF header declares 60000x60000 (invalid)
 
+--decode-failures K adds K files whose JPEG header is valid but whose data fails
+to decode (a loader sees them fail only when it decodes, not when it scans headers),
+one per class folder in turn (file k in class k mod N), alternately:
+  hazard_decode_<k>_truncated.JPEG  valid JPEG cut at 60% of its length (no EOI marker)
+  hazard_decode_<k>_corrupt.JPEG    a restart marker written over the first bytes of the
+                                    entropy-coded data (the file still ends with EOI)
+Each is a different image, so a sample shown in place of another is caught.
+
 The dataset is written into a temporary sibling folder and renamed into place at
 the end, so an interrupted run leaves no half-written OUT_DIR.
 
@@ -34,7 +43,7 @@ Exit status: 0 success, 1 runtime failure (OUT_DIR not empty, unreadable photos,
 I/O error), 2 bad command line, 130 interrupted.
 
 Python use:  make_dataset(out_dir, photos=None, classes=10, per_class=20, seed=0,
-                          hazards=False, tsv=None, force=False) -> dict
+                          hazards=False, tsv=None, force=False, decode_failures=0) -> dict
 Only the standard library, numpy and Pillow are needed.
 """
 
@@ -67,7 +76,8 @@ POOL_THRESHOLD = 100   # use worker processes from this many images on
 SUB_444, SUB_422, SUB_420 = 0, 1, 2
 
 # Seed-sequence tags keep the streams of images, plan and hazards apart.
-_TAG_IMAGE, _TAG_PLAN, _TAG_HAZARD = 0, 1, 2
+_TAG_IMAGE, _TAG_PLAN, _TAG_HAZARD, _TAG_DECODE_FAILURE = 0, 1, 2, 3
+DECODE_FAILURE_KINDS = ('truncated', 'corrupt')
 
 HAZARD_NAMES = ('truncated', 'empty', 'png', 'cmyk', 'random', 'huge')
 
@@ -289,6 +299,41 @@ def _hazard_bytes(seed):
     return out
 
 
+def _corrupt_entropy_data(data):
+    """A restart marker (FF D3) written over bytes 16-17 of the entropy-coded data.
+
+    The header stays valid and the file still ends with EOI, but libjpeg stops at the
+    unexpected marker (and reports it) wherever a decode starts: every crop decodes
+    the first MCU row, which holds the damage."""
+    b = bytearray(data)
+    pos = 2
+    while pos + 4 <= len(b):
+        if b[pos] != 0xFF:
+            raise ValueError('bad JPEG marker at %d' % pos)
+        marker = b[pos + 1]
+        if marker == 0xFF:
+            pos += 1
+            continue
+        seglen = (b[pos + 2] << 8) | b[pos + 3]
+        if marker == 0xDA:
+            at = pos + 2 + seglen + 16
+            b[at:at + 2] = b'\xff\xd3'
+            return bytes(b)
+        pos += 2 + seglen
+    raise ValueError('no SOS marker found')
+
+
+def _decode_failure_bytes(seed, k):
+    """(kind, bytes) of decode-failure file k: its own image, then broken."""
+    rng = np.random.default_rng([seed, _TAG_DECODE_FAILURE, k])
+    img = _synth(rng, 320, 240, (k * 0.37) % 1.0)
+    valid = _encode_jpeg(img, 90, SUB_420, False)
+    kind = DECODE_FAILURE_KINDS[k % len(DECODE_FAILURE_KINDS)]
+    if kind == 'truncated':
+        return kind, valid[:len(valid) * 3 // 5]
+    return kind, _corrupt_entropy_data(valid)
+
+
 # ---------------------------------------------------------------------- the plan
 
 def _plan(seed, n):
@@ -380,17 +425,19 @@ def _default_umask():
 
 
 def make_dataset(out_dir, photos=None, classes=10, per_class=20, seed=0,
-                 hazards=False, tsv=None, force=False, workers=None):
+                 hazards=False, tsv=None, force=False, workers=None, decode_failures=0):
     """Write the dataset; returns the summary as a dict.
 
     Keys: out_dir, classes, class_names, per_class, images, total_bytes, grayscale,
     progressive, sub_444, sub_422, sub_420, hazards (list of absolute paths),
-    hazard_files (kind -> path), tsv, workers, elapsed_s.
+    hazard_files (kind -> path), decode_failures (list of absolute paths, file k
+    at k), tsv, workers, elapsed_s.
     Raises ValueError on bad arguments and DatasetError on runtime failures.
     workers: processes to use (None: os.cpu_count() for large sets, 1: no pool).
     """
     t0 = time.monotonic()
-    for name, v, lo in (('classes', classes, 1), ('per_class', per_class, 1), ('seed', seed, 0)):
+    for name, v, lo in (('classes', classes, 1), ('per_class', per_class, 1), ('seed', seed, 0),
+                        ('decode_failures', decode_failures, 0)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise ValueError('%s must be an integer >= %d, got %r' % (name, lo, v))
     if classes > 10 ** 8:
@@ -398,6 +445,7 @@ def make_dataset(out_dir, photos=None, classes=10, per_class=20, seed=0,
     if workers is not None and (not isinstance(workers, int) or workers < 1):
         raise ValueError('workers must be a positive integer, got %r' % (workers,))
     classes, per_class, seed = int(classes), int(per_class), int(seed)
+    decode_failures = int(decode_failures)
 
     out_dir = os.path.abspath(os.fspath(out_dir))
     if tsv is not None:
@@ -448,6 +496,16 @@ def make_dataset(out_dir, photos=None, classes=10, per_class=20, seed=0,
                 total += len(data)
                 hazard_files[kind] = os.path.join(out_dir, rel)
                 entries.append((0, rel))
+        failure_files = []
+        for k in range(decode_failures):
+            kind, data = _decode_failure_bytes(seed, k)
+            c = k % classes
+            rel = os.path.join(names[c], 'hazard_decode_%d_%s.JPEG' % (k, kind))
+            with open(os.path.join(tmp, rel), 'wb') as f:
+                f.write(data)
+            total += len(data)
+            failure_files.append(os.path.join(out_dir, rel))
+            entries.append((c, rel))
 
         # Move into place (re-check: someone may have written there meanwhile).
         _check_out_dir(out_dir, force, photos and os.fspath(photos))
@@ -482,6 +540,7 @@ def make_dataset(out_dir, photos=None, classes=10, per_class=20, seed=0,
         'sub_420': int(((sub == SUB_420) & ~gray).sum()),
         'hazards': [hazard_files[k] for k in HAZARD_NAMES if k in hazard_files],
         'hazard_files': hazard_files,
+        'decode_failures': failure_files,
         'tsv': tsv,
         'workers': workers,
         'elapsed_s': time.monotonic() - t0,
@@ -489,11 +548,13 @@ def make_dataset(out_dir, photos=None, classes=10, per_class=20, seed=0,
 
 
 def summary_line(s):
+    failures = len(s.get('decode_failures', ()))
     return ('%d images, %d classes, %d bytes (%.1f MB), grayscale %d, progressive %d, '
-            '4:4:4 %d, 4:2:2 %d, hazards %d, %.2f s'
+            '4:4:4 %d, 4:2:2 %d, hazards %d, %s%.2f s'
             % (s['images'], s['classes'], s['total_bytes'], s['total_bytes'] / 1e6,
                s['grayscale'], s['progressive'], s['sub_444'], s['sub_422'],
-               len(s['hazards']), s['elapsed_s']))
+               len(s['hazards']), 'decode failures %d, ' % failures if failures else '',
+               s['elapsed_s']))
 
 
 # --------------------------------------------------------------------------- CLI
@@ -522,7 +583,8 @@ def _parser():
                     '(OUT_DIR/<class>/<name>.JPEG) for tests, demos and benchmarks.')
     p.add_argument('out_dir', metavar='OUT_DIR', help='folder to create (must not exist or be empty)')
     p.add_argument('--photos', metavar='DIR',
-                   help='crop images from the photos in DIR (e.g. /work/shared/data/photos); '
+                   help='crop images from the photos in DIR (the project has some in '
+                        '../shared/data/photos, from the repository root); '
                         'default: synthesise them')
     p.add_argument('--classes', metavar='N', type=_positive, default=10, help='classes (default 10)')
     p.add_argument('--per-class', metavar='M', type=_positive, default=20,
@@ -531,6 +593,9 @@ def _parser():
     p.add_argument('--hazards', action='store_true',
                    help='also write broken/odd files (truncated, empty, PNG, CMYK, random, '
                         'huge header) into the first class folder')
+    p.add_argument('--decode-failures', metavar='K', type=_non_negative, default=0,
+                   help='also write K files with a valid header whose data fails to decode '
+                        '(truncated, corrupt entropy data), one per class folder in turn')
     p.add_argument('--tsv', metavar='FILE', help='also write "absolute_path<TAB>label" lines')
     p.add_argument('--force', action='store_true', help='replace OUT_DIR if it is not empty')
     p.add_argument('--workers', metavar='W', type=_positive, default=None,
@@ -551,7 +616,8 @@ def main(argv=None):
     try:
         s = make_dataset(args.out_dir, photos=args.photos, classes=args.classes,
                          per_class=args.per_class, seed=args.seed, hazards=args.hazards,
-                         tsv=args.tsv, force=args.force, workers=args.workers)
+                         tsv=args.tsv, force=args.force, workers=args.workers,
+                         decode_failures=args.decode_failures)
     except (DatasetError, ValueError, OSError) as e:
         print('%s: error: %s' % (prog, e), file=sys.stderr)
         return 1
@@ -562,6 +628,10 @@ def main(argv=None):
         if s['hazards']:
             print('hazard files:')
             for path in s['hazards']:
+                print('  ' + path)
+        if s['decode_failures']:
+            print('files that fail to decode:')
+            for path in s['decode_failures']:
                 print('  ' + path)
         if s['tsv']:
             print('file list: ' + s['tsv'])

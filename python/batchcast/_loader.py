@@ -5,7 +5,7 @@ import json
 import os
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
-from batchcast import _core
+from batchcast import _check, _core
 from batchcast._read_only import ReadOnly
 
 _JOINS = ("immediate", "next_epoch")
@@ -50,12 +50,23 @@ class Loader:
             tuples are yielded when the fields are ``image, label[, field2...]``
             (the built-in pipeline, or a Producer fed tuples) and dicts otherwise.
 
+    A wrong argument (type or value) is a :class:`batchcast.InvalidArgument`
+    naming it. Connecting to a server of this machine that is not running
+    (killed: its socket file is still there) raises
+    :class:`batchcast.ServerUnavailable` at once, not after ``connect_timeout``.
+
     Iteration: each ``for`` loop runs to the end of the consumer's current
     epoch and ends with ``StopIteration``; ``len(loader)`` is the number of
-    batches it yields. Leaving a loop early (``break``) and looping again
-    resumes the same epoch where it stopped: the stream cannot rewind. When the
-    server has produced all of its epochs, iterating raises
-    :class:`batchcast.EndOfStream`.
+    batches it yields, as announced by the server (``epoch_len / batch_size``,
+    rounded down with ``drop_last``, up without). Files the server drops
+    because they fail to decode (``on_error="skip"``, the default) are left out
+    of every epoch from then on, never replaced by another sample: such an
+    epoch may yield fewer batches than ``len(loader)``, at most one fewer per
+    dropped file (the server's stats count them: ``source_counters``
+    ``files_dropped_at_decode`` and ``samples_dropped``). Leaving a loop early
+    (``break``) and looping again resumes the same epoch where it stopped: the
+    stream cannot rewind. When the server has produced all of its epochs,
+    iterating raises :class:`batchcast.EndOfStream`.
 
     Tensors and leases: each batch's tensors view the server's shared ring
     directly (DLPack) when the batch lies in one ring slot, or a private copy
@@ -96,15 +107,21 @@ class Loader:
         import torch  # imported here so that `import batchcast` does not need torch
         import torch.utils.dlpack
 
+        # Every argument is checked here, so that a wrong one is an
+        # InvalidArgument naming it (batchcast/_check.py).
+        endpoint = _check.text("endpoint_or_name", endpoint_or_name, path=True)
         if join not in _JOINS:
-            raise ValueError(f"join must be 'immediate' or 'next_epoch', got {join!r}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or not 1 <= prefetch <= 65535:
-            raise ValueError(f"prefetch must be a positive integer, got {prefetch!r}")
+            _check.fail("join", "'immediate' or 'next_epoch'", join)
+        batch_size = _check.integer("batch_size", batch_size, 1, 2**32 - 1)
+        prefetch = _check.integer("prefetch", prefetch, 1, 65535)
+        drop_last = _check.boolean("drop_last", drop_last)
+        timeout = _check.seconds("timeout", timeout)
+        connect_timeout = _check.seconds("connect_timeout", connect_timeout, positive=True)
+        name = _check.text("name", name, optional=True)
+        as_dict = _check.boolean("as_dict", as_dict, optional=True)
         self._torch = torch
         self._from_dlpack = getattr(torch._C, "_from_dlpack", None) or torch.utils.dlpack.from_dlpack
-        self._endpoint = os.fspath(endpoint_or_name)
+        self._endpoint = endpoint
         self._batch_size = batch_size
         self._core = _core.Consumer(
             self._endpoint, batch_size, drop_last, join, prefetch, timeout, connect_timeout, name or ""
@@ -114,7 +131,7 @@ class Loader:
             (n, d, tuple(s)) for n, d, s in fields
         ]
         self._names = tuple(f[0] for f in self._fields)
-        self._as_dict = (not _is_tuple_layout(self._names)) if as_dict is None else bool(as_dict)
+        self._as_dict = (not _is_tuple_layout(self._names)) if as_dict is None else as_dict
         # DLPack (v0.6) has no bool: the ring exports it as uint8, viewed back here.
         self._bool_fields = frozenset(i for i, f in enumerate(self._fields) if f[1] == "bool")
         self._epoch = 0
@@ -165,7 +182,8 @@ class Loader:
         return tuple(tensors)
 
     def __len__(self) -> int:
-        """Batches in one epoch of this consumer."""
+        """Batches in one epoch of this consumer, as announced; an epoch with
+        files dropped at decode may yield up to one fewer per dropped file."""
         return int(self._core.batches_per_epoch)
 
     # ---- state ----

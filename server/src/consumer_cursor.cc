@@ -31,14 +31,16 @@ uint64_t ConsumerCursor::EpochEnd(uint64_t stream_end) const {
   return std::min(EpochStart() + epoch_len_, stream_end);
 }
 
-ConsumerCursor::Plan ConsumerCursor::PlanNext(uint64_t stream_end) const {
+ConsumerCursor::Plan ConsumerCursor::PlanNext(uint64_t stream_end, Supply supply) const {
   if (EpochStart() >= stream_end) return Plan{Plan::Kind::kStreamEnded, 0};
   const uint64_t end = EpochEnd(stream_end);
   if (position_ >= end || (drop_last_ && end - position_ < batch_size_)) {
     return Plan{Plan::Kind::kEndOfEpoch, 0};
   }
-  return Plan{Plan::Kind::kBatch,
-              static_cast<uint32_t>(std::min<uint64_t>(batch_size_, end - position_))};
+  if (supply.samples >= batch_size_) return Plan{Plan::Kind::kBatch, batch_size_};
+  if (!supply.complete) return Plan{Plan::Kind::kWait, 0};
+  if (supply.samples == 0 || drop_last_) return Plan{Plan::Kind::kEndOfEpoch, 0};
+  return Plan{Plan::Kind::kBatch, supply.samples};
 }
 
 void ConsumerCursor::EndEpoch(uint64_t stream_end) {
@@ -47,17 +49,21 @@ void ConsumerCursor::EndEpoch(uint64_t stream_end) {
   step_ = 0;
 }
 
-void ConsumerCursor::Advance(uint32_t count, uint64_t stream_end) {
+void ConsumerCursor::Advance(uint64_t to, uint64_t stream_end) {
   const uint64_t end = EpochEnd(stream_end);
-  BATCHCAST_CHECK(position_ + count <= end) << "a batch crosses the consumer's epoch end";
-  position_ += count;
+  BATCHCAST_CHECK(position_ < to && to <= end) << "a batch crosses the consumer's epoch end";
+  position_ = to;
   step_ += 1;
   if (drop_last_ && end > position_ && end - position_ < batch_size_) position_ = end;
 }
 
-void ConsumerCursor::SkipTo(uint64_t target) {
+void ConsumerCursor::PassTo(uint64_t to, uint64_t stream_end) {
+  position_ = std::max(position_, std::min(to, EpochEnd(stream_end)));
+}
+
+void ConsumerCursor::SkipTo(uint64_t target, uint64_t samples) {
   if (target <= position_) return;
-  skipped_ += target - position_;
+  skipped_ += samples;
   position_ = target;
 }
 

@@ -1,7 +1,9 @@
 // ConsumerCursor: one consumer's position in the stream and the arithmetic of
 // its epochs (Note [Consumer epochs] in scheduler.h): where it joins, where
-// each of its epochs ends, what its next NEXT is answered with, and how the
-// cursor moves after a batch, an END_OF_EPOCH or a skip.
+// each of its epochs ends, what its next NEXT is answered with (given the
+// samples the ring holds from its position on: seqs may be holes, Note
+// [Holes] in slot_table.h), and how the cursor moves after a batch, an
+// END_OF_EPOCH, over holes or a skip.
 //
 // Thread-safety: a value type; the Scheduler keeps one per consumer under its
 // mutex.
@@ -27,6 +29,12 @@ class ConsumerCursor {
   // Batches in one consumer epoch: floor(L/B) with drop_last, ceil(L/B) without.
   static uint64_t BatchesPerEpoch(uint64_t epoch_len, uint32_t batch_size, bool drop_last);
 
+  // The samples of the current epoch from position() on, as far as they are
+  // published (SlotTable::Find with want = batch_size()).
+  struct Supply {
+    uint32_t samples = 0;   // at most batch_size()
+    bool complete = false;  // every seq up to the epoch end is published
+  };
   // What the next NEXT gets, with the stream ending at `stream_end`
   // (UINT64_MAX when unknown).
   struct Plan {
@@ -34,23 +42,28 @@ class ConsumerCursor {
       kStreamEnded,  // OutOfRange: the current epoch starts at or after the stream end
       kEndOfEpoch,   // END_OF_EPOCH: nothing (or, with drop_last, less than B) is left
       kBatch,        // the next `count` samples, from position() on
+      kWait,         // fewer than B samples are published and the epoch goes on
     };
     Kind kind = Kind::kBatch;
     uint32_t count = 0;
   };
-  Plan PlanNext(uint64_t stream_end) const;
+  Plan PlanNext(uint64_t stream_end, Supply supply) const;
 
   // After an END_OF_EPOCH: the next epoch begins (the cursor moves to the
   // ended epoch's end if it was not there yet).
   void EndEpoch(uint64_t stream_end);
-  // After a BATCH of `count` samples (a kBatch plan's). With drop_last, a
-  // remainder of the epoch shorter than batch_size is passed over at once,
-  // so it pins nothing.
-  void Advance(uint32_t count, uint64_t stream_end);
+  // After a BATCH whose last sample is at seq `to` - 1. With drop_last, a
+  // remainder of the epoch of fewer than batch_size seqs is passed over at
+  // once, so it pins nothing.
+  void Advance(uint64_t to, uint64_t stream_end);
+  // Moves forward to `to` (at most the epoch end) over seqs that need no
+  // reading: holes, or with drop_last a remainder known to hold fewer than
+  // batch_size samples. Counts nothing.
+  void PassTo(uint64_t to, uint64_t stream_end);
   // Jumps forward to `target` (lag policy skip, or back after a skip onto
-  // data that was overwritten), counting the samples passed over. Does
-  // nothing when the cursor is at or past `target`.
-  void SkipTo(uint64_t target);
+  // data that was overwritten), counting `samples`, the samples passed over.
+  // Does nothing when the cursor is at or past `target`.
+  void SkipTo(uint64_t target, uint64_t samples);
 
   // The first seq of the current epoch and the seq its range ends at
   // (exclusive): [start + k*L, start + (k+1)*L) clipped to `stream_end`.

@@ -43,8 +43,12 @@ Status ProducerLoop::WriteBatch(uint32_t epoch, std::span<const int64_t> indices
   BATCHCAST_ASSIGN_OR_RETURN(SlotGrant grant,
                              scheduler_->BeginBatch(epoch, indices, Clock::time_point::max()));
   BATCHCAST_ASSIGN_OR_RETURN(SlotView target, publisher_->Begin(grant, epoch));
-  BATCHCAST_RETURN_IF_ERROR(source_->FillBatch(target, next));
-  return publisher_->Publish(target);
+  BATCHCAST_ASSIGN_OR_RETURN(const uint32_t valid, source_->FillBatch(target, next));
+  if (valid > target.count()) {
+    return InternalError("the source wrote " + std::to_string(valid) + " samples into a slot of " +
+                         std::to_string(target.count()));
+  }
+  return publisher_->Publish(target, valid);  // the rest are holes (Note [Holes])
 }
 
 Status ProducerLoop::Run() {

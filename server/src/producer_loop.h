@@ -3,8 +3,10 @@
 // asks the Scheduler for a slot for each (waiting while the window is full,
 // Note [Leases]), has the SlotPublisher say where the samples go, calls
 // Source::FillBatch with a read-ahead hint (the next batch's samples, across
-// epoch ends too), and publishes the slot. After the last epoch (--epochs) it
-// ends the stream.
+// epoch ends too), and publishes the slot with the samples the source wrote
+// (a dropped file leaves a hole: Note [Holes], slot_table.h; every producer
+// epoch still spans epoch_len seqs). After the last epoch (--epochs) it ends
+// the stream.
 //
 // Thread-safety: Run is the entry point of one thread and owns everything it
 // touches except the Scheduler (thread-safe) and the Source (used by this

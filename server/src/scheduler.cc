@@ -71,8 +71,8 @@ Result<Scheduler::Admission> Scheduler::AddConsumer(const std::string& identity,
   a.consumer_id = c.id;
   a.batches_per_epoch =
       ConsumerCursor::BatchesPerEpoch(config_.epoch_len, hello.batch_size, hello.drop_last);
-  BC_LOG_INFO("consumer {} '{}' (pid {}) joined: batch {}, join {}, starts at seq {}", c.id, c.name,
-              c.pid, hello.batch_size, JoinPolicyName(hello.join), start);
+  BC_LOG_INFO_LIMITED("consumer {} '{}' (pid {}) joined: batch {}, join {}, starts at seq {}", c.id,
+                      c.name, c.pid, hello.batch_size, JoinPolicyName(hello.join), start);
   consumers_.emplace(identity, std::move(c));
   NotifyProducer();
   return a;
@@ -96,7 +96,8 @@ void Scheduler::Next(const std::string& identity, uint64_t request_id) {
   if (c->skipping) {
     // Back after a skip: what was overwritten meanwhile is skipped too.
     c->skipping = false;
-    c->cursor.SkipTo(slots_.JoinFloor());
+    const uint64_t floor = slots_.JoinFloor();
+    c->cursor.SkipTo(floor, slots_.CountSamples(c->cursor.position(), floor));
   }
   c->pending.push_back(request_id);
   ServeLocked(*c);
@@ -124,9 +125,45 @@ bool Scheduler::HoardingTooLongLocked(Consumer& c) {
   return true;
 }
 
+void Scheduler::SettleLocked(Consumer& c) {
+  ConsumerCursor& cur = c.cursor;
+  const uint64_t end = cur.EpochEnd(stream_end_);
+  cur.PassTo(slots_.SkipHoles(cur.position(), end), stream_end_);
+  if (cur.drop_last() && cur.position() < end) {
+    const SlotTable::Walk w = slots_.Find(cur.position(), end, cur.batch_size());
+    if (w.complete && w.samples < cur.batch_size()) cur.PassTo(end, stream_end_);
+  }
+}
+
+bool Scheduler::StarvedLocked(const Consumer& c) const {
+  const SlotTable::Counts counts = slots_.Count();
+  if (counts.free != 0 || counts.writing != 0) return false;
+  for (uint32_t i = 0; i < slots_.window(); ++i) {
+    if (slots_.slot(i).end() <= c.cursor.position()) return false;
+  }
+  return true;
+}
+
+bool Scheduler::AnswerHoardingLocked(Consumer& c) {
+  // If this consumer's own unreleased batches pin every slot, the producer
+  // can never write what it waits for: say so instead of hanging.
+  if (!HoardingTooLongLocked(c)) return false;
+  Send(c, proto::Error{c.pending.front(), StatusCode::kResourceExhausted,
+                       "this consumer holds " + std::to_string(c.leases.size()) +
+                           " unreleased batches that pin all " + std::to_string(slots_.window()) +
+                           " ring slots, so the producer cannot write the next one; drop "
+                           "references to old batches (or copy them) or use a larger window"});
+  c.pending.pop_front();
+  return true;
+}
+
 bool Scheduler::ServeOneLocked(Consumer& c) {
   const uint64_t rid = c.pending.front();
-  const ConsumerCursor::Plan plan = c.cursor.PlanNext(stream_end_);
+  ConsumerCursor& cur = c.cursor;
+  SettleLocked(c);
+  const SlotTable::Walk supply =
+      slots_.Find(cur.position(), cur.EpochEnd(stream_end_), cur.batch_size());
+  ConsumerCursor::Plan plan = cur.PlanNext(stream_end_, {supply.samples, supply.complete});
   switch (plan.kind) {
     case ConsumerCursor::Plan::Kind::kStreamEnded:
       Send(c, proto::Error{rid, StatusCode::kOutOfRange,
@@ -135,11 +172,29 @@ bool Scheduler::ServeOneLocked(Consumer& c) {
       c.pending.pop_front();
       return true;
     case ConsumerCursor::Plan::Kind::kEndOfEpoch:
-      Send(c, proto::EndOfEpoch{rid, c.cursor.epoch(), c.cursor.step(), c.cursor.skipped()});
-      c.cursor.EndEpoch(stream_end_);
+      Send(c, proto::EndOfEpoch{rid, cur.epoch(), cur.step(), cur.skipped()});
+      cur.EndEpoch(stream_end_);
       c.pending.pop_front();
       NotifyProducer();
       return true;
+    case ConsumerCursor::Plan::Kind::kWait:
+      if (!StarvedLocked(c)) return AnswerHoardingLocked(c);
+      // Note [Consumer epochs]: only this consumer can move. Without
+      // drop_last it gets what the ring holds as a short batch; with
+      // drop_last it passes over it and plans again on the data written next.
+      BC_LOG_WARN(
+          "consumer {} '{}': the {}-slot ring holds only {} of the {} samples of its next batch "
+          "(too many dropped files); {} them",
+          c.id, c.name, slots_.window(), supply.samples, cur.batch_size(),
+          cur.drop_last() ? "passing over" : "sending a short batch of");
+      if (cur.drop_last()) {
+        c.passed_over += supply.samples;
+        cur.PassTo(supply.end, stream_end_);
+        NotifyProducer();
+        return true;
+      }
+      plan = ConsumerCursor::Plan{ConsumerCursor::Plan::Kind::kBatch, supply.samples};
+      break;
     case ConsumerCursor::Plan::Kind::kBatch:
       break;
   }
@@ -151,32 +206,24 @@ bool Scheduler::ServeOneLocked(Consumer& c) {
     c.pending.pop_front();
     return true;
   }
-  const uint32_t n = plan.count;
-  if (c.cursor.position() + n > slots_.published()) {
-    // If this consumer's own unreleased batches pin every slot, the producer
-    // can never write what it waits for: say so instead of hanging.
-    if (!HoardingTooLongLocked(c)) return false;
-    Send(c, proto::Error{rid, StatusCode::kResourceExhausted,
-                         "this consumer holds " + std::to_string(c.leases.size()) +
-                             " unreleased batches that pin all " + std::to_string(slots_.window()) +
-                             " ring slots, so the producer cannot write the next one; drop "
-                             "references to old batches (or copy them) or use a larger window"});
-    c.pending.pop_front();
-    return true;
-  }
 
+  const uint32_t n = plan.count;
   proto::Batch b;
   b.request_id = rid;
-  b.epoch = c.cursor.epoch();
-  b.step = c.cursor.step();
-  b.first_seq = c.cursor.position();
-  b.skipped = c.cursor.skipped();
+  b.epoch = cur.epoch();
+  b.step = cur.step();
+  b.first_seq = cur.position();
+  b.skipped = cur.skipped();
   b.indices.reserve(n);
   std::vector<uint32_t> pinned = slots_.Lease(b.first_seq, n, b.segments, b.indices);
   b.lease_id = c.next_lease++;
   c.leases.emplace(b.lease_id, std::move(pinned));
   c.hoarding_since.reset();  // it got data: a later wait is a new one
-  c.cursor.Advance(n, stream_end_);
+  // n == supply.samples: the cursor moves past the last of them (and past
+  // the holes up to where Find stopped, when it found fewer than B).
+  BATCHCAST_CHECK(n == supply.samples);
+  cur.Advance(supply.end, stream_end_);
+  SettleLocked(c);  // holes and a short drop_last remainder pin nothing
   c.batches += 1;
   c.samples += n;
   c.pending.pop_front();
@@ -240,8 +287,8 @@ void Scheduler::Bye(const std::string& identity, const std::vector<uint64_t>& ke
   }
   DropLeasesLocked(*c);
   c->leases = std::move(kept);
-  BC_LOG_INFO("consumer {} '{}' said goodbye after {} batches ({} leases still held)", c->id,
-              c->name, c->batches, c->leases.size());
+  BC_LOG_INFO_LIMITED("consumer {} '{}' said goodbye after {} batches ({} leases still held)",
+                      c->id, c->name, c->batches, c->leases.size());
   DetachLocked(*c);
 }
 
@@ -254,7 +301,7 @@ void Scheduler::RemoveLocked(const std::string& identity, const std::string& rea
   auto it = consumers_.find(identity);
   if (it == consumers_.end()) return;
   Consumer& c = it->second;
-  BC_LOG_INFO("consumer {} '{}' (pid {}) removed: {}", c.id, c.name, c.pid, reason);
+  BC_LOG_INFO_LIMITED("consumer {} '{}' (pid {}) removed: {}", c.id, c.name, c.pid, reason);
   departed_cursor_ = std::max(departed_cursor_, c.cursor.position());
   DropLeasesLocked(c);
   consumers_.erase(it);

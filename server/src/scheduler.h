@@ -23,13 +23,23 @@
 // Consumer epoch k covers seqs [start + k*L, start + (k+1)*L) clipped to the
 // stream end, where L = epoch_len and `start` is fixed at join (an epoch start
 // for join=next_epoch, the first seq of the newest unbroken run of batches in
-// the ring for join=immediate). A NEXT is answered with the next min(B, left)
-// samples of the epoch; with drop_last a remainder shorter than B is passed
-// over at once (so it pins nothing), and the following NEXT gets END_OF_EPOCH.
-// A skip jump may move the cursor over epoch ends: each one crossed is still
-// reported as END_OF_EPOCH. An epoch that would start at or after the stream
-// end does not exist: NEXT then gets OutOfRange. (Arithmetic:
-// consumer_cursor.h.)
+// the ring for join=immediate). Some seqs may be holes (dropped files, Note
+// [Holes] in slot_table.h). A NEXT is answered with the next B samples of the
+// epoch, holes skipped, once they are published; when the epoch's end is
+// published and fewer than B samples are left, with the rest (a short batch)
+// or, with drop_last or when none is left, END_OF_EPOCH. With drop_last a
+// remainder known to hold fewer than B samples (fewer than B seqs, or all
+// published) is passed over at once, so it pins nothing; the cursor passes
+// over holes at once too. So an epoch with d dropped samples has at most d
+// batches fewer than announced (batches_per_epoch stays floor(L/B) or
+// ceil(L/B)). A batch never crosses the epoch end. If the ring is full of
+// seqs a waiting consumer still needs and holds fewer than B of its samples
+// (more than half of them holes), only that consumer can move: it gets the
+// samples there as a short batch, or with drop_last passes over them
+// (counted in its stats as samples_passed_over). A skip jump may move the
+// cursor over epoch ends: each one crossed is still reported as
+// END_OF_EPOCH. An epoch that would start at or after the stream end does
+// not exist: NEXT then gets OutOfRange. (Arithmetic: consumer_cursor.h.)
 //
 // Note [Lag policy]
 // The producer is *blocked* from its first attempt that found no writable
@@ -171,8 +181,11 @@ class Scheduler {
   Result<SlotGrant> BeginBatch(uint32_t epoch, std::span<const int64_t> indices,
                                Clock::time_point deadline) BC_EXCLUDES(mu_);
   // Publishes a slot granted by (Try)BeginBatch: consumers may be served
-  // from it. InvalidArgument when `slot` is not being written.
-  [[nodiscard]] Status Commit(uint32_t slot) BC_EXCLUDES(mu_);
+  // from it. `valid`: its first `valid` seqs are samples, the rest holes
+  // (Note [Holes]); nullopt: every seq is a sample. InvalidArgument when
+  // `slot` is not being written or `valid` exceeds its seqs.
+  [[nodiscard]] Status Commit(uint32_t slot, std::optional<uint32_t> valid = std::nullopt)
+      BC_EXCLUDES(mu_);
   // No batch follows the ones begun so far.
   void EndStream() BC_EXCLUDES(mu_);
   // BeginBatch fails with Cancelled from now on (and wakes up if waiting).
@@ -197,6 +210,7 @@ class Scheduler {
     uint64_t next_lease = 1;
     uint64_t batches = 0;
     uint64_t samples = 0;
+    uint64_t passed_over = 0;  // drop_last samples passed over in a starved ring
     // Since when its own leases pin every slot while it waits (Note [Leases]).
     std::optional<Clock::time_point> hoarding_since;
     Clock::time_point last_seen;
@@ -213,6 +227,16 @@ class Scheduler {
   void ServeAllLocked() BC_REQUIRES(mu_);
   // Answers the head NEXT of `c`; false when it must wait.
   bool ServeOneLocked(Consumer& c) BC_REQUIRES(mu_);
+  // Moves `c`'s cursor over what needs no reading (Note [Consumer epochs]):
+  // published holes, and with drop_last a remainder known to be short.
+  void SettleLocked(Consumer& c) BC_REQUIRES(mu_);
+  // Every slot is ready and still needed by `c`'s cursor, so nothing but `c`
+  // moving lets the producer write (Note [Consumer epochs]).
+  bool StarvedLocked(const Consumer& c) const BC_REQUIRES(mu_);
+  // For the head NEXT of `c`, which must wait for data: the error of Note
+  // [Leases] once `c`'s own leases pinned every slot for kHoardTimeout (true),
+  // else false (it waits).
+  bool AnswerHoardingLocked(Consumer& c) BC_REQUIRES(mu_);
   // True when `c` has pinned every slot with its own leases for
   // kHoardTimeout (Note [Leases]); tracks since when.
   bool HoardingTooLongLocked(Consumer& c) BC_REQUIRES(mu_);

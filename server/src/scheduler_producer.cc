@@ -2,6 +2,7 @@
 // [Leases], Note [Producer start and stream end]), the stream end and stop.
 #include <algorithm>
 
+#include "batchcast/core/check.h"
 #include "core/src/logging.h"
 #include "scheduler.h"
 
@@ -92,15 +93,23 @@ Result<SlotGrant> Scheduler::BeginBatch(uint32_t epoch, std::span<const int64_t>
   }
 }
 
-
-Status Scheduler::Commit(uint32_t slot) {
+Status Scheduler::Commit(uint32_t slot, std::optional<uint32_t> valid) {
   {
     MutexLock lock(&mu_);
-    if (!slots_.Commit(slot)) {
+    const bool writing =
+        slot < slots_.window() && slots_.slot(slot).state == SlotTable::State::kWriting;
+    if (!writing) {
       return InvalidArgumentError("slot " + std::to_string(slot) +
                                   " is not being written: it was committed already or never "
                                   "begun");
     }
+    const uint32_t count = slots_.slot(slot).count;
+    if (valid && *valid > count) {
+      return InvalidArgumentError("slot " + std::to_string(slot) + " spans " +
+                                  std::to_string(count) + " seqs; it cannot hold " +
+                                  std::to_string(*valid) + " samples");
+    }
+    BATCHCAST_CHECK(slots_.Commit(slot, valid.value_or(count)));
     ++batches_written_;
     ServeAllLocked();
     NotifyProducer();  // published() moved: an older slot may be writable now

@@ -1,4 +1,6 @@
 // Scheduler::Stats: the scheduler's part of the server's stats JSON.
+#include <algorithm>
+
 #include "scheduler.h"
 
 namespace batchcast {
@@ -18,7 +20,12 @@ nlohmann::json Scheduler::Stats() const {
   j["batch_size"] = config_.batch_size;
   j["epoch_len"] = config_.epoch_len;
   j["lag_policy"] = std::string(LagPolicyName(config_.lag_policy));
-  j["samples_published"] = published;
+  // Note [Holes]: the stream's position counts seqs; the samples among them
+  // leave out the holes (the producer commits in seq order, so every hole
+  // committed is published).
+  j["seqs_published"] = published;
+  j["holes"] = slots_.holes();
+  j["samples_published"] = published - std::min(published, slots_.holes());
   j["batches_written"] = batches_written_;
   j["producer_epoch"] = published / config_.epoch_len;
   j["stream_ended"] = stream_end_ != UINT64_MAX && published >= stream_end_;
@@ -51,6 +58,7 @@ nlohmann::json Scheduler::Stats() const {
                     {"lag_samples", lag},
                     {"batches", c.batches},
                     {"samples", c.samples},
+                    {"samples_passed_over", c.passed_over},
                     {"skipped", c.cursor.skipped()},
                     {"leases", c.leases.size()},
                     {"pending", c.pending.size()},

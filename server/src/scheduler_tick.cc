@@ -65,9 +65,9 @@ void Scheduler::ApplyLagPolicyLocked(Clock::time_point now) {
   for (Consumer* c : laggards) {
     const uint64_t at = c->cursor.position();
     if (config_.lag_policy == LagPolicy::kSkip) {
-      BC_LOG_WARN("consumer {} '{}' blocked the producer for {} ms: skipping {} samples forward",
+      BC_LOG_WARN("consumer {} '{}' blocked the producer for {} ms: skipping {} seqs forward",
                   c->id, c->name, config_.lag_timeout.count(), target - at);
-      c->cursor.SkipTo(target);
+      c->cursor.SkipTo(target, slots_.CountSamples(at, target));
       c->skipping = true;
       ++skip_events_;
       ServeLocked(*c);

@@ -24,6 +24,11 @@ std::chrono::milliseconds ServerOptions::heartbeat_period() const {
 Status ServerOptions::Validate() const {
   auto bad = [](const std::string& what) { return InvalidArgumentError(what); };
   BATCHCAST_RETURN_IF_ERROR(ValidateServerName(name).WithContext("name (--name)"));
+  if (!endpoint.empty()) {
+    BATCHCAST_RETURN_IF_ERROR(ResolveEndpoint(endpoint, EndpointUse::kBind)
+                                  .status()
+                                  .WithContext("endpoint (--endpoint)"));
+  }
   if (batch_size == 0 || batch_size > 65536) return bad("batch_size (--batch-size) must be in 1..65536");
   if (window < 2 || window > 4096) return bad("window (--window) must be in 2..4096 slots");
   if (num_shards == 0 || shard_rank >= num_shards) {

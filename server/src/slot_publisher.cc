@@ -47,7 +47,9 @@ Result<SlotView> HostSlotPublisher::Begin(const SlotGrant& grant, uint32_t epoch
   return RingSlotView(memory_, layout_, fields_, grant, epoch);
 }
 
-Status HostSlotPublisher::Publish(const SlotView& filled) { return scheduler_.Commit(filled.slot); }
+Status HostSlotPublisher::Publish(const SlotView& filled, uint32_t valid) {
+  return scheduler_.Commit(filled.slot, valid);
+}
 
 // ---- device (Note [Device ring ordering]) ----
 
@@ -112,23 +114,24 @@ Result<SlotView> DeviceSlotPublisher::Begin(const SlotGrant& grant, uint32_t epo
   return v;
 }
 
-Status DeviceSlotPublisher::Publish(const SlotView& filled) {
+Status DeviceSlotPublisher::Publish(const SlotView& filled, uint32_t valid) {
   CudaStreamRef stream = filled.stream;
   if (writer_ == SlotWriter::kHostSource) {
-    // Step 1: copy the staging buffer to the slot on the producer's stream.
+    // Step 1: copy the staging buffer's samples to the slot on the
+    // producer's stream (holes are not copied).
     stream = stream_->ref();
     const int k = next_staging_;
-    for (size_t f = 0; f < fields_.size(); ++f) {
+    for (size_t f = 0; f < fields_.size() && valid > 0; ++f) {
       uint8_t* dst = memory_.base(MemoryKind::kCuda) + layout_.SampleOffset(f, filled.slot, 0);
-      BATCHCAST_RETURN_IF_ERROR(cuda::CopyAsync(
-          dst, filled.field_data[f], fields_[f].bytes_per_sample() * filled.count(), stream));
+      BATCHCAST_RETURN_IF_ERROR(cuda::CopyAsync(dst, filled.field_data[f],
+                                                fields_[f].bytes_per_sample() * valid, stream));
     }
     BATCHCAST_RETURN_IF_ERROR(staging_done_[k].Record(stream));
     next_staging_ ^= 1;
   }
   // Step 2: the slot's event after its writes, then the commit.
   BATCHCAST_RETURN_IF_ERROR(memory_.slot_event(filled.slot).Record(stream));
-  return scheduler_.Commit(filled.slot);
+  return scheduler_.Commit(filled.slot, valid);
 }
 
 }  // namespace batchcast

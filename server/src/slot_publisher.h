@@ -63,10 +63,12 @@ class SlotPublisher {
   // it first waits until the copy out of the staging buffer it hands out has
   // completed.
   virtual Result<SlotView> Begin(const SlotGrant& grant, uint32_t epoch) = 0;
-  // Publishes the slot of `filled` (a view from Begin whose samples were
-  // written; device writes queued on filled.stream), then commits it.
-  // REQUIRES: Begin handed out `filled`, and it was not published yet.
-  [[nodiscard]] virtual Status Publish(const SlotView& filled) = 0;
+  // Publishes the slot of `filled` (a view from Begin whose first `valid`
+  // samples were written; device writes queued on filled.stream), then
+  // commits it with `valid` samples (the rest are holes, Note [Holes] in
+  // slot_table.h). REQUIRES: Begin handed out `filled`, it was not published
+  // yet, and valid <= filled.count().
+  [[nodiscard]] virtual Status Publish(const SlotView& filled, uint32_t valid) = 0;
 };
 
 // The ring `memory` (laid out as `layout`, fields `fields`) of a server
@@ -84,7 +86,7 @@ class HostSlotPublisher final : public SlotPublisher {
   HostSlotPublisher(const RingMemory& memory, const RingLayout& layout,
                     const std::vector<FieldSpec>& fields, Scheduler& scheduler);
   Result<SlotView> Begin(const SlotGrant& grant, uint32_t epoch) override;
-  Status Publish(const SlotView& filled) override;
+  Status Publish(const SlotView& filled, uint32_t valid) override;
 
  private:
   const RingMemory& memory_;
@@ -103,7 +105,7 @@ class DeviceSlotPublisher final : public SlotPublisher {
                                                              SlotWriter writer);
   ~DeviceSlotPublisher() override;
   Result<SlotView> Begin(const SlotGrant& grant, uint32_t epoch) override;
-  Status Publish(const SlotView& filled) override;
+  Status Publish(const SlotView& filled, uint32_t valid) override;
 
  private:
   DeviceSlotPublisher(const RingMemory& memory, const RingLayout& layout,

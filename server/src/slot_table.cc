@@ -47,6 +47,7 @@ SlotGrant SlotTable::Begin(uint32_t slot, uint32_t epoch, std::span<const int64_
   s.state = State::kWriting;
   s.first_seq = next_seq_;
   s.count = static_cast<uint32_t>(indices.size());
+  s.valid = 0;
   s.epoch = epoch;
   std::copy(indices.begin(), indices.end(), s.indices.begin());
   by_seq_[s.first_seq] = slot;
@@ -54,9 +55,13 @@ SlotGrant SlotTable::Begin(uint32_t slot, uint32_t epoch, std::span<const int64_
   return SlotGrant{slot, s.first_seq, s.count, s.indices.data()};
 }
 
-bool SlotTable::Commit(uint32_t slot) {
+bool SlotTable::Commit(uint32_t slot, uint32_t valid) {
   if (slot >= slots_.size() || slots_[slot].state != State::kWriting) return false;
-  slots_[slot].state = State::kReady;
+  Slot& s = slots_[slot];
+  BATCHCAST_CHECK(valid <= s.count) << valid << " samples in a slot of " << s.count << " seqs";
+  s.state = State::kReady;
+  s.valid = valid;
+  holes_ += s.count - valid;
   while (true) {
     auto it = by_seq_.find(published_);
     if (it == by_seq_.end() || slots_[it->second].state != State::kReady) break;
@@ -65,29 +70,82 @@ bool SlotTable::Commit(uint32_t slot) {
   return true;
 }
 
-std::vector<uint32_t> SlotTable::Lease(uint64_t first, uint32_t count,
+uint32_t SlotTable::SlotOf(uint64_t seq) const {
+  auto it = by_seq_.upper_bound(seq);
+  BATCHCAST_CHECK(it != by_seq_.begin()) << "seq " << seq << " is not in the ring";
+  --it;
+  const Slot& s = slots_[it->second];
+  BATCHCAST_CHECK(s.state == State::kReady && seq >= s.first_seq && seq < s.end())
+      << "seq " << seq << " is not in a ready slot";
+  return it->second;
+}
+
+template <typename Run>
+SlotTable::Walk SlotTable::WalkSamples(uint64_t from, uint64_t limit, uint32_t want,
+                                       Run&& run) const {
+  Walk w;
+  const uint64_t stop = std::min(limit, published_);
+  uint64_t seq = from;
+  while (seq < stop && w.samples < want) {
+    const uint32_t slot = SlotOf(seq);
+    const Slot& s = slots_[slot];
+    const uint64_t samples_end = std::min(s.first_seq + s.valid, stop);
+    if (seq < samples_end) {
+      const auto n = static_cast<uint32_t>(std::min<uint64_t>(want - w.samples, samples_end - seq));
+      run(slot, static_cast<uint32_t>(seq - s.first_seq), n);
+      w.samples += n;
+      seq += n;
+      if (w.samples == want) break;
+    }
+    seq = std::min(s.end(), stop);  // over the slot's holes
+  }
+  w.end = seq;
+  w.complete = std::max(from, published_) >= limit;
+  return w;
+}
+
+SlotTable::Walk SlotTable::Find(uint64_t from, uint64_t limit, uint32_t want) const {
+  return WalkSamples(from, limit, want, [](uint32_t, uint32_t, uint32_t) {});
+}
+
+uint64_t SlotTable::SkipHoles(uint64_t from, uint64_t limit) const {
+  const uint64_t stop = std::min(limit, published_);
+  uint64_t seq = from;
+  while (seq < stop) {
+    const Slot& s = slots_[SlotOf(seq)];
+    if (seq < s.first_seq + s.valid) break;
+    seq = std::min(s.end(), stop);
+  }
+  return seq;
+}
+
+uint64_t SlotTable::CountSamples(uint64_t from, uint64_t to) const {
+  if (to <= from) return 0;
+  uint64_t samples = to - from;
+  for (const auto& [first, slot] : by_seq_) {
+    const Slot& s = slots_[slot];
+    if (s.state != State::kReady) continue;
+    const uint64_t lo = std::max(from, first + s.valid);
+    const uint64_t hi = std::min(to, s.end());
+    if (lo < hi) samples -= hi - lo;
+  }
+  return samples;
+}
+
+std::vector<uint32_t> SlotTable::Lease(uint64_t from, uint32_t count,
                                        std::vector<Segment>& segments,
                                        std::vector<int64_t>& indices) {
-  BATCHCAST_CHECK(first + count <= published_)
-      << "seqs up to " << first + count << " are not published yet";
   std::vector<uint32_t> pinned;
-  const uint64_t end = first + count;
-  for (uint64_t seq = first; seq < end;) {
-    auto it = by_seq_.upper_bound(seq);
-    BATCHCAST_CHECK(it != by_seq_.begin()) << "seq " << seq << " is not in the ring";
-    --it;
-    const uint32_t slot = it->second;
-    Slot& s = slots_[slot];
-    BATCHCAST_CHECK(s.state == State::kReady && seq >= s.first_seq && seq < s.end())
-        << "seq " << seq << " is not in a ready slot";
-    const auto offset = static_cast<uint32_t>(seq - s.first_seq);
-    const auto n = static_cast<uint32_t>(std::min(s.end(), end) - seq);
-    segments.push_back(Segment{slot, offset, n, s.epoch});
-    indices.insert(indices.end(), s.indices.begin() + offset, s.indices.begin() + offset + n);
-    s.leases += 1;
-    pinned.push_back(slot);
-    seq += n;
-  }
+  const Walk w =
+      WalkSamples(from, published_, count, [&](uint32_t slot, uint32_t offset, uint32_t n) {
+        Slot& s = slots_[slot];
+        segments.push_back(Segment{slot, offset, n, s.epoch});
+        indices.insert(indices.end(), s.indices.begin() + offset, s.indices.begin() + offset + n);
+        s.leases += 1;
+        pinned.push_back(slot);
+      });
+  BATCHCAST_CHECK(w.samples == count) << "only " << w.samples << " of " << count
+                                      << " samples from seq " << from << " are published";
   return pinned;
 }
 

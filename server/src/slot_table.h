@@ -1,12 +1,27 @@
 // SlotTable: the ring's slots as the Scheduler sees them: which batch of the
-// stream each slot holds (first seq, count, producer epoch, dataset indices),
-// whether it is free, being written or ready, and how many leases pin it.
-// It answers the slot questions of Note [Leases] (scheduler.h): which slot may
-// be written next, where an immediate joiner starts, which slots a range of
-// seqs spans.
+// stream each slot holds (first seq, count, valid samples, producer epoch,
+// dataset indices), whether it is free, being written or ready, and how many
+// leases pin it. It answers the slot questions of Note [Leases]
+// (scheduler.h): which slot may be written next, where an immediate joiner
+// starts, which samples a range of seqs holds and which slots they lie in.
 //
 // Slots are not used cyclically: batch n goes into any free slot, or the
 // oldest ready one that may be rewritten, so a lease pins only its own slots.
+//
+// Note [Holes]
+// A slot spans `count` seqs of the stream (what the producer began), and its
+// first `valid` seqs carry samples, at slot offsets 0..valid-1; the rest are
+// *holes*: samples the source dropped (a file that failed to decode, Note
+// [Dropped files] in sources/src/image_dataset.h) and compacted away
+// (Source::FillBatch). Holes keep every producer epoch exactly epoch_len seqs
+// long, so the seq arithmetic of joins, consumer epochs, skip targets, the
+// stream end and Note [Leases] is unchanged: only the number of samples a
+// range of seqs holds is no longer its length. A consumer batch is the next
+// B *samples* of its epoch (Find, then Lease), as segments over the slots'
+// sample offsets; a cursor passes over holes at once (SkipHoles), so they
+// never pin a slot. A slot with valid = 0 is all holes. The producer loop
+// commits the count its source wrote; external producers (Server::
+// CommitBatch, the Python Producer) commit full slots.
 //
 // Thread-safety: none; the Scheduler guards it with its mutex.
 #pragma once
@@ -23,7 +38,7 @@ namespace batchcast {
 
 // What the producer may write: the slot, the seqs it will hold, and the
 // server's copy of their dataset indices (writable until the slot is
-// committed: a source may replace the index of a bad file).
+// committed: a source that drops samples compacts them, Note [Holes]).
 struct SlotGrant {
   uint32_t slot = 0;
   uint64_t first_seq = 0;
@@ -37,11 +52,23 @@ class SlotTable {
   struct Slot {
     State state = State::kFree;
     uint64_t first_seq = 0;
-    uint32_t count = 0;
+    uint32_t count = 0;   // seqs it spans
+    uint32_t valid = 0;   // of which the first `valid` are samples (Note [Holes]); set at Commit
     uint32_t epoch = 0;   // producer epoch
     uint32_t leases = 0;  // leases that pin it
-    std::vector<int64_t> indices;
+    std::vector<int64_t> indices;  // [0, valid): the dataset index of each sample
     uint64_t end() const { return first_seq + count; }
+  };
+
+  // What Find saw of the samples from a seq on (Note [Holes]).
+  struct Walk {
+    uint32_t samples = 0;  // samples found, at most `want`
+    // When `want` samples were found: the seq after the last one; else where
+    // the walk stopped (the published end of the range).
+    uint64_t end = 0;
+    // Every seq of [from, limit) is published, so when samples < want
+    // there are no more.
+    bool complete = false;
   };
 
   SlotTable(uint32_t window, uint32_t batch_size);
@@ -67,14 +94,26 @@ class SlotTable {
   // producer epoch `epoch` into `slot`. REQUIRES: `slot` came from
   // FindWritable; 1 <= indices.size() <= batch size.
   SlotGrant Begin(uint32_t slot, uint32_t epoch, std::span<const int64_t> indices);
-  // Marks `slot` ready and advances published(). False (nothing changes) when
-  // `slot` is not being written.
-  bool Commit(uint32_t slot);
+  // Marks `slot` ready with its first `valid` seqs samples (the rest holes)
+  // and advances published(). False (nothing changes) when `slot` is not
+  // being written. REQUIRES: valid <= the slot's count.
+  bool Commit(uint32_t slot, uint32_t valid);
 
-  // Leases seqs [first, first + count), which must all be published: appends
-  // the segments they span (slot, offset, count, epoch) and their dataset
-  // indices, adds a lease to each slot and returns the slots pinned.
-  std::vector<uint32_t> Lease(uint64_t first, uint32_t count, std::vector<Segment>& segments,
+  // Note [Holes]: walks the published seqs of [from, limit) in stream order,
+  // holes skipped, until `want` samples were found.
+  Walk Find(uint64_t from, uint64_t limit, uint32_t want) const;
+  // The first seq at or after `from` that holds a sample or is not
+  // published yet, at most `limit` (`from` itself when from >= limit).
+  uint64_t SkipHoles(uint64_t from, uint64_t limit) const;
+  // The samples among seqs [from, to): the holes of slots still in the ring
+  // are left out; seqs no longer in the ring (or not yet written) count as
+  // samples.
+  uint64_t CountSamples(uint64_t from, uint64_t to) const;
+  // Leases the first `count` samples from seq `from` on (holes skipped; Find
+  // found them, all published): appends the segments they lie in (slot,
+  // sample offset, count, epoch) and their dataset indices, adds a lease to
+  // each slot, and returns the slots pinned.
+  std::vector<uint32_t> Lease(uint64_t from, uint32_t count, std::vector<Segment>& segments,
                               std::vector<int64_t>& indices);
   // Ends a lease on each of `slots` (as returned by Lease).
   void Unpin(const std::vector<uint32_t>& slots);
@@ -83,12 +122,21 @@ class SlotTable {
     int free = 0, writing = 0, ready = 0, leased = 0;
   };
   Counts Count() const;
+  // Holes committed so far (Note [Holes]).
+  uint64_t holes() const { return holes_; }
 
  private:
+  // Calls run(slot, offset, n) for each run of samples Find walks over.
+  template <typename Run>
+  Walk WalkSamples(uint64_t from, uint64_t limit, uint32_t want, Run&& run) const;
+  // The ready slot that holds published seq `seq`.
+  uint32_t SlotOf(uint64_t seq) const;
+
   std::vector<Slot> slots_;
   std::map<uint64_t, uint32_t> by_seq_;  // first_seq -> slot, for writing and ready slots
   uint64_t next_seq_ = 0;
   uint64_t published_ = 0;
+  uint64_t holes_ = 0;
 };
 
 }  // namespace batchcast

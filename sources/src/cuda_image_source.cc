@@ -26,8 +26,9 @@ namespace {
 // may pad after it). A truncated file has none and goes to the CPU decoder,
 // which reports it (hardware decoders do not always).
 bool EndsWithEoi(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  Result<int> opened = OpenRegularFile(path);
+  if (!opened.ok()) return false;
+  const int fd = *opened;
   struct stat st {};
   bool found = false;
   if (fstat(fd, &st) == 0 && st.st_size >= 4) {
@@ -56,10 +57,15 @@ uint64_t CountFlagged(const ImageDataset& dataset) {
 //      force_cpu.
 //   3. UploadCpuDecoded: the CPU-decoded images into pinned memory, one copy
 //      to the device, and new cache entries into their places.
-//   4. LaunchAugment: one descriptor per sample and the labels, then the
+//   4. LaunchAugment: one descriptor per sample kept and the labels, then the
 //      fused kernel into the slot, then the set's `done` event.
 // Every device operation is queued on SlotView::stream, in that order, so the
 // cache and arena writes precede the kernel that reads them.
+// Dropped samples (Note [Dropped files]): every failure is known after stage
+// 2 (a read or CPU decode fails in stage 1 or in the CPU fallback of an
+// nvJPEG-rejected batch; nvJPEG itself fails whole batches only), so stage 4
+// gives the kept samples consecutive output positions (the kernel's `out` and
+// the label copy) instead of moving data, and compacts SlotView::indices.
 class CudaImageSource : public Source {
  public:
   CudaImageSource(std::unique_ptr<ImageDataset> dataset, int device,
@@ -117,18 +123,21 @@ class CudaImageSource : public Source {
     return out;
   }
 
-  Status FillBatch(const SlotView& slot, const ReadAhead& next) override;
+  Result<uint32_t> FillBatch(const SlotView& slot, const ReadAhead& next) override;
 
  private:
+  // Routes sample i; a dropped one gets DecodeRoute::kDropped.
   Status Route(int worker, const SlotView& slot, BatchBuffers& set, size_t i, bool force_cpu) {
-    return router_.Route(worker, slot.epoch, slot.indices[i], set.files[i], set.samples[i],
-                         force_cpu);
+    return router_
+        .Route(worker, slot.epoch, slot.indices[i], set.files[i], set.samples[i], force_cpu)
+        .status();
   }
   Status RouteSamples(const SlotView& slot, BatchBuffers& set);
   // The number of samples nvJPEG decoded.
   Result<size_t> DecodeOnGpu(const SlotView& slot, BatchBuffers& set, int state);
   Status UploadCpuDecoded(const SlotView& slot, BatchBuffers& set);
-  Status LaunchAugment(const SlotView& slot, BatchBuffers& set);
+  // The number of samples kept (written to positions 0..kept-1).
+  Result<uint32_t> LaunchAugment(const SlotView& slot, BatchBuffers& set);
 
   const std::unique_ptr<ImageDataset> dataset_;
   cuda::AugmentParams params_;
@@ -147,7 +156,7 @@ class CudaImageSource : public Source {
   std::atomic<int64_t> gpu_batch_failures_{0};
 };
 
-Status CudaImageSource::FillBatch(const SlotView& slot, const ReadAhead& next) {
+Result<uint32_t> CudaImageSource::FillBatch(const SlotView& slot, const ReadAhead& next) {
   if (slot.device.kind != MemoryKind::kCuda || slot.device.index != device_ ||
       slot.field_data.size() != 2) {
     return InternalError("CudaImageSource writes only device slots of cuda:" +
@@ -171,10 +180,10 @@ Status CudaImageSource::FillBatch(const SlotView& slot, const ReadAhead& next) {
   const auto cpu_decoded = std::count_if(set.samples.begin(), set.samples.begin() + n,
                                          [](const GpuSample& s) { return DecodedOnCpu(s.route); });
   BATCHCAST_RETURN_IF_ERROR(UploadCpuDecoded(slot, set));
-  BATCHCAST_RETURN_IF_ERROR(LaunchAugment(slot, set));
+  BATCHCAST_ASSIGN_OR_RETURN(const uint32_t kept, LaunchAugment(slot, set));
   gpu_decoded_.fetch_add(static_cast<int64_t>(gpu_decoded));
   cpu_decoded_.fetch_add(static_cast<int64_t>(cpu_decoded));
-  return Status::Ok();
+  return kept;
 }
 
 // Stage 1.
@@ -248,8 +257,9 @@ Status CudaImageSource::UploadCpuDecoded(const SlotView& slot, BatchBuffers& set
   return cuda::CopyAsync(set.uploaded.data(), set.upload.data(), upload_bytes, slot.stream);
 }
 
-// Stage 4.
-Status CudaImageSource::LaunchAugment(const SlotView& slot, BatchBuffers& set) {
+// Stage 4: sample i goes to position `kept` (the samples before it that were
+// not dropped), and slot.indices[kept] names it.
+Result<uint32_t> CudaImageSource::LaunchAugment(const SlotView& slot, BatchBuffers& set) {
   const size_t n = slot.count();
   const size_t desc_bytes = AlignUp(n * sizeof(cuda::AugmentSample));
   const size_t label_bytes = n * sizeof(int64_t);
@@ -257,12 +267,14 @@ Status CudaImageSource::LaunchAugment(const SlotView& slot, BatchBuffers& set) {
   BATCHCAST_RETURN_IF_ERROR(Grow(set.dev_desc, device_, desc_bytes));
   auto* desc = reinterpret_cast<cuda::AugmentSample*>(set.host_desc.data());
   auto* labels = reinterpret_cast<int64_t*>(set.host_desc.data() + desc_bytes);
+  uint32_t kept = 0;
   for (size_t i = 0; i < n; ++i) {
     const GpuSample& s = set.samples[i];
+    if (s.route == DecodeRoute::kDropped) continue;
     const int64_t index = slot.indices[i];
     const ImageDataset::File& f = dataset_->file(index);
     const image::DecodePlan& plan = s.plan.decode;
-    cuda::AugmentSample& d = desc[i];
+    cuda::AugmentSample& d = desc[kept];
     d = cuda::AugmentSample{};
     if (ReadsFullImage(s.route)) {
       d.src = s.route == DecodeRoute::kNvJpeg ? set.arena.data() + s.offset : cache_.image(index);
@@ -283,16 +295,22 @@ Status CudaImageSource::LaunchAugment(const SlotView& slot, BatchBuffers& set) {
     d.rect_h = plan.rect.h;
     d.flip = s.plan.crop.flip ? 1 : 0;
     d.area = cuda::UsesAreaResampling(d.rect_w, d.rect_h, params_.size) ? 1 : 0;
-    d.out = slot.sample(0, i);
-    labels[i] = f.entry.label;
+    d.out = slot.sample(0, kept);
+    labels[kept] = f.entry.label;
+    slot.indices[kept] = index;
+    ++kept;
   }
-  BATCHCAST_RETURN_IF_ERROR(cuda::CopyAsync(set.dev_desc.data(), set.host_desc.data(),
-                                            n * sizeof(cuda::AugmentSample), slot.stream));
-  BATCHCAST_RETURN_IF_ERROR(cuda::CopyAsync(slot.field_data[1], labels, label_bytes, slot.stream));
-  BATCHCAST_RETURN_IF_ERROR(
-      cuda::AugmentAsync(reinterpret_cast<const cuda::AugmentSample*>(set.dev_desc.data()),
-                         static_cast<int>(n), params_, slot.stream));
-  return set.done.Record(slot.stream);
+  if (kept > 0) {
+    BATCHCAST_RETURN_IF_ERROR(cuda::CopyAsync(set.dev_desc.data(), set.host_desc.data(),
+                                              kept * sizeof(cuda::AugmentSample), slot.stream));
+    BATCHCAST_RETURN_IF_ERROR(
+        cuda::CopyAsync(slot.field_data[1], labels, kept * sizeof(int64_t), slot.stream));
+    BATCHCAST_RETURN_IF_ERROR(
+        cuda::AugmentAsync(reinterpret_cast<const cuda::AugmentSample*>(set.dev_desc.data()),
+                           static_cast<int>(kept), params_, slot.stream));
+  }
+  BATCHCAST_RETURN_IF_ERROR(set.done.Record(slot.stream));
+  return kept;
 }
 
 }  // namespace

@@ -3,8 +3,8 @@
 // (DESIGN.md "GPU path").
 //
 // Same datasets, transforms, crops (image::PlanCrop) and bad-file policy
-// (Note [Bad file stand-in]) as the CPU ImageSource (image_source.h), so both
-// paths crop alike.
+// (Note [Dropped files]: a file that fails is dropped, a hole in the slot) as
+// the CPU ImageSource (image_source.h), so both paths crop alike.
 //
 // Decoding: at start every file's header is read; a file goes to the GPU when
 // it is baseline JPEG that nvJPEG's batched decoder accepts

@@ -19,10 +19,13 @@ void PackRgb(const image::DecodedImage& img, std::vector<uint8_t>& out) {
 SampleRouter::SampleRouter(ImageDataset& dataset, CpuFileCache& cache, int workers)
     : dataset_(dataset), cache_(cache), decoders_(static_cast<size_t>(workers)) {}
 
-Status SampleRouter::Route(int worker, uint32_t epoch, int64_t& index, FileBuffer& file,
-                           GpuSample& sample, bool force_cpu) {
-  return dataset_.DecodeWithStandIn(
-      index, [&](int64_t i) { return RouteOnce(worker, epoch, i, file, sample, force_cpu); });
+Result<SampleFill> SampleRouter::Route(int worker, uint32_t epoch, int64_t index, FileBuffer& file,
+                                       GpuSample& sample, bool force_cpu) {
+  BATCHCAST_ASSIGN_OR_RETURN(const SampleFill fill, dataset_.Decode(index, [&](int64_t i) {
+    return RouteOnce(worker, epoch, i, file, sample, force_cpu);
+  }));
+  if (fill == SampleFill::kDropped) sample.route = DecodeRoute::kDropped;
+  return fill;
 }
 
 Status SampleRouter::RouteOnce(int worker, uint32_t epoch, int64_t index, FileBuffer& file,

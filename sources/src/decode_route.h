@@ -15,6 +15,9 @@
 //   kCpuCropped      any other file (and every file of a batch nvJPEG
 //                    rejected): its crop is decoded on the CPU, DCT-scaled as
 //                    the CPU path does, and uploaded for this batch only.
+//   kDropped         the file failed (now or in an earlier batch) and
+//                    on_error=skip: no sample (Note [Dropped files],
+//                    image_dataset.h); the kernel writes nothing for it.
 // The kernel reads kNvJpeg and kCachedFullImage samples from a full-size
 // image (scaled by averaging box x box blocks), kCpuCropped ones from the
 // uploaded crop (box 1).
@@ -35,7 +38,13 @@
 
 namespace batchcast {
 
-enum class DecodeRoute : uint8_t { kNvJpeg, kCachedFullImage, kCpuFullForCache, kCpuCropped };
+enum class DecodeRoute : uint8_t {
+  kNvJpeg,
+  kCachedFullImage,
+  kCpuFullForCache,
+  kCpuCropped,
+  kDropped
+};
 
 // The kernel reads the sample from a full-size image in device memory.
 inline bool ReadsFullImage(DecodeRoute r) {
@@ -70,11 +79,12 @@ class SampleRouter {
 
   // Routes sample `index` of `epoch` into `sample`: reads its file into `file`
   // unless `file` holds it already (or the route needs no bytes), and decodes
-  // it on the CPU when the route says so. A file that fails follows Note [Bad
-  // file stand-in] (image_dataset.h), so `index` may change. force_cpu: the
-  // route is kCpuCropped whatever the file (nvJPEG rejected its batch).
-  Status Route(int worker, uint32_t epoch, int64_t& index, FileBuffer& file, GpuSample& sample,
-               bool force_cpu);
+  // it on the CPU when the route says so. A file that fails follows Note
+  // [Dropped files] (image_dataset.h): kDropped (sample.route too) with
+  // on_error=skip, its error with fail. force_cpu: the route is kCpuCropped
+  // whatever the file (nvJPEG rejected its batch).
+  Result<SampleFill> Route(int worker, uint32_t epoch, int64_t index, FileBuffer& file,
+                           GpuSample& sample, bool force_cpu);
 
  private:
   Status RouteOnce(int worker, uint32_t epoch, int64_t index, FileBuffer& file, GpuSample& sample,

@@ -9,6 +9,8 @@
 // caller reads a file again when FileBuffer::index is not the one it needs.
 //
 // Thread-safety: Start, Wait and Stop are called by one thread (the pipeline's).
+// Failure: a read that fails, even by an exception, is only logged: the
+// pipeline reads the file again when it needs it.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +43,8 @@ class FilePrefetcher {
   FilePrefetcher& operator=(const FilePrefetcher&) = delete;
 
   // Starts reading the file of indices[i] into (*files)[i] (grown to
-  // indices.size(); out-of-range indices are skipped) on the thread. Does
+  // indices.size(); out-of-range indices and files known bad, Note [Dropped
+  // files], are skipped) on the thread. Does
   // nothing when disabled, stopped, or `indices` is empty.
   // REQUIRES: no read in flight (Wait() returned since the last Start).
   void Start(std::vector<FileBuffer>* files, std::span<const int64_t> indices) BC_EXCLUDES(mu_);

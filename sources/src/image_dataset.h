@@ -7,26 +7,28 @@
 // class folders' indices in sorted order, as torchvision assigns them; files
 // with torchvision's image extensions, sorted, below each class folder) or a
 // TSV list (`path<TAB>label` per line, relative paths taken from the list's
-// folder; blank lines and lines starting with '#' are skipped).
+// folder; blank lines and lines starting with '#' are skipped). Listing and
+// reading files: dataset_files.h.
 //
 // Open() reads every file's JPEG header in parallel; files that cannot be used
 // (unreadable, empty, not a JPEG, corrupt header, more than max_pixels) are
 // dropped and named in the log (on_error=skip), or stop the start with the
 // file's path and reason (on_error=fail). So the epoch length is exact.
+// Listing and scan log a progress line at most once a second
+// (scan_progress.h), for datasets of millions of files.
 //
-// A file that fails later, while decoding (e.g. truncated data), is handled
-// by DecodeWithStandIn: see Note [Bad file stand-in].
+// A file that fails later, while decoding (e.g. truncated data, corrupt
+// entropy-coded data), is dropped: see Note [Dropped files].
 //
 // Thread-safety: after Open, everything is immutable except the decode-error
-// policy (OnDecodeError, DecodeWithStandIn), which is thread-safe; so every
-// method may be called from any thread.
+// state (Decode, OnDecodeError, known_bad, the counters), which is atomic; so
+// every method may be called from any thread.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -37,39 +39,31 @@
 #include "batchcast/core/status.h"
 #include "batchcast/image/jpeg.h"
 #include "batchcast/image/transform.h"
+#include "batchcast/sources/source.h"
 #include "batchcast/sources/source_options.h"
 #include "core/src/mutex.h"
+#include "dataset_files.h"
 
 namespace batchcast {
-
-struct ImageEntry {
-  std::string path;
-  int64_t label = 0;
-};
-
-// Lists an ImageFolder directory or a .tsv file (see above). NotFound /
-// InvalidArgument with the path (and `list.tsv:LINE:`) at fault; an empty
-// dataset is InvalidArgument.
-Result<std::vector<ImageEntry>> ListImageDataset(const std::string& path);
-
-// Reads the whole file, or its first `limit` bytes, into `out`. NotFound when
-// it cannot be opened; a short read is not an error (`out` holds what was read).
-Status ReadFileBytes(const std::string& path, std::vector<uint8_t>& out, size_t limit = SIZE_MAX);
 
 // The transform the options ask for (validated).
 Result<image::TransformOptions> MakeTransformOptions(const SourceOptions& options);
 
-// Note [Bad file stand-in]
-// A file that passed the scan but fails to decode, with on_error=skip, is
-// warned about once per file and counted each time (`decode_errors`); its
-// sample is replaced by the next dataset index (modulo the size) that
-// decodes, at most 64 files on, and the slot's index list names the stand-in
-// (SlotView::indices). So the stand-in appears twice in that epoch, against
-// DESIGN.md "Exactly once holds with bad files too"; issue 10 replaces this
-// with dropping the sample. Both image sources go through
-// ImageDataset::DecodeWithStandIn, the one place to change.
-// With on_error=fail the error (path and reason) stops the producer.
-inline constexpr int kMaxStandIns = 64;
+// Note [Dropped files]
+// A file that passed the scan but fails when it is read or decoded is, with
+// on_error=skip, *dropped*: its sample is never replaced by another one (no
+// index appears twice in an epoch, its pixels never appear under another
+// index). Its first failure warns (once per file) and counts the file
+// (`files_dropped_at_decode`); from then on the file is known bad, and its
+// sample is dropped without a read or decode attempt in this and every later
+// epoch. Every dropped sample counts (`samples_dropped`). The source leaves a
+// hole in the slot instead (Source::FillBatch; Note [Holes],
+// server/src/slot_table.h), so a consumer's epoch holds one sample fewer per
+// dropped file, and at most one batch fewer than announced (len(loader)).
+// With on_error=fail the first failure stops the producer with the file's
+// path and reason. Both image sources go through ImageDataset::Decode.
+// Whether a file fails may depend on the crop (a partial decode stops before
+// corrupt data further down), so a file may first fail in a later epoch.
 
 class ImageDataset {
  public:
@@ -104,21 +98,27 @@ class ImageDataset {
   std::vector<FieldSpec> fields(MemoryKind memory) const;
   // "image dataset ROOT (N files, train 224 float32[, details])".
   std::string Describe(std::string_view details = {}) const;
-  // files, files_dropped_at_scan, decode_errors.
+  // files, files_dropped_at_scan, files_dropped_at_decode, samples_dropped.
   std::vector<std::pair<std::string, int64_t>> counters() const;
-  int64_t decode_errors() const { return decode_errors_.load(); }
+  int64_t files_dropped_at_decode() const { return files_dropped_at_decode_.load(); }
+  int64_t samples_dropped() const { return samples_dropped_.load(); }
 
-  // Note [Bad file stand-in]: runs attempt(index) (a Status-returning
-  // callable: read and decode the file of `index`); while it fails under
-  // on_error=skip, reports the failure and tries the next index. On success
-  // `index` is the index that decoded. Errors: the failing file's path and
-  // reason (on_error=fail); DataLoss after kMaxStandIns failures in a row.
+  // Note [Dropped files]: the file of `index` failed before; its sample is
+  // dropped without an attempt. REQUIRES: 0 <= index < size().
+  bool known_bad(int64_t index) const { return bad_[static_cast<size_t>(index)].load() != 0; }
+
+  // Note [Dropped files]: kDropped when the file of `index` is known bad
+  // (nothing runs); else runs attempt(index) (a Status-returning callable:
+  // read and decode the file), kWritten when it succeeds; when it fails,
+  // OnDecodeError: the error (on_error=fail) or kDropped (skip). Counts every
+  // kDropped in samples_dropped.
   template <typename Attempt>
-  Status DecodeWithStandIn(int64_t& index, Attempt&& attempt);
+  Result<SampleFill> Decode(int64_t index, Attempt&& attempt);
 
-  // One decode failure of `index`'s file: with on_error=fail, the error to
-  // stop with ("PATH: reason (--on-error fail)"); with skip, counts it, warns
-  // once per file and returns OK.
+  // A failure of `index`'s file: with on_error=fail, the error to stop with
+  // ("PATH: reason (--on-error fail)"); with skip, marks the file known bad
+  // (the first time: warns and counts it in files_dropped_at_decode) and
+  // returns OK.
   Status OnDecodeError(int64_t index, const Status& error);
 
  private:
@@ -128,28 +128,29 @@ class ImageDataset {
         transform_(transform),
         on_error_(on_error),
         files_(std::move(files)),
-        dropped_(dropped) {}
+        dropped_(dropped),
+        bad_(new std::atomic<uint8_t>[files_.size()]()) {}
 
   const std::string root_;
   const image::TransformOptions transform_;
   const ErrorPolicy on_error_;
   const std::vector<File> files_;
   const uint64_t dropped_;
-  std::atomic<int64_t> decode_errors_{0};
-  Mutex warned_mu_;
-  std::set<std::string> warned_ BC_GUARDED_BY(warned_mu_);  // paths warned about
+  // Note [Dropped files]: per file, 1 once it failed (known bad).
+  const std::unique_ptr<std::atomic<uint8_t>[]> bad_;
+  std::atomic<int64_t> files_dropped_at_decode_{0};
+  std::atomic<int64_t> samples_dropped_{0};
 };
 
 template <typename Attempt>
-Status ImageDataset::DecodeWithStandIn(int64_t& index, Attempt&& attempt) {
-  for (int tries = 0; tries < kMaxStandIns; ++tries) {
-    Status s = attempt(index);
-    if (s.ok()) return s;
+Result<SampleFill> ImageDataset::Decode(int64_t index, Attempt&& attempt) {
+  if (!known_bad(index)) {
+    const Status s = attempt(index);
+    if (s.ok()) return SampleFill::kWritten;
     BATCHCAST_RETURN_IF_ERROR(OnDecodeError(index, s));
-    index = (index + 1) % static_cast<int64_t>(files_.size());
   }
-  return DataLossError(std::to_string(kMaxStandIns) +
-                       " consecutive files failed to decode; giving up");
+  samples_dropped_.fetch_add(1);
+  return SampleFill::kDropped;
 }
 
 }  // namespace batchcast

@@ -24,17 +24,19 @@ class ImageSource : public SampleSource {
     return dataset_->counters();
   }
 
-  Status FillSample(int worker, uint32_t epoch, int64_t& index,
-                    std::span<uint8_t* const> out) override {
+  Result<SampleFill> FillSample(int worker, uint32_t epoch, int64_t index,
+                                std::span<uint8_t* const> out) override {
     Worker& w = workers_[static_cast<size_t>(worker)];
     if (!w.pipeline) w.pipeline = std::make_unique<image::CpuImagePipeline>(dataset_->transform());
-    BATCHCAST_RETURN_IF_ERROR(dataset_->DecodeWithStandIn(index, [&](int64_t i) {
+    BATCHCAST_ASSIGN_OR_RETURN(const SampleFill fill, dataset_->Decode(index, [&](int64_t i) {
       BATCHCAST_RETURN_IF_ERROR(ReadFileBytes(dataset_->path(i), w.bytes));
       return w.pipeline->Process(w.bytes, epoch, i, out[0]);
     }));
-    const int64_t label = dataset_->file(index).entry.label;
-    std::memcpy(out[1], &label, sizeof(label));
-    return Status::Ok();
+    if (fill == SampleFill::kWritten) {
+      const int64_t label = dataset_->file(index).entry.label;
+      std::memcpy(out[1], &label, sizeof(label));
+    }
+    return fill;
   }
 
  private:

@@ -2,10 +2,10 @@
 // CPU (batchcast::image's CpuImagePipeline, one per worker thread).
 //
 // Fields `image` and `label` in host memory. A file that fails while decoding
-// follows Note [Bad file stand-in] (image_dataset.h): with on_error=skip its
-// sample is replaced by the next dataset index that decodes and the slot's
-// index list says so; with on_error=fail the producer stops with the path and
-// reason.
+// follows Note [Dropped files] (image_dataset.h): with on_error=skip its
+// sample is dropped (a hole: FillBatch returns fewer samples, compacted, and
+// the slot's index list names exactly those), in this and every later epoch;
+// with on_error=fail the producer stops with the path and reason.
 //
 // Thread-safety: as SampleSource (per-worker pipelines).
 #pragma once

@@ -16,12 +16,13 @@ std::string SyntheticSource::description() const {
          std::to_string(size_) + "]";
 }
 
-Status SyntheticSource::FillSample(int, uint32_t, int64_t& index, std::span<uint8_t* const> out) {
+Result<SampleFill> SyntheticSource::FillSample(int, uint32_t, int64_t index,
+                                               std::span<uint8_t* const> out) {
   const size_t bytes = size_t{3} * size_ * size_;
   synthetic::FillImage(index, std::span<uint8_t>(out[0], bytes));
   const int64_t label = synthetic::Label(index);
   std::memcpy(out[1], &label, sizeof(label));
-  return Status::Ok();
+  return SampleFill::kWritten;  // synthetic samples are never dropped
 }
 
 }  // namespace batchcast

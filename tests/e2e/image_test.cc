@@ -1,14 +1,19 @@
 // End-to-end tests of the CPU image pipeline behind a real server: exactly
-// once on a real folder, labels, determinism of train crops, hazard files.
+// once on a real folder, labels, determinism of train crops, hazard files,
+// and exactly once with files that fail only when decoded (Note [Dropped
+// files]).
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "batchcast/client/consumer.h"
+#include "batchcast/image/pipeline.h"
 #include "batchcast/server/server.h"
 #include "core/src/sampler.h"
+#include "dropped_files.h"
 #include "harness.h"
 #include "process.h"
 #include "sources/src/image_source.h"
@@ -162,10 +167,72 @@ TEST(ImagePipeline, HazardsAreSkippedAndCounted) {
   EXPECT_EQ((*server)->epoch_len(), 20u + 2);
   auto c = Connect(o.name, 11, false);
   Epoch e = ReadEpoch(*c);
-  EXPECT_EQ(e.indices.size(), 22u);
+  // The truncated file is dropped: 21 samples, each once.
+  EXPECT_EQ(e.indices.size(), 21u);
+  EXPECT_EQ(std::set<int64_t>(e.indices.begin(), e.indices.end()).size(), 21u);
   auto st = StatsOf(**server);
   EXPECT_EQ(st["source_counters"]["files_dropped_at_scan"], 4) << st.dump();
-  EXPECT_EQ(st["source_counters"]["decode_errors"], 1) << st.dump();
+  EXPECT_EQ(st["source_counters"]["files_dropped_at_decode"], 1) << st.dump();
+  EXPECT_EQ(st["source_counters"]["samples_dropped"], 1) << st.dump();
+  EXPECT_EQ(st["holes"], 1) << st.dump();
+}
+
+// Note [Dropped files] end to end: files that pass the scan and fail when
+// decoded (truncated, corrupt entropy data) are dropped, never replaced:
+// three consumers of different batch sizes, with and without drop_last, read
+// three epochs; in each, every other index arrives exactly once in the
+// sampler's order, the bad ones never, with its own label and the pixels of
+// its own decode; each epoch has at least announced - dropped batches; each
+// bad file is counted once, each of its dropped samples too.
+TEST(ImagePipeline, FilesThatFailToDecodeAreDroppedFromEveryEpoch) {
+  const std::string data = MakeDataset(
+      "decode-failures", {"--classes", "3", "--per-class", "11", "--decode-failures", "5"});
+  auto entries = ListImageDataset(data);
+  ASSERT_TRUE(entries.ok());
+  ASSERT_EQ(entries->size(), 38u);
+  const testing::MarkedListing listing = testing::Mark(*entries, "hazard_decode_");
+  const std::set<int64_t>& bad = listing.marked;
+  ASSERT_EQ(bad.size(), 5u);
+  ServerOptions o = ImageOptions(data);
+  o.batch_size = 8;
+  o.window = 4;
+  o.epochs = 3;
+  o.min_consumers = 3;
+  auto server = Server::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  std::vector<testing::ConsumerShape> shapes = {{5, false}, {7, true}, {16, true}};
+  const auto consumers = testing::ConnectShapes(o.name, shapes);
+  ASSERT_EQ(consumers.size(), shapes.size());
+  const auto reads = testing::ReadEpochsTogether(consumers, 3);
+
+  auto sampler = Sampler::Make(entries->size(), SamplerOptions{5, true, 0, 1});
+  ASSERT_TRUE(sampler.ok());
+  auto transform = MakeTransformOptions(o.source);
+  ASSERT_TRUE(transform.ok());
+  image::CpuImagePipeline pipeline(*transform);
+  for (size_t k = 0; k < consumers.size(); ++k) {
+    SCOPED_TRACE("consumer of batch " + std::to_string(shapes[k].batch));
+    ASSERT_EQ(reads[k].size(), 3u);
+    for (uint32_t e = 0; e < 3; ++e) {
+      SCOPED_TRACE("epoch " + std::to_string(e));
+      const testing::EpochRead& read = reads[k][e];
+      testing::ExpectEpochMinusDropped(read, sampler->EpochOrder(e), bad, shapes[k],
+                                       listing.label_of);
+      // Every sample holds the pixels of its own file (producer epoch e).
+      for (size_t i = 0; i < read.indices.size(); ++i) {
+        const int64_t index = read.indices[i];
+        std::vector<uint8_t> bytes, want(pipeline.output_bytes());
+        ASSERT_TRUE(ReadFileBytes((*entries)[size_t(index)].path, bytes).ok());
+        ASSERT_TRUE(pipeline.Process(bytes, e, index, want.data()).ok());
+        EXPECT_EQ(read.images[i], want) << "sample " << i << " (index " << index << ")";
+      }
+    }
+  }
+  auto st = StatsOf(**server);
+  EXPECT_EQ(st["source_counters"]["files_dropped_at_decode"], 5) << st.dump();
+  EXPECT_EQ(st["source_counters"]["samples_dropped"], 15) << st.dump();
+  EXPECT_EQ(st["holes"], 15) << st.dump();
+  EXPECT_EQ(st["epoch_len"], 38) << "the announced epoch stays the dataset's length";
 }
 
 // With --on-error fail the error names the file and the reason.

@@ -2,6 +2,8 @@
 
 Run: /usr/bin/python3 -m pytest tests/python/test_make_dataset.py -q
 Needs numpy and Pillow only; counts are kept small so the file runs in seconds.
+The photo tests use ../shared/data/photos (from the repository root) or
+$BATCHCAST_PHOTOS.
 """
 
 import importlib.util
@@ -15,7 +17,11 @@ from PIL import Image, JpegImagePlugin, UnidentifiedImageError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOL = os.path.join(REPO, 'tools', 'make_dataset.py')
-PHOTOS = '/work/shared/data/photos'
+# The project's photos: ../shared/data/photos next to the repository (every
+# checkout of the project has it there); $BATCHCAST_PHOTOS names another folder.
+PHOTOS = os.environ.get('BATCHCAST_PHOTOS') or os.path.join(os.path.dirname(REPO), 'shared',
+                                                            'data', 'photos')
+NO_PHOTOS = 'no photo folder at %s (set BATCHCAST_PHOTOS)' % PHOTOS
 HAZARDS = ('truncated', 'empty', 'png', 'cmyk', 'random', 'huge')
 
 
@@ -187,6 +193,40 @@ def test_hazard_files(ds, monkeypatch):
     assert os.path.getsize(paths['huge']) < 20_000
 
 
+def test_decode_failures(md, tmp_path):
+    """--decode-failures K: K files with a valid header (PIL reads their size) and
+    broken data, file k in class k mod N, alternately truncated and corrupt; the
+    regular files are the same as without them; deterministic."""
+    s = md.make_dataset(tmp_path / 'a', classes=2, per_class=3, seed=6, decode_failures=3)
+    plain = md.make_dataset(tmp_path / 'p', classes=2, per_class=3, seed=6)
+    again = md.make_dataset(tmp_path / 'b', classes=2, per_class=3, seed=6, decode_failures=3)
+    assert regular_files(tmp_path / 'a') == regular_files(tmp_path / 'p')
+    assert plain['decode_failures'] == [] and s['hazards'] == []
+    want = [tmp_path / 'a' / 'n00000000' / 'hazard_decode_0_truncated.JPEG',
+            tmp_path / 'a' / 'n00000001' / 'hazard_decode_1_corrupt.JPEG',
+            tmp_path / 'a' / 'n00000000' / 'hazard_decode_2_truncated.JPEG']
+    assert s['decode_failures'] == [str(p) for p in want]
+    contents = []
+    for path, other in zip(s['decode_failures'], again['decode_failures']):
+        with open(path, 'rb') as f, open(other, 'rb') as g:
+            data = f.read()
+            assert data == g.read()
+        contents.append(data)
+        with Image.open(path) as im:  # the header is valid
+            assert im.format == 'JPEG' and im.size == (320, 240)
+        assert data.endswith(b'\xff\xd9') == path.endswith('_corrupt.JPEG')
+    assert len(set(contents)) == 3  # each its own image
+    # The corrupt one: a restart marker where no restart interval was declared.
+    corrupt = contents[1]
+    sos = corrupt.index(b'\xff\xda')
+    start = sos + 2 + int.from_bytes(corrupt[sos + 2:sos + 4], 'big')
+    assert corrupt[start + 16:start + 18] == b'\xff\xd3' and b'\xff\xdd' not in corrupt[:sos]
+    r = run_cli(tmp_path / 'c', '--classes', 1, '--per-class', 1, '--decode-failures', 2)
+    assert r.returncode == 0, r.stderr
+    assert 'files that fail to decode:' in r.stdout and 'decode failures 2' in r.stdout
+    assert run_cli(tmp_path / 'd', '--decode-failures', -1).returncode == 2
+
+
 def test_patch_sof_size_rejects_non_jpeg(md):
     with pytest.raises(ValueError):
         md._patch_sof_size(b'\x89PNG\r\n\x1a\n' + b'\0' * 32, 10, 10)
@@ -209,7 +249,7 @@ def test_tsv_lists_every_file(ds):
 
 # ------------------------------------------------------------------ photos
 
-@pytest.mark.skipif(not os.path.isdir(PHOTOS), reason='no photo folder')
+@pytest.mark.skipif(not os.path.isdir(PHOTOS), reason=NO_PHOTOS)
 def test_photos_mode(md, tmp_path):
     s = md.make_dataset(tmp_path / 'p', photos=PHOTOS, classes=2, per_class=12, seed=1)
     files = regular_files(tmp_path / 'p')
@@ -225,7 +265,7 @@ def test_photos_mode(md, tmp_path):
     assert all(synth[k] != files[k] for k in files)
 
 
-@pytest.mark.skipif(not os.path.isdir(PHOTOS), reason='no photo folder')
+@pytest.mark.skipif(not os.path.isdir(PHOTOS), reason=NO_PHOTOS)
 def test_cli_photos(tmp_path):
     r = run_cli(tmp_path / 'p', '--photos', PHOTOS, '--classes', 2, '--per-class', 2)
     assert r.returncode == 0, r.stderr

@@ -133,16 +133,26 @@ TEST(SampleRouter, RoutesByScanAndCachePlace) {
   EXPECT_EQ(s.decoded, Packed(*crop));
   EXPECT_EQ(s.decoded_w, plan.decode.rect.w);
   EXPECT_EQ(s.decoded_h, plan.decode.rect.h);
-  EXPECT_EQ(f.dataset->decode_errors(), 0);
+  EXPECT_EQ(f.dataset->files_dropped_at_decode(), 0);
 
-  // A bad file: Note [Bad file stand-in], the next index (nvJPEG's) instead.
+  // A bad file: Note [Dropped files], no sample (and no other index instead).
   index = 3;
-  ASSERT_TRUE(router.Route(0, epoch, index, file, s, false).ok());
-  EXPECT_EQ(index, 4);
-  EXPECT_EQ(s.route, DecodeRoute::kNvJpeg);
-  EXPECT_EQ(file.index, 4);
-  ExpectPlan(s.plan, image::PlanCrop(t, epoch, 4, 50, 50));
-  EXPECT_EQ(f.dataset->decode_errors(), 1);
+  auto fill = router.Route(0, epoch, index, file, s, false);
+  ASSERT_TRUE(fill.ok()) << fill.status().ToString();
+  EXPECT_EQ(*fill, SampleFill::kDropped);
+  EXPECT_EQ(s.route, DecodeRoute::kDropped);
+  EXPECT_EQ(f.dataset->files_dropped_at_decode(), 1);
+  EXPECT_EQ(f.dataset->samples_dropped(), 1);
+  // In a later epoch it is dropped without being read.
+  FileBuffer untouched;
+  GpuSample later;
+  fill = router.Route(0, epoch + 1, index, untouched, later, false);
+  ASSERT_TRUE(fill.ok());
+  EXPECT_EQ(*fill, SampleFill::kDropped);
+  EXPECT_EQ(later.route, DecodeRoute::kDropped);
+  EXPECT_EQ(untouched.index, -1) << "not read again";
+  EXPECT_EQ(f.dataset->files_dropped_at_decode(), 1);
+  EXPECT_EQ(f.dataset->samples_dropped(), 2);
 }
 
 TEST(SampleRouter, AFileReadAheadIsNotReadAgain) {
@@ -180,6 +190,20 @@ TEST(FilePrefetcher, ReadsTheHintedFiles) {
   prefetcher.Start(&after_stop, hint);
   prefetcher.Wait();
   EXPECT_TRUE(after_stop.empty());
+}
+
+// Note [Dropped files]: a file known bad is not read ahead either.
+TEST(FilePrefetcher, SkipsFilesKnownBad) {
+  Fixture f;
+  ASSERT_TRUE(f.dataset->OnDecodeError(3, DataLossError("truncated")).ok());
+  FilePrefetcher prefetcher(*f.dataset, true);
+  std::vector<FileBuffer> files;
+  const std::vector<int64_t> hint = {3, 4};
+  prefetcher.Start(&files, hint);
+  prefetcher.Wait();
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0].index, -1);
+  EXPECT_EQ(files[1].index, 4);
 }
 
 TEST(FilePrefetcher, DisabledReadsNothing) {

@@ -1,7 +1,8 @@
 // ImageDataset (sources/src/image_dataset.h): the listing (ImageFolder labels,
 // .tsv parsing and its errors), the header scan's drop / fail policy and its
-// classify hook, and the decode-time policy: warn once per file, count every
-// failure, Note [Bad file stand-in].
+// classify hook, and the decode-time policy of Note [Dropped files]: a file
+// that fails is dropped (never stood in for), warned about and counted once,
+// and never attempted again.
 #include "sources/src/image_dataset.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/src/mutex.h"
 #include "log_capture.h"
 #include "temp_dataset.h"
 
@@ -153,8 +155,10 @@ TEST(ImageDatasetOpen, SkipDropsUnusableFilesAndNamesThem) {
   }
   EXPECT_EQ(log.Count("dropping"), 4);
   const auto counters = (*ds)->counters();
-  EXPECT_EQ(counters, (std::vector<std::pair<std::string, int64_t>>{
-                          {"files", 4}, {"files_dropped_at_scan", 4}, {"decode_errors", 0}}));
+  EXPECT_EQ(counters, (std::vector<std::pair<std::string, int64_t>>{{"files", 4},
+                                                                    {"files_dropped_at_scan", 4},
+                                                                    {"files_dropped_at_decode", 0},
+                                                                    {"samples_dropped", 0}}));
 }
 
 TEST(ImageDatasetOpen, FailStopsAtTheFirstUnusableFile) {
@@ -238,7 +242,7 @@ std::unique_ptr<ImageDataset> ThreeFiles(const TempDataset& d, ErrorPolicy on_er
   return ds.ok() ? std::move(*ds) : nullptr;
 }
 
-TEST(ImageDatasetPolicy, SkipWarnsOncePerFileAndCountsEveryFailure) {
+TEST(ImageDatasetPolicy, SkipMarksTheFileBadAndWarnsAndCountsItOnce) {
   TempDataset d;
   auto ds = ThreeFiles(d, ErrorPolicy::kSkip);
   ASSERT_TRUE(ds);
@@ -248,12 +252,14 @@ TEST(ImageDatasetPolicy, SkipWarnsOncePerFileAndCountsEveryFailure) {
   EXPECT_TRUE(ds->OnDecodeError(1, bad).ok());
   EXPECT_TRUE(ds->OnDecodeError(2, bad).ok());
   EXPECT_TRUE(ds->OnDecodeError(1, bad).ok());
-  EXPECT_EQ(ds->decode_errors(), 4);
-  EXPECT_EQ(ds->counters().back(), (std::pair<std::string, int64_t>{"decode_errors", 4}));
-  EXPECT_EQ(log.Count("skipping " + d.path("c/1.jpg") + ": Premature end of JPEG file"), 1)
+  EXPECT_FALSE(ds->known_bad(0));
+  EXPECT_TRUE(ds->known_bad(1));
+  EXPECT_TRUE(ds->known_bad(2));
+  EXPECT_EQ(ds->files_dropped_at_decode(), 2);
+  EXPECT_EQ(log.Count("dropping " + d.path("c/1.jpg") + ": Premature end of JPEG file"), 1)
       << log.text();
-  EXPECT_EQ(log.Count("skipping " + d.path("c/2.jpg")), 1);
-  EXPECT_EQ(log.Count("skipping"), 2);
+  EXPECT_EQ(log.Count("dropping " + d.path("c/2.jpg")), 1);
+  EXPECT_EQ(log.Count("left out of this and every later epoch"), 2);
 }
 
 TEST(ImageDatasetPolicy, FailReturnsPathAndReason) {
@@ -263,75 +269,55 @@ TEST(ImageDatasetPolicy, FailReturnsPathAndReason) {
   const Status s = ds->OnDecodeError(2, DataLossError("bad Huffman code"));
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
   EXPECT_EQ(s.message(), d.path("c/2.jpg") + ": bad Huffman code (--on-error fail)");
-  EXPECT_EQ(ds->decode_errors(), 0);
+  EXPECT_EQ(ds->files_dropped_at_decode(), 0);
+  EXPECT_FALSE(ds->known_bad(2));
 }
 
-// Note [Bad file stand-in]: today a bad file's sample is replaced by the next
-// index that decodes. Issue 10 changes this (drop, never duplicate): this
-// test is the record of the current rule and must change with it.
-TEST(ImageDatasetPolicy, StandInIsTheNextIndexThatDecodes) {
+// Note [Dropped files]: a file that fails is dropped, never replaced by
+// another index; its later samples are dropped without an attempt; every
+// dropped sample counts.
+TEST(ImageDatasetPolicy, DecodeDropsABadFileForeverAndNeverStandsIn) {
   TempDataset d;
   auto ds = ThreeFiles(d, ErrorPolicy::kSkip);
   ASSERT_TRUE(ds);
-  std::set<int64_t> bad = {0, 1};
   std::vector<int64_t> tried;
   auto attempt = [&](int64_t i) {
     tried.push_back(i);
-    return bad.count(i) ? DataLossError("bad") : Status::Ok();
+    return i == 0 ? DataLossError("bad") : Status::Ok();
   };
-  int64_t index = 0;
-  EXPECT_TRUE(ds->DecodeWithStandIn(index, attempt).ok());
-  EXPECT_EQ(index, 2);
-  EXPECT_EQ(tried, (std::vector<int64_t>{0, 1, 2}));
-  EXPECT_EQ(ds->decode_errors(), 2);
-
-  // Wraps around the end of the dataset.
-  bad = {2};
-  tried.clear();
-  index = 2;
-  EXPECT_TRUE(ds->DecodeWithStandIn(index, attempt).ok());
-  EXPECT_EQ(index, 0);
-  EXPECT_EQ(tried, (std::vector<int64_t>{2, 0}));
-
-  // A good file is its own sample.
-  index = 1;
-  bad = {};
-  EXPECT_TRUE(ds->DecodeWithStandIn(index, attempt).ok());
-  EXPECT_EQ(index, 1);
-}
-
-// DecodeWithStandIn from index 1 where every file fails with `reason`.
-struct EveryFileFails {
-  Status status;
-  int64_t index = 1;
-  int calls = 0;
-  EveryFileFails(ImageDataset& ds, const std::string& reason) {
-    status = ds.DecodeWithStandIn(index, [&](int64_t) {
-      ++calls;
-      return DataLossError(reason);
-    });
-  }
-};
-
-TEST(ImageDatasetPolicy, StandInGivesUpAfter64Failures) {
-  TempDataset d;
-  auto ds = ThreeFiles(d, ErrorPolicy::kSkip);
-  ASSERT_TRUE(ds);
-  const EveryFileFails run(*ds, "bad");
-  EXPECT_EQ(run.status.code(), StatusCode::kDataLoss);
-  EXPECT_NE(run.status.message().find("64 consecutive files failed to decode"), std::string::npos);
-  EXPECT_EQ(run.calls, kMaxStandIns);
-  EXPECT_EQ(ds->decode_errors(), kMaxStandIns);
+  auto first = ds->Decode(0, attempt);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(*first, SampleFill::kDropped);
+  EXPECT_EQ(tried, (std::vector<int64_t>{0})) << "no other index is tried in its place";
+  auto again = ds->Decode(0, attempt);  // a later epoch
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, SampleFill::kDropped);
+  EXPECT_EQ(tried, (std::vector<int64_t>{0})) << "a known bad file is not attempted again";
+  auto good = ds->Decode(2, attempt);
+  ASSERT_TRUE(good.ok());
+  EXPECT_EQ(*good, SampleFill::kWritten);
+  EXPECT_EQ(ds->files_dropped_at_decode(), 1);
+  EXPECT_EQ(ds->samples_dropped(), 2);
+  EXPECT_EQ(ds->counters(),
+            (std::vector<std::pair<std::string, int64_t>>{{"files", 3},
+                                                          {"files_dropped_at_scan", 0},
+                                                          {"files_dropped_at_decode", 1},
+                                                          {"samples_dropped", 2}}));
 }
 
 TEST(ImageDatasetPolicy, FailStopsAtTheFirstBadFile) {
   TempDataset d;
   auto ds = ThreeFiles(d, ErrorPolicy::kFail);
   ASSERT_TRUE(ds);
-  const EveryFileFails run(*ds, "truncated");
-  EXPECT_EQ(run.status.message(), d.path("c/1.jpg") + ": truncated (--on-error fail)");
-  EXPECT_EQ(run.calls, 1);
-  EXPECT_EQ(run.index, 1);
+  int calls = 0;
+  auto r = ds->Decode(1, [&](int64_t) {
+    ++calls;
+    return DataLossError("truncated");
+  });
+  EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(r.status().message(), d.path("c/1.jpg") + ": truncated (--on-error fail)");
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(ds->samples_dropped(), 0);
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // The CPU image source (sources/src/image_source.h) behind the Source
 // interface: it fills a host SlotView exactly as the CPU pipeline transforms
-// each (epoch, index), with the labels of the listing; a bad file's sample is
-// replaced by its stand-in (Note [Bad file stand-in]) and the slot's index
-// list says so; on_error=fail stops with the path. Also MakeSource's choices.
+// each (epoch, index), with the labels of the listing; a file that fails to
+// decode is dropped (Note [Dropped files]): the kept samples are compacted
+// and the slot's index list names exactly them; on_error=fail stops with the
+// path. Also MakeSource's choices.
 #include "sources/src/image_source.h"
 
 #include <gtest/gtest.h>
@@ -90,7 +91,9 @@ TEST(ImageSource, FillsASlotViewAsThePipelineDoes) {
     EXPECT_EQ(s.description(), "image dataset " + d.root() + " (5 files, " +
                                    std::string(TransformKindName(kind)) + " 32 float16)");
     HostSlot slot(s, {4, 0, 2, 3, 1}, 3);
-    ASSERT_TRUE((*source)->FillBatch(slot.view, ReadAhead{}).ok());
+    auto valid = (*source)->FillBatch(slot.view, ReadAhead{});
+    ASSERT_TRUE(valid.ok()) << valid.status().ToString();
+    EXPECT_EQ(*valid, 5u);
     EXPECT_EQ(slot.indices, (std::vector<int64_t>{4, 0, 2, 3, 1}));
     EXPECT_EQ(slot.labels, (std::vector<int64_t>{1, 0, 0, 1, 0}));
     for (size_t i = 0; i < slot.indices.size(); ++i) {
@@ -100,38 +103,67 @@ TEST(ImageSource, FillsASlotViewAsThePipelineDoes) {
   }
 }
 
-// Note [Bad file stand-in]: the record of today's rule (issue 10 changes it).
-TEST(ImageSource, ABadFileIsReplacedByTheNextIndexThatDecodes) {
+int64_t Counter(const Source& source, const std::string& name) {
+  for (const auto& [k, v] : source.counters()) {
+    if (k == name) return v;
+  }
+  return -1;
+}
+
+// Note [Dropped files]: a file that fails to decode is dropped, never
+// replaced: the samples kept are compacted to the front of the slot, in
+// order, each with its own pixels and label, and the slot's indices name
+// exactly them. In a later epoch the bad files are dropped without a decode
+// attempt (here they were repaired meanwhile, and still are dropped).
+TEST(ImageSource, ABadFileIsDroppedNeverReplaced) {
   TempDataset d;
-  d.Write("c/0.jpg", TempDataset::Jpeg(40, 40, 1));
-  d.Write("c/1_bad.jpg", TempDataset::Truncated(80, 80, 2));
-  d.Write("c/2_bad.jpg", TempDataset::Truncated(80, 80, 3));
-  d.Write("c/3.jpg", TempDataset::Jpeg(50, 30, 4));
-  d.Write("c/4_bad.jpg", TempDataset::Truncated(80, 80, 5));
+  d.Write("a/0.jpg", TempDataset::Jpeg(40, 40, 1));
+  d.Write("a/1_bad.jpg", TempDataset::Truncated(80, 80, 2));
+  d.Write("b/2_bad.jpg", TempDataset::Truncated(80, 80, 3));
+  d.Write("b/3.jpg", TempDataset::Jpeg(50, 30, 4));
+  d.Write("b/4_bad.jpg", TempDataset::Truncated(80, 80, 5));
   const SourceOptions o = Options(d.root());
   auto source = MakeSource(o);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   EXPECT_EQ((*source)->size(), 5u);  // truncated files pass the scan
   LogCapture log;
-  HostSlot slot(**source, {1, 0, 4, 2, 1}, 2);
-  ASSERT_TRUE((*source)->FillBatch(slot.view, ReadAhead{}).ok());
-  // 1 -> 2 (bad) -> 3; 4 -> 0 (wraps around); 2 -> 3.
-  EXPECT_EQ(slot.indices, (std::vector<int64_t>{3, 0, 0, 3, 3}));
-  const std::vector<uint8_t> three = Reference(o, d.path("c/3.jpg"), 2, 3);
-  const std::vector<uint8_t> zero = Reference(o, d.path("c/0.jpg"), 2, 0);
-  EXPECT_EQ(slot.image(0), three);
-  EXPECT_EQ(slot.image(1), zero);
-  EXPECT_EQ(slot.image(2), zero);
-  EXPECT_EQ(slot.image(3), three);
-  EXPECT_EQ(slot.image(4), three);
-  // Every failure counts; each file is named once.
-  int64_t decode_errors = -1;
-  for (const auto& [k, v] : (*source)->counters()) {
-    if (k == "decode_errors") decode_errors = v;
+  HostSlot slot(**source, {1, 3, 4, 2, 0}, 2);
+  auto valid = (*source)->FillBatch(slot.view, ReadAhead{});
+  ASSERT_TRUE(valid.ok()) << valid.status().ToString();
+  ASSERT_EQ(*valid, 2u);
+  EXPECT_EQ(std::vector<int64_t>(slot.indices.begin(), slot.indices.begin() + 2),
+            (std::vector<int64_t>{3, 0}));
+  EXPECT_EQ(slot.image(0), Reference(o, d.path("b/3.jpg"), 2, 3));
+  EXPECT_EQ(slot.image(1), Reference(o, d.path("a/0.jpg"), 2, 0));
+  EXPECT_EQ(slot.labels[0], 1);
+  EXPECT_EQ(slot.labels[1], 0);
+  EXPECT_EQ(Counter(**source, "files_dropped_at_decode"), 3);
+  EXPECT_EQ(Counter(**source, "samples_dropped"), 3);
+  for (const char* bad : {"a/1_bad.jpg", "b/2_bad.jpg", "b/4_bad.jpg"}) {
+    EXPECT_EQ(log.Count("dropping " + d.path(bad) + ": "), 1) << log.text();
   }
-  EXPECT_EQ(decode_errors, 6);  // 1, 2 | 4 | 2 | 1, 2
-  EXPECT_EQ(log.Count("(a neighbouring sample stands in)"), 3) << log.text();
-  EXPECT_EQ(log.Count("skipping " + d.path("c/1_bad.jpg")), 1);
+
+  // A later epoch: the bad files now decode, but are known bad.
+  for (const char* bad : {"a/1_bad.jpg", "b/2_bad.jpg", "b/4_bad.jpg"}) {
+    d.Write(bad, TempDataset::Jpeg(60, 60, 9));
+  }
+  HostSlot later(**source, {0, 1, 2, 3, 4}, 3);
+  valid = (*source)->FillBatch(later.view, ReadAhead{});
+  ASSERT_TRUE(valid.ok()) << valid.status().ToString();
+  ASSERT_EQ(*valid, 2u);
+  EXPECT_EQ(std::vector<int64_t>(later.indices.begin(), later.indices.begin() + 2),
+            (std::vector<int64_t>{0, 3}));
+  EXPECT_EQ(later.image(0), Reference(o, d.path("a/0.jpg"), 3, 0));
+  EXPECT_EQ(later.image(1), Reference(o, d.path("b/3.jpg"), 3, 3));
+  EXPECT_EQ(Counter(**source, "files_dropped_at_decode"), 3) << "each file counts once";
+  EXPECT_EQ(Counter(**source, "samples_dropped"), 6) << "each dropped sample counts";
+  EXPECT_EQ(log.Count("dropping "), 3) << "warned once per file";
+
+  // A slot of bad files only: nothing written.
+  HostSlot none(**source, {4, 1}, 4);
+  valid = (*source)->FillBatch(none.view, ReadAhead{});
+  ASSERT_TRUE(valid.ok());
+  EXPECT_EQ(*valid, 0u);
 }
 
 TEST(ImageSource, OnErrorFailStopsWithThePath) {
@@ -145,7 +177,7 @@ TEST(ImageSource, OnErrorFailStopsWithThePath) {
   HostSlot ok_slot(**source, {0}, 0);
   EXPECT_TRUE((*source)->FillBatch(ok_slot.view, ReadAhead{}).ok());
   HostSlot slot(**source, {0, 1}, 0);
-  const Status s = (*source)->FillBatch(slot.view, ReadAhead{});
+  const Status s = (*source)->FillBatch(slot.view, ReadAhead{}).status();
   EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
   EXPECT_EQ(s.message().rfind(d.path("c/1_bad.jpg") + ": ", 0), 0u) << s.ToString();
   EXPECT_NE(s.message().find("(--on-error fail)"), std::string::npos);

@@ -69,7 +69,8 @@ class Batch {
   uint32_t step() const;
   // Samples in the batch.
   size_t size() const;
-  // Seq number of the first sample in the producer's stream.
+  // Seq number of the first sample in the producer's stream. Seqs of dropped
+  // files are holes (no sample), so a batch may span more seqs than size().
   uint64_t first_seq() const;
   // Samples this consumer skipped so far (lag_policy skip).
   uint64_t skipped() const;

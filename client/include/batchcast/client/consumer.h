@@ -91,6 +91,9 @@ class Consumer {
   // ConsumerOptions::cuda_stream), e.g. to the framework's current stream.
   void set_cuda_stream(CudaStreamRef cuda_stream);
 
+  // Batches in one epoch, as announced (floor or ceil of epoch_len /
+  // batch_size). Files the server drops while decoding (on_error=skip) make
+  // epochs shorter: at most one batch fewer per dropped file in that epoch.
   uint64_t batches_per_epoch() const;
   uint64_t epoch_len() const;
   uint64_t consumer_id() const;

@@ -6,6 +6,13 @@
 // SampleSource, which fans the samples of a batch out over its own worker
 // threads.
 //
+// A sample whose file turns out to be bad while it is made (an image that
+// fails to decode) is *dropped*: never replaced by another sample. FillBatch
+// returns how many samples it wrote (`valid`); they lie, in the order of the
+// slot's indices, at positions 0..valid-1, and it rewrites
+// SlotView::indices[0..valid) to name exactly them. The slot's other seqs are
+// holes (Note [Holes], server/src/slot_table.h).
+//
 // Thread-safety: FillBatch is called from one producer thread at a time;
 // SampleSource::FillSample is called concurrently, with distinct `worker`
 // numbers (0..workers()-1) so that per-thread scratch can be indexed by it.
@@ -32,8 +39,8 @@ struct SlotView {
   uint32_t slot = 0;          // ring slot number
   uint64_t first_seq = 0;     // seq number of sample 0 in the stream
   uint32_t epoch = 0;         // producer epoch
-  // Dataset index of each sample; count() = indices.size(). A source may
-  // replace the index of a bad file with its stand-in's.
+  // Dataset index of each sample; count() = indices.size(). FillBatch
+  // compacts it: indices[0..valid) name the samples it wrote (see above).
   std::span<int64_t> indices;
   std::vector<uint8_t*> field_data;  // sample 0 of each field
   std::vector<size_t> field_bytes;   // bytes per sample of each field
@@ -65,8 +72,11 @@ class Source {
   virtual std::vector<FieldSpec> fields() const = 0;
   // A short description for logs and stats ("synthetic 1000 x [3,64,64]").
   virtual std::string description() const = 0;
-  // Fills every sample of `slot`. An error stops the producer.
-  virtual Status FillBatch(const SlotView& slot, const ReadAhead& next) = 0;
+  // Fills the samples of `slot` and returns how many it wrote, `valid` <=
+  // slot.count(): positions 0..valid-1, in the order of slot.indices, whose
+  // first `valid` entries it rewrites to name them (dropped samples removed;
+  // see above). An error stops the producer.
+  virtual Result<uint32_t> FillBatch(const SlotView& slot, const ReadAhead& next) = 0;
   // Where FillBatch writes: kHost (the default; with a device ring the server
   // gives it pinned staging memory and copies that to the slot) or kCuda (it
   // writes device slots itself, queued on SlotView::stream).
@@ -75,25 +85,36 @@ class Source {
   virtual std::vector<std::pair<std::string, int64_t>> counters() const { return {}; }
 };
 
+// What SampleSource::FillSample did with its sample.
+enum class SampleFill : uint8_t {
+  kWritten,  // the sample is at `out`
+  kDropped,  // its file is bad: no sample (a hole); `out` may hold anything
+};
+
 // A source that fills one sample at a time, on `workers` threads (the
-// producer's thread takes part as worker 0).
+// producer's thread takes part as worker 0). FillBatch fills sample i at
+// position i, then moves the written samples down over the dropped ones
+// (memmove per field), so a SampleSource writes host memory only (its
+// output_memory() is kHost).
 class SampleSource : public Source {
  public:
   // REQUIRES: workers >= 1.
   explicit SampleSource(int workers);
   ~SampleSource() override;
 
-  Status FillBatch(const SlotView& slot, const ReadAhead& next) override;
-  // Writes sample `index` of producer epoch `epoch` to out[f] for each field f.
-  // May replace `index` with another dataset index (a bad file's stand-in).
-  virtual Status FillSample(int worker, uint32_t epoch, int64_t& index,
-                            std::span<uint8_t* const> out) = 0;
+  Result<uint32_t> FillBatch(const SlotView& slot, const ReadAhead& next) override;
+  // Writes sample `index` of producer epoch `epoch` to out[f] for each field
+  // f, or drops it (kDropped: its file is bad and the policy says skip). An
+  // error stops the producer.
+  virtual Result<SampleFill> FillSample(int worker, uint32_t epoch, int64_t index,
+                                        std::span<uint8_t* const> out) = 0;
   int workers() const { return workers_; }
 
  private:
   class Pool;
   int workers_;
   std::unique_ptr<Pool> pool_;
+  std::vector<uint8_t> written_;  // per sample of the batch in FillBatch: 1 = kWritten
 };
 
 }  // namespace batchcast

@@ -18,8 +18,9 @@ class SyntheticSource : public SampleSource {
   uint64_t size() const override { return count_; }
   std::vector<FieldSpec> fields() const override;
   std::string description() const override;
-  Status FillSample(int worker, uint32_t epoch, int64_t& index,
-                    std::span<uint8_t* const> out) override;
+  // Always kWritten: synthetic samples are never dropped.
+  Result<SampleFill> FillSample(int worker, uint32_t epoch, int64_t index,
+                                std::span<uint8_t* const> out) override;
 
  private:
   uint64_t count_;
