@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The GPU host's check: builds with CUDA (and nvJPEG where the toolkit has it)
-# and runs every test there, the GPU ones included. For the device machine:
+# and runs every test there, the GPU ones included, then compute-sanitizer
+# (memcheck with leak check, racecheck and synccheck) on a server + consumer
+# pair with the ring on cuda:0 (tests/gpu/sanitizer.sh; about 2 minutes;
+# GPU_SANITIZER=0 skips it). For the device machine:
 #   scripts/gpu_check.sh [BUILD_DIR] [LOG]
 # with the carried .gpu-deps (scripts/prepare_gpu_deps.sh) sourced first.
 # Each step has its own timeout; output goes to LOG (default stdout).
@@ -20,5 +23,14 @@ ctest_rc=$?
 BATCHCAST_BUILD_DIR="$B" PYTHONPATH="$B/python" \
   step 300 python3 -m pytest tests/python -q -p no:cacheprovider -x
 py_rc=$?
-echo "ctest rc=$ctest_rc pytest rc=$py_rc" >>"$LOG"
-[ $ctest_rc -eq 0 ] && [ $py_rc -eq 0 ]
+san_rc=0
+if [ "${GPU_SANITIZER:-1}" != 0 ]; then
+  SAN_DATA=/tmp/bc_sanitizer_data
+  [ -d $SAN_DATA ] || step 120 python3 tools/make_dataset.py $SAN_DATA --classes 2 \
+    --per-class 12 --hazards --seed 5 --quiet
+  export SANITIZER_TIMEOUT=${SANITIZER_TIMEOUT:-120}
+  step 420 tests/gpu/sanitizer.sh "$B" "$SAN_DATA"
+  san_rc=$?
+fi
+echo "ctest rc=$ctest_rc pytest rc=$py_rc compute-sanitizer rc=$san_rc" >>"$LOG"
+[ $ctest_rc -eq 0 ] && [ $py_rc -eq 0 ] && [ $san_rc -eq 0 ]

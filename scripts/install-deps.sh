@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages batchcast needs to build, test and run its demo
-# (clang: the thread-safety check of scripts/check_thread_safety.sh).
+# (clang: the thread-safety check of scripts/check_thread_safety.sh; gcc's
+# AddressSanitizer, UBSan, LeakSanitizer and ThreadSanitizer runtimes:
+# scripts/check_sanitizers.sh).
 # Idempotent: does nothing when everything is already installed.
 set -euo pipefail
 PKGS=(build-essential clang cmake ninja-build pkg-config
+      libasan8 libubsan1 liblsan0 libtsan2
       libzmq3-dev cppzmq-dev libboost-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
       libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libdlpack-dev
       libturbojpeg0-dev libjpeg62-turbo-dev libopencv-dev libarchive-dev

@@ -239,9 +239,13 @@ void ControlLoop::HandleMessage(const std::string& identity, std::span<const uin
   if (!scheduler_->HasConsumer(identity)) {
     if (!std::holds_alternative<proto::Bye>(m) && !std::holds_alternative<proto::Release>(m) &&
         !std::holds_alternative<proto::Heartbeat>(m)) {
-      SendTo(identity, proto::Error{0, StatusCode::kNotFound,
-                                    "unknown consumer: say HELLO first (or the server dropped "
-                                    "this consumer after missed heartbeats)"});
+      // Unavailable, as for a server that is gone: a consumer whose server
+      // was restarted on the same endpoint (its socket reconnects to the new
+      // one) or dropped it must connect again.
+      SendTo(identity, proto::Error{0, StatusCode::kUnavailable,
+                                    "unknown consumer: this server was restarted or dropped this "
+                                    "consumer after missed heartbeats; connect again (or say "
+                                    "HELLO first)"});
     }
     return;
   }

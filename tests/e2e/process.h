@@ -72,6 +72,28 @@ class Process {
     }
     return false;
   }
+  // Moves the complete stdout lines that arrive within `timeout` (0: only
+  // those already there) into *lines. False once stdout is closed and every
+  // line was taken.
+  bool ReadLines(std::vector<std::string>* lines, std::chrono::milliseconds timeout) {
+    bool open = true;
+    pollfd p{out_fd_, POLLIN, 0};
+    if (out_fd_ >= 0 && poll(&p, 1, static_cast<int>(timeout.count())) > 0) {
+      char buf[65536];
+      ssize_t n = read(out_fd_, buf, sizeof(buf));
+      if (n > 0) {
+        buffer_.append(buf, static_cast<size_t>(n));
+      } else {
+        open = false;
+      }
+    }
+    size_t pos;
+    while ((pos = buffer_.find('\n')) != std::string::npos) {
+      lines->push_back(buffer_.substr(0, pos));
+      buffer_.erase(0, pos + 1);
+    }
+    return open;
+  }
   void Kill(int sig = SIGKILL) { kill(pid_, sig); }
   // Exit code, or 128+signal. -1 on timeout.
   int Wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(60000)) {
