@@ -51,7 +51,6 @@
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <vector>
 
 #include "batchcast/image/jpeg.h"
 #include "batchcast/image/transform.h"
@@ -98,15 +97,14 @@ class CpuImagePipeline {
  private:
   Status Run(std::span<const uint8_t> jpeg, const CropParams* fixed_crop, uint32_t epoch,
              int64_t index, void* out, CropParams* crop_used);
-  void Emit(const uint8_t* src, size_t src_stride, int src_channels, bool flip, void* out) const;
 
   TransformOptions options_;
   PipelineTuning tuning_;
   JpegDecoder decoder_;
-  // Per-channel lookup tables uint8 -> output element (3 x 256 elements of the dtype).
-  std::vector<uint8_t> lut_;
   struct Scratch;
-  std::unique_ptr<Scratch> scratch_;  // the resized image (OpenCV)
+  // The resized image (OpenCV) and the pass that writes the output
+  // (SampleWriter, image/src/sample_writer.h).
+  std::unique_ptr<Scratch> scratch_;
 };
 
 }  // namespace batchcast::image
