@@ -23,8 +23,11 @@ ring fill / worker start-up) and then --epochs measured epochs; its rate is
 images / wall seconds over the measured epochs. The rounds alternate which
 side runs first, and the table gives the median over the rounds of each side
 and of the per-round ratio (both sides of a round ran back to back, so the
-ratio sees the same load). Next to each rate: the CPU seconds the side used
-per image (its server or worker processes plus this process), and "others",
+ratio sees the same load). The "CPU ratio" is the DataLoader's CPU per image
+over batchcast's: unlike the rates, it hardly depends on the share of the
+cores each side got on a shared machine. Next to each rate: the CPU seconds
+the side used per image (its server or worker processes plus this process),
+and "others",
 the cores that processes other than this benchmark kept busy meanwhile
 (from /proc/stat), which is the load that was sharing the machine.
 
@@ -180,7 +183,8 @@ def main():
     torch.set_num_threads(1)  # this process only iterates
     make_dataset(args.data, args.images)
     size = read_all(args.data)
-    print(f"dataset {args.data}: {size / 2**20:.0f} MiB; machine: {os.cpu_count()} cores; "
+    print(f"dataset {args.data}: {size / 2**20:.0f} MiB, read once so that it is in the page "
+          f"cache; machine: {os.cpu_count()} cores; "
           f"torch {torch.__version__}, torchvision {torchvision.__version__}, "
           f"Pillow {PIL.__version__}; load avg {os.getloadavg()[0]:.2f}", flush=True)
     sides = {"batchcast": bench_batchcast, "DataLoader": bench_dataloader}
@@ -197,19 +201,21 @@ def main():
             ratios[w].append(ratio)
             print(f"round {r} workers {w}: batchcast {fmt(got['batchcast'])} (others "
                   f"{got['batchcast']['others']:.2f} cores) | DataLoader {fmt(got['DataLoader'])} "
-                  f"(others {got['DataLoader']['others']:.2f} cores) | ratio {ratio:.2f}",
+                  f"(others {got['DataLoader']['others']:.2f} cores) | ratio {ratio:.2f}, "
+                  f"CPU ratio {got['DataLoader']['cpu_ms'] / got['batchcast']['cpu_ms']:.2f}",
                   flush=True)
     print(f"\nmedians over {args.rounds} rounds ({args.epochs} measured epochs of "
           f"{args.images} images each):")
     print(f"{'workers':>7} {'batchcast img/s':>16} {'cpu-ms/img':>10} {'DataLoader img/s':>17} "
-          f"{'cpu-ms/img':>10} {'ratio':>6} {'others (cores)':>15}")
+          f"{'cpu-ms/img':>10} {'ratio':>6} {'CPU ratio':>9} {'others (cores)':>15}")
     for w in args.workers:
         med = {s: {k: statistics.median(x[k] for x in results[(w, s)])
                    for k in ("rate", "cpu_ms", "others")} for s in sides}
         others = statistics.median(x["others"] for s in sides for x in results[(w, s)])
         print(f"{w:>7} {med['batchcast']['rate']:>16.0f} {med['batchcast']['cpu_ms']:>10.2f} "
               f"{med['DataLoader']['rate']:>17.0f} {med['DataLoader']['cpu_ms']:>10.2f} "
-              f"{statistics.median(ratios[w]):>6.2f} {others:>15.2f}")
+              f"{statistics.median(ratios[w]):>6.2f} "
+              f"{med['DataLoader']['cpu_ms'] / med['batchcast']['cpu_ms']:>9.2f} {others:>15.2f}")
 
 
 if __name__ == "__main__":
