@@ -88,8 +88,8 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < files.size(); ++i) {
       auto info = decoder.ReadHeader(files[i], 0);
       if (!info.ok()) continue;
-      const img::CropPlan plan = img::PlanCrop(options, epoch, static_cast<int64_t>(i),
-                                               info->width, info->height);
+      const img::CropPlan plan =
+          img::PlanCrop(options, epoch, static_cast<int64_t>(i), info->width, info->height);
       if (!decoder.Decode(plan.decode.scale_denom, plan.decode.rect, false).ok()) ++failed;
     }
   });

@@ -57,9 +57,9 @@
 #include <memory>
 #include <span>
 
+#include "batchcast/core/status.h"
 #include "batchcast/image/jpeg.h"
 #include "batchcast/image/transform.h"
-#include "batchcast/core/status.h"
 
 namespace batchcast::image {
 
