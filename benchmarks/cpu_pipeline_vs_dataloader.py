@@ -26,10 +26,13 @@ and of the per-round ratio (both sides of a round ran back to back, so the
 ratio sees the same load). The "CPU ratio" is the DataLoader's CPU per image
 over batchcast's: unlike the rates, it hardly depends on the share of the
 cores each side got on a shared machine. Next to each rate: the CPU seconds
-the side used per image (its server or worker processes plus this process),
-and "others",
-the cores that processes other than this benchmark kept busy meanwhile
-(from /proc/stat), which is the load that was sharing the machine.
+the side used per image (its server or worker processes plus this process);
+"workers asleep", the median over the side's working threads (those that
+ran at least half as much as the busiest) of the share of the wall time
+they were neither running nor waiting for a core (/proc/PID/task/*/
+schedstat): near 0 the side is CPU-bound, high it stalls; and "others", the
+cores that processes other than this benchmark kept busy meanwhile (from
+/proc/stat), which is the load that was sharing the machine.
 
 The JPEGs are read from the page cache (the dataset is small; a second run
 finds it there), as for any dataset that fits in memory. Neither side caches
@@ -90,8 +93,33 @@ def machine_busy_seconds():
     return (sum(values[:8]) - idle) / TICK
 
 
+def thread_times(pids):
+    """{(pid, tid): (ns on a CPU, ns runnable waiting for a CPU)} of every thread."""
+    times = {}
+    for pid in pids:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    on, wait = f.read().split()[:2]
+            except OSError:  # the thread ended
+                continue
+            times[(pid, tid)] = (int(on), int(wait))
+    return times
+
+
+def idle_fraction(t0, t1, seconds):
+    """Median over the side's working threads (those that ran at least half as
+    much as the busiest) of the fraction of the wall time they were asleep:
+    neither running nor waiting for a core. High means the side stalls."""
+    deltas = [((t1[k][0] - t0[k][0]) / 1e9, (t1[k][1] - t0[k][1]) / 1e9) for k in t1 if k in t0]
+    busiest = max((on for on, _ in deltas), default=0.0)
+    asleep = [max(0.0, 1 - (on + wait) / seconds) for on, wait in deltas if on >= busiest / 2]
+    return statistics.median(asleep) if asleep else 0.0
+
+
 class Meter:
-    """Wall time, the CPU seconds of `pids`, and the busy time of everything else."""
+    """Wall time, the CPU seconds of `pids`, the busy time of everything else,
+    and how much of the time the working threads of `pids` were asleep."""
 
     def __init__(self, pids):
         self.pids = pids
@@ -100,12 +128,14 @@ class Meter:
         self.t0 = time.perf_counter()
         self.cpu0 = sum(process_cpu_seconds(p) for p in self.pids)
         self.busy0 = machine_busy_seconds()
+        self.threads0 = thread_times(self.pids)
         return self
 
     def __exit__(self, *exc):
         self.seconds = time.perf_counter() - self.t0
         self.cpu = sum(process_cpu_seconds(p) for p in self.pids) - self.cpu0
         self.others = max(0.0, machine_busy_seconds() - self.busy0 - self.cpu) / self.seconds
+        self.idle = idle_fraction(self.threads0, thread_times(self.pids), self.seconds)
 
 
 def run_epochs(loader, epochs, pids):
@@ -116,7 +146,8 @@ def run_epochs(loader, epochs, pids):
         for _ in range(epochs):
             for images, _labels in loader:
                 n += images.shape[0]
-    return {"rate": n / m.seconds, "cpu_ms": 1000 * m.cpu / n, "others": m.others}
+    return {"rate": n / m.seconds, "cpu_ms": 1000 * m.cpu / n, "others": m.others,
+            "idle": m.idle}
 
 
 def bench_batchcast(data, workers, epochs):
@@ -165,7 +196,8 @@ def bench_dataloader(data, workers, epochs):
 
 
 def fmt(r):
-    return f"{r['rate']:6.0f} img/s {r['cpu_ms']:5.2f} cpu-ms/img"
+    return (f"{r['rate']:6.0f} img/s {r['cpu_ms']:5.2f} cpu-ms/img, workers asleep "
+            f"{100 * r['idle']:.0f}%")
 
 
 def main():
@@ -207,15 +239,18 @@ def main():
     print(f"\nmedians over {args.rounds} rounds ({args.epochs} measured epochs of "
           f"{args.images} images each):")
     print(f"{'workers':>7} {'batchcast img/s':>16} {'cpu-ms/img':>10} {'DataLoader img/s':>17} "
-          f"{'cpu-ms/img':>10} {'ratio':>6} {'CPU ratio':>9} {'others (cores)':>15}")
+          f"{'cpu-ms/img':>10} {'ratio':>6} {'CPU ratio':>9} {'asleep bc/DL':>12} "
+          f"{'others (cores)':>15}")
     for w in args.workers:
         med = {s: {k: statistics.median(x[k] for x in results[(w, s)])
-                   for k in ("rate", "cpu_ms", "others")} for s in sides}
+                   for k in ("rate", "cpu_ms", "others", "idle")} for s in sides}
         others = statistics.median(x["others"] for s in sides for x in results[(w, s)])
         print(f"{w:>7} {med['batchcast']['rate']:>16.0f} {med['batchcast']['cpu_ms']:>10.2f} "
               f"{med['DataLoader']['rate']:>17.0f} {med['DataLoader']['cpu_ms']:>10.2f} "
               f"{statistics.median(ratios[w]):>6.2f} "
-              f"{med['DataLoader']['cpu_ms'] / med['batchcast']['cpu_ms']:>9.2f} {others:>15.2f}")
+              f"{med['DataLoader']['cpu_ms'] / med['batchcast']['cpu_ms']:>9.2f} "
+              f"{100 * med['batchcast']['idle']:>5.0f}%/{100 * med['DataLoader']['idle']:>4.0f}% "
+              f"{others:>15.2f}")
 
 
 if __name__ == "__main__":
