@@ -1,19 +1,48 @@
 #!/usr/bin/env python3
-"""Images/s per core: batchcast's CPU pipeline against a torch DataLoader.
+"""Images/s: batchcast's CPU pipeline against a torch DataLoader, same workers.
 
-Both run the ImageNet train transform (RandomResizedCrop 224, horizontal flip,
-ToTensor/Normalize, float32, NCHW) on the same ImageNet-like folder, side by
-side in one run, with the same number of workers:
+    BATCHCAST_BUILD_DIR=build PYTHONPATH=build/python /usr/bin/python3 \\
+        benchmarks/cpu_pipeline_vs_dataloader.py [--images 2000] [--workers 1 2] \\
+        [--rounds 3] [--epochs 2] [--data DIR]
 
-  /usr/bin/python3 benchmarks/cpu_pipeline_vs_dataloader.py [--images 2000] [--workers 1 2]
+Both sides run torchvision's ImageNet train transform (RandomResizedCrop(224),
+RandomHorizontalFlip(), ToTensor(), Normalize(ImageNet mean/std): float32
+NCHW) on the same ImageNet-like folder, batch 64, shuffled, with the same
+number of workers, and are consumed the same way: a Python loop in this
+process that takes each batch as torch tensors and touches nothing else.
 
-batchcast: `batchcast-server serve DATA --workers N` and one consumer process
-reading as fast as it can (zero copy); the rate is taken over whole epochs
-after the first. DataLoader: torchvision ImageFolder + the same transforms,
-num_workers=N, batch 64, also after a warm-up epoch.
+  batchcast   `batchcast-server serve DATA --workers N --transform train
+              --dtype float32` (N decode threads), read by `batchcast.Loader`
+              (zero-copy tensors over the shared ring) in this process.
+  DataLoader  `ImageFolder(DATA, transform)` + `DataLoader(num_workers=N,
+              shuffle=True, persistent_workers=True, pin_memory=False)`, every
+              other setting torch's default (prefetch_factor 2, PIL decode).
+
+Method: each measurement runs one warm-up epoch (server start, header scan,
+ring fill / worker start-up) and then --epochs measured epochs; its rate is
+images / wall seconds over the measured epochs. The rounds alternate which
+side runs first, and the table gives the median over the rounds of each side
+and of the per-round ratio (both sides of a round ran back to back, so the
+ratio sees the same load). The "CPU ratio" is the DataLoader's CPU per image
+over batchcast's: unlike the rates, it hardly depends on the share of the
+cores each side got on a shared machine. Next to each rate: the CPU seconds
+the side used per image (its server or worker processes plus this process);
+"workers asleep", the median over the side's working threads (those that
+ran at least half as much as the busiest) of the share of the wall time
+they were neither running nor waiting for a core (/proc/PID/task/*/
+schedstat): near 0 the side is CPU-bound, high it stalls; and "others", the
+cores that processes other than this benchmark kept busy meanwhile (from
+/proc/stat), which is the load that was sharing the machine.
+
+The JPEGs are read from the page cache (the dataset is small; a second run
+finds it there), as for any dataset that fits in memory. Neither side caches
+decoded images: batchcast's CPU path decodes every sample of every epoch
+(the device cache exists only on the GPU path), so the rates hold for
+datasets of any size whose files the OS can read this fast.
 """
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -21,6 +50,11 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("BATCHCAST_BUILD_DIR", os.path.join(ROOT, "build"))
+sys.path.insert(0, os.path.join(BUILD, "python"))
+TICK = os.sysconf("SC_CLK_TCK")
+MEAN = [0.485, 0.456, 0.406]
+STD = [0.229, 0.224, 0.225]
+BATCH = 64
 
 
 def make_dataset(path, images):
@@ -34,64 +68,189 @@ def make_dataset(path, images):
     subprocess.run(args, check=True)
 
 
+def read_all(data):
+    """Reads every file once, so that both sides find them in the page cache."""
+    n = 0
+    for root, _dirs, files in os.walk(data):
+        for f in files:
+            with open(os.path.join(root, f), "rb") as fh:
+                n += len(fh.read())
+    return n
+
+
+def process_cpu_seconds(pid):
+    """utime + stime of one process (all its threads), in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def machine_busy_seconds():
+    """CPU seconds all processes of the machine spent busy (not idle/iowait)."""
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    idle = values[3] + values[4]
+    return (sum(values[:8]) - idle) / TICK
+
+
+def thread_times(pids):
+    """{(pid, tid): (ns on a CPU, ns runnable waiting for a CPU)} of every thread."""
+    times = {}
+    for pid in pids:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    on, wait = f.read().split()[:2]
+            except OSError:  # the thread ended
+                continue
+            times[(pid, tid)] = (int(on), int(wait))
+    return times
+
+
+def idle_fraction(t0, t1, seconds):
+    """Median over the side's working threads (those that ran at least half as
+    much as the busiest) of the fraction of the wall time they were asleep:
+    neither running nor waiting for a core. High means the side stalls."""
+    deltas = [((t1[k][0] - t0[k][0]) / 1e9, (t1[k][1] - t0[k][1]) / 1e9) for k in t1 if k in t0]
+    busiest = max((on for on, _ in deltas), default=0.0)
+    asleep = [max(0.0, 1 - (on + wait) / seconds) for on, wait in deltas if on >= busiest / 2]
+    return statistics.median(asleep) if asleep else 0.0
+
+
+class Meter:
+    """Wall time, the CPU seconds of `pids`, the busy time of everything else,
+    and how much of the time the working threads of `pids` were asleep."""
+
+    def __init__(self, pids):
+        self.pids = pids
+
+    def __enter__(self):
+        self.t0 = time.perf_counter()
+        self.cpu0 = sum(process_cpu_seconds(p) for p in self.pids)
+        self.busy0 = machine_busy_seconds()
+        self.threads0 = thread_times(self.pids)
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = time.perf_counter() - self.t0
+        self.cpu = sum(process_cpu_seconds(p) for p in self.pids) - self.cpu0
+        self.others = max(0.0, machine_busy_seconds() - self.busy0 - self.cpu) / self.seconds
+        self.idle = idle_fraction(self.threads0, thread_times(self.pids), self.seconds)
+
+
+def run_epochs(loader, epochs, pids):
+    n = 0
+    for images, _labels in loader:  # warm-up epoch
+        pass
+    with Meter(pids) as m:
+        for _ in range(epochs):
+            for images, _labels in loader:
+                n += images.shape[0]
+    return {"rate": n / m.seconds, "cpu_ms": 1000 * m.cpu / n, "others": m.others,
+            "idle": m.idle}
+
+
 def bench_batchcast(data, workers, epochs):
+    import batchcast
+    server_bin = os.path.join(BUILD, "tools", "batchcast-server")
     name = f"bench-cpu-{os.getpid()}-{workers}"
+    log = tempfile.TemporaryFile(mode="w+")
     server = subprocess.Popen(
-        [os.path.join(BUILD, "tools", "batchcast-server"), "serve", data, "--name", name,
-         "--workers", str(workers), "--batch-size", "64", "--window", "8", "--size", "224",
-         "--dtype", "float32", "--transform", "train", "--status-interval", "0",
-         "--log-level", "warn"])
+        [server_bin, "serve", data, "--name", name, "--workers", str(workers),
+         "--batch-size", str(BATCH), "--window", "8", "--size", "224", "--dtype", "float32",
+         "--transform", "train", "--status-interval", "0", "--log-level", "warn"],
+        stdout=log, stderr=subprocess.STDOUT)
     try:
         for _ in range(600):  # the server scans the headers first
-            if subprocess.run([os.path.join(BUILD, "tools", "batchcast-server"), "stat", name],
-                              capture_output=True).returncode == 0:
+            if subprocess.run([server_bin, "stat", name], capture_output=True).returncode == 0:
                 break
             time.sleep(0.1)
-        consumer = subprocess.run(
-            [os.path.join(BUILD, "examples", "consumer"), name, "--batch-size", "64",
-             "--epochs", str(epochs)], capture_output=True, text=True, check=True)
+        with batchcast.Loader(name, batch_size=BATCH) as loader:
+            return run_epochs(loader, epochs, [server.pid, os.getpid()])
+    except BaseException:
+        log.seek(0)
+        sys.stderr.write(log.read())
+        raise
     finally:
         server.terminate()
         server.wait()
-    rates = [float(line.split(" samples/s")[0].rsplit(",", 1)[1])
-             for line in consumer.stdout.splitlines() if "samples/s" in line]
-    return sum(rates[1:]) / len(rates[1:])  # epochs after the first
+        log.close()
 
 
 def bench_dataloader(data, workers, epochs):
     import torch
     import torchvision.datasets as datasets
     import torchvision.transforms as T
-    torch.set_num_threads(1)
     tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
-                    T.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])])
-    ds = datasets.ImageFolder(data, transform=tf)
-    loader = torch.utils.data.DataLoader(ds, batch_size=64, shuffle=True, num_workers=workers,
-                                         drop_last=True, persistent_workers=True)
-    rates = []
-    for _ in range(epochs):
-        t0 = time.perf_counter()
-        n = 0
-        for images, _labels in loader:
-            n += images.shape[0]
-        rates.append(n / (time.perf_counter() - t0))
-    return sum(rates[1:]) / len(rates[1:])
+                    T.Normalize(mean=MEAN, std=STD)])
+    loader = torch.utils.data.DataLoader(
+        datasets.ImageFolder(data, transform=tf), batch_size=BATCH, shuffle=True,
+        num_workers=workers, drop_last=True, persistent_workers=True, pin_memory=False)
+    it = iter(loader)  # starts the persistent workers: their pids
+    pids = [w.pid for w in it._workers] + [os.getpid()]
+    del it
+    try:
+        return run_epochs(loader, epochs, pids)
+    finally:
+        del loader
+
+
+def fmt(r):
+    return (f"{r['rate']:6.0f} img/s {r['cpu_ms']:5.2f} cpu-ms/img, workers asleep "
+            f"{100 * r['idle']:.0f}%")
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--images", type=int, default=2000)
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
-    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=2, help="measured epochs per run")
     p.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "batchcast-bench-cpu"))
     args = p.parse_args()
+    import torch
+    import torchvision
+    import PIL
+    torch.set_num_threads(1)  # this process only iterates
     make_dataset(args.data, args.images)
-    print(f"dataset {args.data}: {args.images} images; machine: {os.cpu_count()} cores")
-    print(f"{'workers':>7} {'batchcast img/s':>16} {'per core':>9} {'DataLoader img/s':>17} {'per core':>9} {'ratio':>6}")
+    size = read_all(args.data)
+    print(f"dataset {args.data}: {size / 2**20:.0f} MiB, read once so that it is in the page "
+          f"cache; machine: {os.cpu_count()} cores; "
+          f"torch {torch.__version__}, torchvision {torchvision.__version__}, "
+          f"Pillow {PIL.__version__}; load avg {os.getloadavg()[0]:.2f}", flush=True)
+    sides = {"batchcast": bench_batchcast, "DataLoader": bench_dataloader}
+    results = {(w, s): [] for w in args.workers for s in sides}
+    ratios = {w: [] for w in args.workers}
+    for r in range(args.rounds):
+        for w in args.workers:
+            order = list(sides) if r % 2 == 0 else list(reversed(sides))
+            got = {}
+            for s in order:
+                got[s] = sides[s](args.data, w, args.epochs)
+                results[(w, s)].append(got[s])
+            ratio = got["batchcast"]["rate"] / got["DataLoader"]["rate"]
+            ratios[w].append(ratio)
+            print(f"round {r} workers {w}: batchcast {fmt(got['batchcast'])} (others "
+                  f"{got['batchcast']['others']:.2f} cores) | DataLoader {fmt(got['DataLoader'])} "
+                  f"(others {got['DataLoader']['others']:.2f} cores) | ratio {ratio:.2f}, "
+                  f"CPU ratio {got['DataLoader']['cpu_ms'] / got['batchcast']['cpu_ms']:.2f}",
+                  flush=True)
+    print(f"\nmedians over {args.rounds} rounds ({args.epochs} measured epochs of "
+          f"{args.images} images each):")
+    print(f"{'workers':>7} {'batchcast img/s':>16} {'cpu-ms/img':>10} {'DataLoader img/s':>17} "
+          f"{'cpu-ms/img':>10} {'ratio':>6} {'CPU ratio':>9} {'asleep bc/DL':>12} "
+          f"{'others (cores)':>15}")
     for w in args.workers:
-        bc = bench_batchcast(args.data, w, args.epochs)
-        dl = bench_dataloader(args.data, w, args.epochs)
-        print(f"{w:>7} {bc:>16.0f} {bc / w:>9.0f} {dl:>17.0f} {dl / w:>9.0f} {bc / dl:>6.2f}", flush=True)
+        med = {s: {k: statistics.median(x[k] for x in results[(w, s)])
+                   for k in ("rate", "cpu_ms", "others", "idle")} for s in sides}
+        others = statistics.median(x["others"] for s in sides for x in results[(w, s)])
+        print(f"{w:>7} {med['batchcast']['rate']:>16.0f} {med['batchcast']['cpu_ms']:>10.2f} "
+              f"{med['DataLoader']['rate']:>17.0f} {med['DataLoader']['cpu_ms']:>10.2f} "
+              f"{statistics.median(ratios[w]):>6.2f} "
+              f"{med['DataLoader']['cpu_ms'] / med['batchcast']['cpu_ms']:>9.2f} "
+              f"{100 * med['batchcast']['idle']:>5.0f}%/{100 * med['DataLoader']['idle']:>4.0f}% "
+              f"{others:>15.2f}")
 
 
 if __name__ == "__main__":

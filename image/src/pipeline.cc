@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <mutex>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
@@ -10,79 +9,10 @@
 
 #include "batchcast/core/check.h"
 #include "batchcast/image/crop_planner.h"
-#include "batchcast/image/half.h"
+#include "sample_writer.h"
 
 namespace batchcast::image {
 namespace {
-
-// Writes the 3 output channels of a size x size image from `src` (kSrcC = 1:
-// gray, replicated; 3: RGB), mapping each byte through the channel's table.
-template <typename T, int kSrcC>
-void EmitNchw(const uint8_t* src, size_t stride, int size, bool flip, const T* lut, T* out) {
-  const size_t plane = static_cast<size_t>(size) * size;
-  for (int c = 0; c < 3; ++c) {
-    const T* table = lut + 256 * c;
-    const int sc = kSrcC == 1 ? 0 : c;
-    T* dst = out + plane * c;
-    for (int y = 0; y < size; ++y, dst += size) {
-      const uint8_t* row = src + stride * y + sc;
-      if (!flip) {
-        for (int x = 0; x < size; ++x) dst[x] = table[row[x * kSrcC]];
-      } else {
-        const uint8_t* last = row + (size - 1) * kSrcC;
-        for (int x = 0; x < size; ++x) dst[x] = table[last[-x * kSrcC]];
-      }
-    }
-  }
-}
-
-template <typename T, int kSrcC>
-void EmitNhwc(const uint8_t* src, size_t stride, int size, bool flip, const T* lut, T* out) {
-  const T* t0 = lut;
-  const T* t1 = lut + 256;
-  const T* t2 = lut + 512;
-  constexpr int k1 = kSrcC == 1 ? 0 : 1;
-  constexpr int k2 = kSrcC == 1 ? 0 : 2;
-  T* dst = out;
-  for (int y = 0; y < size; ++y) {
-    const uint8_t* row = src + stride * y;
-    if (!flip) {
-      for (int x = 0; x < size; ++x, dst += 3) {
-        const uint8_t* p = row + x * kSrcC;
-        dst[0] = t0[p[0]];
-        dst[1] = t1[p[k1]];
-        dst[2] = t2[p[k2]];
-      }
-    } else {
-      for (int x = size - 1; x >= 0; --x, dst += 3) {
-        const uint8_t* p = row + x * kSrcC;
-        dst[0] = t0[p[0]];
-        dst[1] = t1[p[k1]];
-        dst[2] = t2[p[k2]];
-      }
-    }
-  }
-}
-
-template <typename T>
-void EmitTyped(const uint8_t* src, size_t stride, int src_channels, int size, bool nchw, bool flip,
-               const uint8_t* lut_bytes, void* out) {
-  const T* lut = reinterpret_cast<const T*>(lut_bytes);
-  T* dst = static_cast<T*>(out);
-  if (nchw) {
-    if (src_channels == 1) {
-      EmitNchw<T, 1>(src, stride, size, flip, lut, dst);
-    } else {
-      EmitNchw<T, 3>(src, stride, size, flip, lut, dst);
-    }
-  } else {
-    if (src_channels == 1) {
-      EmitNhwc<T, 1>(src, stride, size, flip, lut, dst);
-    } else {
-      EmitNhwc<T, 3>(src, stride, size, flip, lut, dst);
-    }
-  }
-}
 
 void LimitOpenCvThreads() {
   static std::once_flag once;
@@ -92,48 +22,17 @@ void LimitOpenCvThreads() {
 }  // namespace
 
 struct CpuImagePipeline::Scratch {
+  explicit Scratch(const TransformOptions& options) : writer(options) {}
+  SampleWriter writer;
   cv::Mat resized;
 };
 
 CpuImagePipeline::CpuImagePipeline(TransformOptions options, PipelineTuning tuning)
-    : options_(options), tuning_(tuning), scratch_(std::make_unique<Scratch>()) {
+    : options_(options), tuning_(tuning) {
   const Status valid = ValidateTransformOptions(options_);
   BATCHCAST_CHECK(valid.ok()) << valid.ToString();
   LimitOpenCvThreads();
-
-  // Tables: byte v of channel c -> output element. Normalization is computed in
-  // float32 as torchvision does (ToTensor: v / 255; Normalize: (t - mean) / std),
-  // then rounded to the 16-bit formats, so for a given resized byte the output
-  // is bit-identical to torch's.
-  const size_t elem = DTypeSize(options_.dtype);
-  lut_.assign(3 * 256 * elem, 0);
-  for (int c = 0; c < 3; ++c) {
-    for (int v = 0; v < 256; ++v) {
-      const size_t i = static_cast<size_t>(c) * 256 + v;
-      const float t = static_cast<float>(v) / 255.0f;
-      const float normalized = (t - options_.mean[c]) / options_.std[c];
-      switch (options_.dtype) {
-        case DType::kFloat32:
-          std::memcpy(lut_.data() + i * 4, &normalized, 4);
-          break;
-        case DType::kFloat16: {
-          const uint16_t h = FloatToHalf(normalized);
-          std::memcpy(lut_.data() + i * 2, &h, 2);
-          break;
-        }
-        case DType::kBFloat16: {
-          const uint16_t b = FloatToBFloat16(normalized);
-          std::memcpy(lut_.data() + i * 2, &b, 2);
-          break;
-        }
-        case DType::kUInt8:
-          lut_[i] = static_cast<uint8_t>(v);
-          break;
-        default:
-          BATCHCAST_CHECK(false) << "unsupported dtype";
-      }
-    }
-  }
+  scratch_ = std::make_unique<Scratch>(options_);
 }
 
 CpuImagePipeline::~CpuImagePipeline() = default;
@@ -209,7 +108,7 @@ Status CpuImagePipeline::Run(std::span<const uint8_t> jpeg, const CropParams* fi
     const int y1 = std::max(y0 + 1, round_edge(plan.box_y + plan.box_h, plan.rect.h));
     const cv::Mat src = decoded(cv::Rect(x0, y0, x1 - x0, y1 - y0));
     if (src.cols == size && src.rows == size) {
-      Emit(src.data, src.step, channels, crop.flip, out);
+      scratch_->writer.Write(src.data, src.step, channels, crop.flip, out);
       return Status::Ok();
     }
     cv::resize(src, resized, cv::Size(size, size), 0, 0, area ? cv::INTER_AREA : cv::INTER_LINEAR);
@@ -224,27 +123,8 @@ Status CpuImagePipeline::Run(std::span<const uint8_t> jpeg, const CropParams* fi
     cv::warpAffine(decoded, resized, dst_to_src, cv::Size(size, size),
                    cv::INTER_LINEAR | cv::WARP_INVERSE_MAP, cv::BORDER_REPLICATE);
   }
-  Emit(resized.data, resized.step, channels, crop.flip, out);
+  scratch_->writer.Write(resized.data, resized.step, channels, crop.flip, out);
   return Status::Ok();
-}
-
-void CpuImagePipeline::Emit(const uint8_t* src, size_t src_stride, int src_channels, bool flip,
-                            void* out) const {
-  const int size = options_.size;
-  const bool nchw = options_.nchw;
-  switch (DTypeSize(options_.dtype)) {
-    case 4:
-      EmitTyped<float>(src, src_stride, src_channels, size, nchw, flip, lut_.data(), out);
-      break;
-    case 2:
-      EmitTyped<uint16_t>(src, src_stride, src_channels, size, nchw, flip, lut_.data(), out);
-      break;
-    case 1:
-      EmitTyped<uint8_t>(src, src_stride, src_channels, size, nchw, flip, lut_.data(), out);
-      break;
-    default:
-      BATCHCAST_CHECK(false) << "unsupported dtype size";
-  }
 }
 
 }  // namespace batchcast::image

@@ -34,12 +34,17 @@
 // low-pass), from the eval box rounding, and are largest at sharp edges. For a
 // given resized 8-bit image the float outputs are bit-identical to torch's.
 //
-// Speed (Release, one core of the 2-core dev VM, train/224/float32): about
-// 1,100 images/s on tools/make_dataset.py images (mostly 500x375, quality
-// 75..95), 0.5 to 0.9 ms per 500x375 JPEG; libjpeg's decode is ~75% of it
-// (`batchcast_imgtool --bench N`). torchvision on PIL does ~320/s there. No
-// per-image allocation beyond libjpeg's own per-image pools: the decode and
-// resize buffers grow to the largest image seen and are reused.
+// Speed (RelWithDebInfo, thread CPU time on the shared 2-core dev VM,
+// train/224/float32, tools/make_dataset.py images: mostly 500x375, quality
+// 75..95; `benchmarks/cpu_pipeline_cost DIR`): about 530 us per image (~1,900
+// images/s per core), of which ~365 us is the header and region decode and
+// the rest resize (~85 us, OpenCV) and the output pass (~40 us). The decode
+// is bound by entropy (Huffman) decoding, which no crop or DCT scale avoids:
+// a whole-image decode at 1/8 scale (almost nothing but entropy decoding)
+// costs ~335 us on the same files. torchvision on PIL costs ~2.5-3 ms of CPU
+// per image there. No per-image allocation beyond libjpeg's own per-image
+// pools: the decode and resize buffers grow to the largest image seen and
+// are reused.
 //
 // Thread-safety: NOT thread-safe; use one pipeline per worker thread (it owns a
 // libjpeg decoder and scratch buffers). The first pipeline constructed in a
@@ -51,11 +56,10 @@
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <vector>
 
+#include "batchcast/core/status.h"
 #include "batchcast/image/jpeg.h"
 #include "batchcast/image/transform.h"
-#include "batchcast/core/status.h"
 
 namespace batchcast::image {
 
@@ -98,15 +102,14 @@ class CpuImagePipeline {
  private:
   Status Run(std::span<const uint8_t> jpeg, const CropParams* fixed_crop, uint32_t epoch,
              int64_t index, void* out, CropParams* crop_used);
-  void Emit(const uint8_t* src, size_t src_stride, int src_channels, bool flip, void* out) const;
 
   TransformOptions options_;
   PipelineTuning tuning_;
   JpegDecoder decoder_;
-  // Per-channel lookup tables uint8 -> output element (3 x 256 elements of the dtype).
-  std::vector<uint8_t> lut_;
   struct Scratch;
-  std::unique_ptr<Scratch> scratch_;  // the resized image (OpenCV)
+  // The resized image (OpenCV) and the pass that writes the output
+  // (SampleWriter, image/src/sample_writer.h).
+  std::unique_ptr<Scratch> scratch_;
 };
 
 }  // namespace batchcast::image

@@ -1,0 +1,110 @@
+// cpu_pipeline_cost: thread CPU time per image of the CPU image pipeline and
+// of its stages, over the JPEGs of a folder (read into memory first), so that
+// the cost can be compared between versions on a machine shared with other
+// work (thread CPU time, unlike wall time, hardly moves with the load).
+//
+//   cpu_pipeline_cost DIR [--transform train|eval] [--size 224] [--dtype float32]
+//       [--passes 3] [--max-files 0]
+//
+// Prints, per image (median over the passes): the header alone, the header +
+// planned region decode, and the whole pipeline (header, decode, resize, flip,
+// normalize, dtype, layout), in microseconds of thread CPU time.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "batchcast/image/crop_planner.h"
+#include "batchcast/image/jpeg.h"
+#include "batchcast/image/pipeline.h"
+
+namespace {
+
+namespace img = batchcast::image;
+
+double ThreadCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// Median over the passes of fn(pass)'s thread CPU seconds, per file, in us.
+template <typename Fn>
+double MedianUs(int passes, size_t files, Fn fn) {
+  std::vector<double> per_pass;
+  for (int p = 0; p < passes; ++p) {
+    const double t0 = ThreadCpuSeconds();
+    fn(static_cast<uint32_t>(p));
+    per_pass.push_back(1e6 * (ThreadCpuSeconds() - t0) / static_cast<double>(files));
+  }
+  std::sort(per_pass.begin(), per_pass.end());
+  return per_pass[per_pass.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("Thread CPU time per image of the CPU image pipeline and its stages");
+  std::string dir, transform = "train", dtype = "float32";
+  int size = 224, passes = 3;
+  size_t max_files = 0;
+  app.add_option("dir", dir, "folder of JPEG files (searched recursively)")->required();
+  app.add_option("--transform", transform, "train or eval");
+  app.add_option("--size", size, "output size");
+  app.add_option("--dtype", dtype, "float32, float16, bfloat16 or uint8");
+  app.add_option("--passes", passes, "passes over the files (the median is printed)");
+  app.add_option("--max-files", max_files, "at most this many files (0: all)");
+  CLI11_PARSE(app, argc, argv);
+
+  std::vector<std::vector<uint8_t>> files;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    std::ifstream f(e.path(), std::ios::binary);
+    files.emplace_back(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    if (max_files > 0 && files.size() >= max_files) break;
+  }
+  img::TransformOptions options;
+  options.kind = transform == "eval" ? img::TransformOptions::Kind::kEval
+                                     : img::TransformOptions::Kind::kTrain;
+  options.size = size;
+  auto parsed = batchcast::ParseDType(dtype);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "%s\n", parsed.status().ToString().c_str());
+    return 2;
+  }
+  options.dtype = *parsed;
+
+  img::JpegDecoder decoder;
+  const double header = MedianUs(passes, files.size(), [&](uint32_t) {
+    for (const auto& f : files) (void)decoder.ReadHeader(f, 0);
+  });
+  size_t failed = 0;
+  const double decode = MedianUs(passes, files.size(), [&](uint32_t epoch) {
+    for (size_t i = 0; i < files.size(); ++i) {
+      auto info = decoder.ReadHeader(files[i], 0);
+      if (!info.ok()) continue;
+      const img::CropPlan plan =
+          img::PlanCrop(options, epoch, static_cast<int64_t>(i), info->width, info->height);
+      if (!decoder.Decode(plan.decode.scale_denom, plan.decode.rect, false).ok()) ++failed;
+    }
+  });
+  img::CpuImagePipeline pipeline(options);
+  std::vector<uint8_t> out(pipeline.output_bytes());
+  const double whole = MedianUs(passes, files.size(), [&](uint32_t epoch) {
+    for (size_t i = 0; i < files.size(); ++i) {
+      if (!pipeline.Process(files[i], epoch, static_cast<int64_t>(i), out.data()).ok()) ++failed;
+    }
+  });
+  std::printf(
+      "%zu files, %s %d %s, median of %d passes, us of thread CPU per image:\n"
+      "  header %.1f | header + region decode %.1f | pipeline %.1f (%.0f images/s per core)\n",
+      files.size(), transform.c_str(), size, dtype.c_str(), passes, header, decode, whole,
+      1e6 / whole);
+  if (failed > 0) std::printf("  %zu decodes failed\n", failed);
+  return 0;
+}
