@@ -37,6 +37,7 @@ uint32_t Consumer::producer_batch_size() const { return session_->welcome().prod
 uint32_t Consumer::window() const { return session_->welcome().window; }
 const std::vector<FieldSpec>& Consumer::fields() const { return session_->welcome().fields; }
 Result<std::string> Consumer::Stats() { return session_->Stats(); }
+const std::optional<GroupMembership>& Consumer::group() const { return session_->group(); }
 
 Device Consumer::device() const {
   for (const proto::Allocation& a : session_->welcome().allocations) {

@@ -74,6 +74,7 @@ Result<std::shared_ptr<Session>> Session::Open(const ConsumerOptions& options) {
     }
   }
   if (s->options_.name.empty()) s->options_.name = DefaultConsumerName();
+  BATCHCAST_ASSIGN_OR_RETURN(s->group_, ResolveGroup(options));
   BATCHCAST_RETURN_IF_ERROR(s->Handshake());
   BATCHCAST_ASSIGN_OR_RETURN(MappedRing ring, MappedRing::Map(s->welcome_));
   s->ring_.emplace(std::move(ring));
@@ -92,6 +93,11 @@ Status Session::Handshake() {
   h.drop_last = options_.drop_last;
   h.join = options_.join;
   h.prefetch = options_.prefetch;
+  if (group_) {
+    h.group = group_->group;
+    h.rank = group_->rank;
+    h.world_size = group_->world_size;
+  }
   MutexLock lock(&sock_mu_);
   try {
     socket_.connect(endpoint_);
