@@ -168,6 +168,7 @@ ConsumerGroup::Plan ConsumerGroup::PlanRank(uint32_t rank, const SlotTable& slot
   Plan p;
   while (EntryAt(r.next) == nullptr) {
     if (r.next - MinNext() >= max_ahead()) {
+      peers_waiting_ = true;
       p.kind = Plan::Kind::kWaitForPeers;
       return p;
     }
@@ -194,6 +195,7 @@ ConsumerGroup::Plan ConsumerGroup::PlanRank(uint32_t rank, const SlotTable& slot
 
 void ConsumerGroup::Delivered(uint32_t rank) {
   ranks_[rank].next += 1;
+  ++deliveries_;
   Trim();
 }
 

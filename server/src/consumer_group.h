@@ -13,6 +13,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "batchcast/core/join_policy.h"
@@ -97,6 +98,10 @@ class ConsumerGroup {
   Plan PlanRank(uint32_t rank, const SlotTable& slots, uint64_t stream_end);
   // `rank` got the entry PlanRank planned (a batch or END_OF_EPOCH).
   void Delivered(uint32_t rank);
+  // Entries delivered so far (to any rank).
+  uint64_t deliveries() const { return deliveries_; }
+  // Whether a rank was told kWaitForPeers since the last call.
+  bool TakePeersWaiting() { return std::exchange(peers_waiting_, false); }
   // The frontier's round cannot be completed: every slot is ready and still
   // needed by the frontier (more than half of the ring's seqs are holes), so
   // only the group can move (Note [Consumer epochs]).
@@ -172,6 +177,8 @@ class ConsumerGroup {
   bool failed_ = false;
   uint64_t passed_over_ = 0;
   uint64_t rounds_ = 0;  // rounds determined
+  uint64_t deliveries_ = 0;
+  bool peers_waiting_ = false;
   std::string left_reason_;  // the first departure's who_why
 };
 

@@ -285,16 +285,33 @@ void Scheduler::SendBatchLocked(Consumer& c, uint64_t from, uint32_t n, uint32_t
 }
 
 void Scheduler::ServeLocked(Consumer& c) {
+  ConsumerGroup* g = c.group;
+  const uint64_t deliveries = g != nullptr ? g->deliveries() : 0;
   while (!c.pending.empty() && ServeOneLocked(c)) {
+  }
+  // Peers that waited for this rank (ConsumerGroup::max_ahead) may go on.
+  std::vector<std::string> peers;
+  if (g != nullptr && g->deliveries() != deliveries && g->TakePeersWaiting()) {
+    for (uint32_t r = 0; r < g->spec().world_size; ++r) {
+      if (r != c.rank && g->HasRank(r)) peers.push_back(g->identity(r));
+    }
   }
   // A rank whose group broke was detached while being served.
   if (!c.attached && c.leases.empty()) RemoveLocked(c.identity, "its group broke");
+  for (const std::string& identity : peers) {
+    if (Consumer* p = Find(identity); p != nullptr && p->attached) ServeLocked(*p);
+  }
 }
 
 void Scheduler::ServeAllLocked() {
-  for (auto it = consumers_.begin(); it != consumers_.end();) {
-    Consumer& c = (it++)->second;  // serving may remove `c` (ServeLocked)
-    if (c.attached) ServeLocked(c);
+  // Serving one consumer may remove others (a rank whose group broke).
+  std::vector<std::string> identities;
+  identities.reserve(consumers_.size());
+  for (const auto& [identity, c] : consumers_) {
+    if (c.attached && !c.pending.empty()) identities.push_back(identity);
+  }
+  for (const std::string& identity : identities) {
+    if (Consumer* c = Find(identity); c != nullptr && c->attached) ServeLocked(*c);
   }
 }
 

@@ -87,8 +87,8 @@ void Scheduler::LeaveGroupLocked(Consumer& c, const std::string& why) {
     open_groups_.erase(it);
   }
   if (was_intact && g.RanksIn() != "none") {
-    BC_LOG_WARN("group '{}': {}; ranks {} get no batch beyond the ones it got", g.spec().name,
-                g.left_reason(), g.RanksIn());
+    BC_LOG_WARN("group '{}': {}; its peers (ranks {}) get no batch beyond the ones it got",
+                g.spec().name, g.left_reason(), g.RanksIn());
   }
 }
 
@@ -124,9 +124,8 @@ void Scheduler::ExpireFormingGroupsLocked(Clock::time_point now) {
     const std::string message =
         "group '" + g.spec().name + "' did not form: only ranks " + g.RanksIn() + " of " +
         std::to_string(g.spec().world_size) + " connected within " +
-        std::to_string(Seconds(config_.group_timeout)) + " s (group_timeout); ranks " +
-        g.RanksAbsent() +
-        " never did (every rank must connect to this same server; restart the job)";
+        std::to_string(Seconds(config_.group_timeout)) + " s (group_timeout), missing: " +
+        g.RanksAbsent() + " (every rank must connect to this same server; restart the job)";
     BC_LOG_WARN("{}", message);
     FailGroupLocked(g, StatusCode::kDeadlineExceeded, message);
   }
