@@ -23,7 +23,19 @@
 namespace {
 
 std::atomic<int> g_signal{0};
-void OnSignal(int sig) { g_signal = sig; }
+std::atomic<bool> g_serving{false};
+// Before the server is up (a long dataset scan), SIGINT/SIGTERM end the
+// process at once (nothing to clean up yet; a ring or socket made in the
+// last moments is reclaimed by the next server, Note [Server instance lock]);
+// afterwards they stop the server cleanly.
+void OnSignal(int sig) {
+  if (!g_serving.load()) {  // `serve` while starting
+    static const char kMsg[] = "batchcast-server: stopped by a signal while starting\n";
+    [[maybe_unused]] ssize_t n = write(STDERR_FILENO, kMsg, sizeof(kMsg) - 1);
+    _exit(128 + sig);
+  }
+  g_signal = sig;
+}
 
 batchcast::TerminalSize StdoutTerminalSize() {
   winsize ws{};
@@ -37,6 +49,7 @@ int Serve(batchcast::ServerOptions options, double status_interval) {
     std::cerr << "batchcast-server: " << server.status().ToString() << "\n";
     return 1;
   }
+  g_serving = true;
   std::cerr << "batchcast-server: serving '" << options.name << "' on " << (*server)->endpoint()
             << " (Ctrl-C stops)\n";
   const bool tty = isatty(STDERR_FILENO);
@@ -47,16 +60,19 @@ int Serve(batchcast::ServerOptions options, double status_interval) {
     if ((*server)->WaitFor(std::chrono::milliseconds(100))) break;
     const auto now = std::chrono::steady_clock::now();
     if (status_interval > 0 && now >= next_status) {
-      auto j = nlohmann::json::parse((*server)->StatsJson());
-      const uint64_t published = j.value("samples_published", uint64_t{0});
-      const double dt = std::chrono::duration<double>(now - last_time).count();
-      const double rate = dt > 0 ? static_cast<double>(published - last_published) / dt : 0.0;
-      last_published = published;
-      last_time = now;
-      if (tty) {
-        std::cerr << "\r\033[K" << batchcast::StatusLine(j, rate) << std::flush;
-      } else {
-        std::cerr << batchcast::StatusLine(j, rate) << "\n";
+      nlohmann::json j =
+          nlohmann::json::parse((*server)->StatsJson(), nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && !j.contains("error")) {
+        const uint64_t published = j.value("samples_published", uint64_t{0});
+        const double dt = std::chrono::duration<double>(now - last_time).count();
+        const double rate = dt > 0 ? static_cast<double>(published - last_published) / dt : 0.0;
+        last_published = published;
+        last_time = now;
+        if (tty) {
+          std::cerr << "\r\033[K" << batchcast::StatusLine(j, rate) << std::flush;
+        } else {
+          std::cerr << batchcast::StatusLine(j, rate) << "\n";
+        }
       }
       next_status = now + std::chrono::milliseconds(static_cast<int64_t>(status_interval * 1000));
     }
@@ -74,10 +90,9 @@ int Serve(batchcast::ServerOptions options, double status_interval) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  CLI::App app{
-      "batchcast-server: decode and augment each sample once, share batches with "
-      "several training processes"};
+int Main(int argc, char** argv) {
+  CLI::App app{"batchcast-server: decode and augment each sample once, share batches with "
+               "several training processes"};
   app.require_subcommand(1);
   app.fallthrough();  // --log-level may follow the subcommand
   std::string log_level = "info";
@@ -116,6 +131,7 @@ int main(int argc, char** argv) {
   batchcast::SetLogLevel(log_level);
 
   if (*stat && watch) {
+    g_serving = true;  // signals end the watch loop (exit 0), not the process
     signal(SIGINT, OnSignal);
     signal(SIGTERM, OnSignal);
     batchcast::WatchOptions w{stat_name, interval, stat_json, isatty(STDOUT_FILENO) != 0,
@@ -129,10 +145,21 @@ int main(int argc, char** argv) {
       std::cerr << "batchcast-server stat: " << r.status().ToString() << "\n";
       return 1;
     }
+    const nlohmann::json j = nlohmann::json::parse(*r, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) {
+      std::cerr << "batchcast-server stat: the server's reply is not a JSON object\n";
+      return 1;
+    }
+    if (j.contains("error")) {
+      std::cerr << "batchcast-server stat: the server could not make its stats: "
+                << j["error"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                << "\n";
+      return 1;
+    }
     if (stat_json) {
-      std::cout << nlohmann::json::parse(*r).dump(2) << "\n";
+      std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
-      std::cout << batchcast::StatsReport(nlohmann::json::parse(*r));
+      std::cout << batchcast::StatsReport(j);
     }
     return 0;
   }
@@ -151,4 +178,17 @@ int main(int argc, char** argv) {
   signal(SIGTERM, OnSignal);
   signal(SIGPIPE, SIG_IGN);
   return Serve(o, status_interval);
+}
+
+// Nothing a user types, a file name or a server's reply may abort the
+// program: whatever escapes is reported (exit 1).
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "batchcast-server: unexpected error: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "batchcast-server: unexpected error\n";
+  }
+  return 1;
 }

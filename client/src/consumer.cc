@@ -3,6 +3,7 @@
 #include "batchcast/client/consumer.h"
 
 #include "batch_state.h"
+#include "core/src/catch_all.h"
 #include "session.h"
 
 namespace batchcast {
@@ -13,20 +14,26 @@ Consumer::~Consumer() {
   if (session_) session_->Detach();
 }
 
+// The public calls run inside CatchAll (core/src/catch_all.h): whatever the
+// code below them throws reaches the caller as a Status.
 Result<std::unique_ptr<Consumer>> Consumer::Connect(ConsumerOptions options) {
-  BATCHCAST_ASSIGN_OR_RETURN(std::shared_ptr<internal::Session> session,
-                             internal::Session::Open(options));
-  std::unique_ptr<Consumer> consumer(new Consumer(std::move(session)));
-  consumer->cuda_stream_.store(options.cuda_stream);
-  return consumer;
+  return CatchAll("Consumer::Connect", [&]() -> Result<std::unique_ptr<Consumer>> {
+    BATCHCAST_ASSIGN_OR_RETURN(std::shared_ptr<internal::Session> session,
+                               internal::Session::Open(options));
+    std::unique_ptr<Consumer> consumer(new Consumer(std::move(session)));
+    consumer->cuda_stream_.store(options.cuda_stream);
+    return consumer;
+  });
 }
 
 Result<Batch> Consumer::Next() {
-  BATCHCAST_ASSIGN_OR_RETURN(proto::Message reply, session_->NextReply());
-  if (auto* e = std::get_if<proto::Error>(&reply)) return proto::ToStatus(*e);
-  if (auto* eoe = std::get_if<proto::EndOfEpoch>(&reply)) return internal::MakeEndOfEpoch(*eoe);
-  return internal::MakeBatch(session_, std::move(std::get<proto::Batch>(reply)),
-                             cuda_stream_.load());
+  return CatchAll("Consumer::Next", [this]() -> Result<Batch> {
+    BATCHCAST_ASSIGN_OR_RETURN(proto::Message reply, session_->NextReply());
+    if (auto* e = std::get_if<proto::Error>(&reply)) return proto::ToStatus(*e);
+    if (auto* eoe = std::get_if<proto::EndOfEpoch>(&reply)) return internal::MakeEndOfEpoch(*eoe);
+    return internal::MakeBatch(session_, std::move(std::get<proto::Batch>(reply)),
+                               cuda_stream_.load());
+  });
 }
 
 void Consumer::set_cuda_stream(CudaStreamRef cuda_stream) { cuda_stream_.store(cuda_stream); }
@@ -36,7 +43,9 @@ uint64_t Consumer::consumer_id() const { return session_->welcome().consumer_id;
 uint32_t Consumer::producer_batch_size() const { return session_->welcome().producer_batch_size; }
 uint32_t Consumer::window() const { return session_->welcome().window; }
 const std::vector<FieldSpec>& Consumer::fields() const { return session_->welcome().fields; }
-Result<std::string> Consumer::Stats() { return session_->Stats(); }
+Result<std::string> Consumer::Stats() {
+  return CatchAll("Consumer::Stats", [this] { return session_->Stats(); });
+}
 const std::optional<GroupMembership>& Consumer::group() const { return session_->group(); }
 
 Device Consumer::device() const {

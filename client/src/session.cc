@@ -2,10 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
+#include "core/src/catch_all.h"
 #include "core/src/logging.h"
 #include "core/src/runtime_dir.h"
+#include "server_probe.h"
 
 namespace batchcast::internal {
 
@@ -16,7 +19,8 @@ namespace {
 // The longest a released lease waits for a NEXT to carry it (Note [Client
 // socket ownership]); also the flush thread's period.
 constexpr std::chrono::milliseconds kReleaseFlush(10);
-// How often the server's pid is checked (when it is visible to us).
+// How often the server's pid is checked (when it is visible to us), and its
+// liveness while connecting (server_probe.h).
 constexpr std::chrono::milliseconds kPidCheck(100);
 
 std::string DefaultConsumerName() {
@@ -65,14 +69,7 @@ Result<std::shared_ptr<Session>> Session::Open(const ConsumerOptions& options) {
   if (options.prefetch == 0) return InvalidArgumentError("prefetch must be at least 1");
   std::shared_ptr<Session> s(new Session(options));
   BATCHCAST_ASSIGN_OR_RETURN(s->endpoint_, ResolveEndpoint(options.endpoint));
-  if (s->endpoint_.starts_with("ipc://")) {
-    const std::string path = s->endpoint_.substr(6);
-    if (!std::filesystem::exists(path)) {
-      return NotFoundError("no batchcast server at " + s->endpoint_ +
-                           " (no such socket); start one with `batchcast-server serve ... --name " +
-                           std::string(options.endpoint) + "`");
-    }
-  }
+  BATCHCAST_RETURN_IF_ERROR(CheckLocalServer(s->endpoint_, options.endpoint));
   if (s->options_.name.empty()) s->options_.name = DefaultConsumerName();
   BATCHCAST_ASSIGN_OR_RETURN(s->group_, ResolveGroup(options));
   BATCHCAST_RETURN_IF_ERROR(s->Handshake());
@@ -109,14 +106,21 @@ Status Session::Handshake() {
   while (fatal_.ok() && SteadyClock::now() < deadline) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
-    Poll(std::max(left, std::chrono::milliseconds(1)));
+    Poll(std::clamp(left, std::chrono::milliseconds(1), kPidCheck));
     zmq::message_t msg;
-    if (!socket_.recv(msg, zmq::recv_flags::dontwait)) continue;
+    if (!socket_.recv(msg, zmq::recv_flags::dontwait)) {
+      // A server that dies while we wait is noticed at once, not at the deadline.
+      BATCHCAST_RETURN_IF_ERROR(CheckLocalServer(endpoint_, options_.endpoint));
+      continue;
+    }
     Result<proto::Message> m = proto::Decode({static_cast<const uint8_t*>(msg.data()), msg.size()});
     if (!m.ok()) return m.status().WithContext("bad reply from " + endpoint_);
     if (auto* w = std::get_if<proto::Welcome>(&*m)) {
       welcome_ = std::move(*w);
       last_heard_ = SteadyClock::now();
+      // Say something at once: a consumer is "unconfirmed" until it does
+      // (Note [Peer limits], server/src/peer_guard.h).
+      Send(proto::Heartbeat{});
       return Status::Ok();
     }
     if (auto* e = std::get_if<proto::Error>(&*m)) {
@@ -182,6 +186,11 @@ void Session::Handle(proto::Message m) {
   }
   if (auto* e = std::get_if<proto::Error>(&m); e != nullptr && e->request_id == 0) {
     if (fatal_.ok()) fatal_ = proto::ToStatus(*e);
+    return;
+  }
+  if (auto* e = std::get_if<proto::Error>(&m);
+      e != nullptr && e->request_id == proto::kStatsRequestId) {
+    stats_error_ = proto::ToStatus(*e);  // a STATS refused (asked too often): not fatal
     return;
   }
   if (std::holds_alternative<proto::Batch>(m) || std::holds_alternative<proto::EndOfEpoch>(m) ||
@@ -264,6 +273,11 @@ Result<proto::Message> Session::NextReply() {
     Drain();
   }
   if (replies_.empty()) return fatal_;  // the server is gone, stopped, or evicted us
+  // Batches that came before a connection-level error are still delivered
+  // (a rank of a broken group gets what its peers got), but an error reply
+  // after it is its consequence ("this consumer left the stream", answering
+  // a NEXT sent before the error arrived): the cause is what the user sees.
+  if (!fatal_.ok() && std::holds_alternative<proto::Error>(replies_.front())) return fatal_;
   proto::Message reply = std::move(replies_.front());
   replies_.pop_front();
   if (auto* b = std::get_if<proto::Batch>(&reply)) {
@@ -279,13 +293,16 @@ Result<std::string> Session::Stats() {
   MutexLock lock(&sock_mu_);
   if (!fatal_.ok()) return fatal_;
   stats_reply_.reset();
+  stats_error_ = Status::Ok();
+  FlushReleases();  // so that the stats count the batches released so far
   Send(proto::Stats{});
   const auto deadline = SteadyClock::now() + std::chrono::seconds(5);
-  while (!stats_reply_ && fatal_.ok() && SteadyClock::now() < deadline) {
+  while (!stats_reply_ && stats_error_.ok() && fatal_.ok() && SteadyClock::now() < deadline) {
     Poll(std::chrono::milliseconds(50));
     Drain();
     KeepAlive();
   }
+  if (!stats_error_.ok()) return stats_error_;
   if (!stats_reply_) return fatal_.ok() ? DeadlineExceededError("no stats reply") : fatal_;
   return *std::exchange(stats_reply_, std::nullopt);
 }
@@ -318,22 +335,32 @@ void Session::ReleaseAfter(uint64_t lease_id, CompletionTokens tokens) {
   ledger_.ReleaseAfter(lease_id, std::move(tokens));
 }
 
+void Session::KeepAliveOrFail() {
+  try {
+    if (fatal_.ok()) {
+      Drain();
+      KeepAlive();
+    }
+  } catch (...) {
+    if (fatal_.ok()) fatal_ = UnexpectedException("the consumer's flush thread");
+  }
+}
 
 void Session::FlushLoop() {
-  while (true) {
-    {
-      MutexLock lock(&flush_mu_);
-      if (!flush_stop_) flush_cv_.WaitFor(&flush_mu_, kReleaseFlush);
-      if (flush_stop_) return;
-    }
-    if (sock_mu_.TryLock()) {
-      if (fatal_.ok()) {
-        Drain();
-        KeepAlive();
+  const Status s = CatchAll("the consumer's flush thread", [this] {
+    while (true) {
+      {
+        MutexLock lock(&flush_mu_);
+        if (!flush_stop_) flush_cv_.WaitFor(&flush_mu_, kReleaseFlush);
+        if (flush_stop_) return;
       }
-      sock_mu_.Unlock();
+      if (sock_mu_.TryLock()) {
+        KeepAliveOrFail();
+        sock_mu_.Unlock();
+      }
     }
-  }
+  });
+  if (!s.ok()) BC_LOG_ERROR("{}", s.message());
 }
 
 }  // namespace batchcast::internal

@@ -49,7 +49,8 @@ class Session {
  public:
   // Connects to options.endpoint, says HELLO, waits for WELCOME (up to
   // options.connect_timeout) and maps the ring. NotFound when no server
-  // socket exists there, Unavailable when it does not answer, the server's
+  // socket exists there, Unavailable when it does not answer or, on this
+  // machine, is not running (told at once: server_probe.h), the server's
   // refusal (InvalidArgument, ...) or the mapping's error otherwise.
   static Result<std::shared_ptr<Session>> Open(const ConsumerOptions& options);
   // Waits for the GPU work of pending device leases (Note [Device leases]),
@@ -96,8 +97,10 @@ class Session {
   void TopUp() BC_REQUIRES(sock_mu_);
   void FlushReleases() BC_REQUIRES(sock_mu_);
   std::vector<uint64_t> TakeReleases() BC_REQUIRES(sock_mu_) BC_EXCLUDES(lease_mu_);
-  // The flush thread (Note [Client socket ownership]).
+  // The flush thread (Note [Client socket ownership]); an exception never
+  // escapes it: one from the socket work makes the session fatal.
   void FlushLoop() BC_EXCLUDES(flush_mu_, sock_mu_, lease_mu_);
+  void KeepAliveOrFail() BC_REQUIRES(sock_mu_);
 
   // Fixed once Open() returned.
   ConsumerOptions options_;
@@ -117,6 +120,7 @@ class Session {
   bool detached_ BC_GUARDED_BY(sock_mu_) = false;
   Status fatal_ BC_GUARDED_BY(sock_mu_);
   std::optional<std::string> stats_reply_ BC_GUARDED_BY(sock_mu_);
+  Status stats_error_ BC_GUARDED_BY(sock_mu_);  // a STATS the server refused
   std::chrono::steady_clock::time_point last_heard_ BC_GUARDED_BY(sock_mu_);
   std::chrono::steady_clock::time_point last_sent_ BC_GUARDED_BY(sock_mu_);
   std::chrono::steady_clock::time_point last_pid_check_ BC_GUARDED_BY(sock_mu_);

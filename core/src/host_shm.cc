@@ -1,11 +1,41 @@
 #include "core/src/host_shm.h"
 
+#include <fcntl.h>
+#include <sys/statvfs.h>
+
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 namespace batchcast {
 
 namespace bip = boost::interprocess;
+
+namespace {
+
+constexpr const char* kShmDir = "/dev/shm";
+
+std::string GiB(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
+  return buf;
+}
+
+// ResourceExhausted when `bytes` more do not fit in /dev/shm now.
+Status CheckShmSpace(size_t bytes) {
+  struct statvfs vfs {};
+  if (statvfs(kShmDir, &vfs) != 0) return Status::Ok();  // cannot tell: let the allocation say
+  const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  const uint64_t total = static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;
+  if (bytes <= free_bytes) return Status::Ok();
+  return ResourceExhaustedError("needs " + GiB(bytes) + " (" + std::to_string(bytes) +
+                                " bytes) of shared memory, but " + kShmDir + " has " +
+                                GiB(free_bytes) + " free (of " + GiB(total) + ")");
+}
+
+}  // namespace
 
 struct HostSharedMemory::Impl {
   bip::shared_memory_object object;
@@ -30,11 +60,24 @@ Result<std::unique_ptr<HostSharedMemory>> HostSharedMemory::Create(const std::st
                                                                    size_t bytes) {
   if (bytes == 0) return InvalidArgumentError("shared memory of 0 bytes");
   Remove(name);
+  BATCHCAST_RETURN_IF_ERROR(CheckShmSpace(bytes));
   try {
     auto impl = std::make_unique<Impl>();
     impl->object = bip::shared_memory_object(bip::create_only, name.c_str(), bip::read_write,
                                              bip::permissions(0600));
     impl->object.truncate(static_cast<bip::offset_t>(bytes));
+    // Reserve every page now: a sparse object that outgrows /dev/shm later
+    // would kill the writer (and readers) with SIGBUS instead of an error.
+    const int err =
+        posix_fallocate(impl->object.get_mapping_handle().handle, 0, static_cast<off_t>(bytes));
+    if (err != 0 && err != EOPNOTSUPP && err != EINVAL) {
+      Remove(name);
+      Status space = CheckShmSpace(bytes);
+      return ResourceExhaustedError(space.ok()
+                                        ? "cannot reserve " + GiB(bytes) + " of shared memory in " +
+                                              kShmDir + ": " + std::strerror(err)
+                                        : space.message());
+    }
     impl->region = bip::mapped_region(impl->object, bip::read_write);
     return std::unique_ptr<HostSharedMemory>(new HostSharedMemory(name, true, std::move(impl)));
   } catch (const bip::interprocess_exception& e) {

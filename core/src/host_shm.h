@@ -3,8 +3,9 @@
 // The server Create()s the ring's host allocation under a name derived from the
 // server name; consumers Open() it read-only by the name sent in WELCOME.
 // The creator removes the name when the object is destroyed; a server killed
-// with SIGKILL leaves the name behind, and the next server with the same name
-// removes it at start (see Note [Server instance lock] in runtime_dir.h).
+// with SIGKILL leaves the name behind, and the next server this user starts
+// (of any name) removes it (ReclaimDeadServers, core/src/reclaim.h; Note
+// [Server instance lock] in runtime_dir.h).
 //
 // Thread-safety: the mapping is immutable after construction; the bytes inside
 // are synchronized by the protocol (Note [Leases]).
@@ -21,6 +22,8 @@ namespace batchcast {
 class HostSharedMemory {
  public:
   // Creates (replacing any stale object of that name) and maps read-write.
+  // Every page is reserved at once, so that running out of /dev/shm is this
+  // ResourceExhausted error (naming the sizes) and never a SIGBUS later.
   static Result<std::unique_ptr<HostSharedMemory>> Create(const std::string& name, size_t bytes);
   // Maps an existing object read-only. NotFound if it does not exist.
   static Result<std::unique_ptr<HostSharedMemory>> Open(const std::string& name);

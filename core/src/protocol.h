@@ -137,8 +137,12 @@ struct EndOfEpoch {
   bool operator==(const EndOfEpoch&) const = default;
 };
 
+// The request_id of an ERROR that answers a STATS (which carries no id),
+// e.g. when a peer asks too often; no NEXT ever has it.
+inline constexpr uint64_t kStatsRequestId = UINT64_MAX;
+
 struct Error {
-  uint64_t request_id = 0;  // 0 when not an answer to a NEXT
+  uint64_t request_id = 0;  // 0 when not an answer to a NEXT; kStatsRequestId for STATS
   StatusCode code = StatusCode::kInternal;
   std::string message;
   bool operator==(const Error&) const = default;

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json as _json
 from typing import Any, Dict, Optional
 
-from batchcast import _core
+from batchcast import _check, _core
 from batchcast import _errors
 from batchcast._errors import *  # noqa: F401,F403  (the exception classes; see _errors.__all__)
 from batchcast._loader import Loader
@@ -45,11 +45,14 @@ __version__ = _core.__version__
 def query_stats(endpoint_or_name: str, timeout: Optional[float] = 3.0) -> Dict[str, Any]:
     """The stats of a running server (as ``batchcast-server stat NAME --json``), without
     joining its stream. Raises NotFound when no server of that name runs."""
-    return _json.loads(_core.query_stats(str(endpoint_or_name), timeout))
+    endpoint = _check.text("endpoint_or_name", endpoint_or_name, path=True)
+    return _json.loads(_core.query_stats(endpoint, _check.seconds("timeout", timeout, positive=True)))
 
 
 def set_log_level(level: str) -> None:
     """The native library's log level: trace, debug, info (default), warn, error or off."""
+    if level not in ("trace", "debug", "info", "warn", "error", "off"):
+        _check.fail("level", "one of trace, debug, info, warn, error, off", level)
     _core.set_log_level(level)
 
 

@@ -3,12 +3,18 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar, Union
 
-from batchcast import _core
+from batchcast import _check, _core
 from batchcast._read_only import ReadOnly
 
 _JOINS = ("immediate", "next_epoch")
+T = TypeVar("T")
+
+
+def _optional(convert: Callable[[Any], T]) -> Callable[[Any], Optional[T]]:
+    """`convert`, keeping None."""
+    return lambda v: None if v is None else convert(v)
 
 
 def _is_tuple_layout(names: Tuple[str, ...]) -> bool:
@@ -49,6 +55,32 @@ class Loader:
         as_dict: yield ``{field: tensor}`` dicts instead of tuples. By default
             tuples are yielded when the fields are ``image, label[, field2...]``
             (the built-in pipeline, or a Producer fed tuples) and dicts otherwise.
+        group, rank, world_size: a *consumer group*: the Loaders of one server
+            that name the same ``group``, each with its own ``rank`` of
+            ``world_size``, split the stream as ``DistributedSampler`` would
+            (one group per DDP job): each epoch is cut into chunks of
+            ``batch_size`` samples, chunk k goes to rank ``k % world_size``,
+            every rank gets the same number of batches (``len(loader)``; the
+            last incomplete round is dropped for all, so ``drop_last`` must be
+            True) and the ranks together see each sample of the epoch once.
+            All ranks use the same ``batch_size``, ``join`` and ``world_size``.
+            Other groups and Loaders without one each get the whole stream.
+            Defaults come from the launcher: under ``torchrun`` (``LOCAL_RANK``,
+            ``LOCAL_WORLD_SIZE``) or SLURM (``SLURM_LOCALID``,
+            ``SLURM_NTASKS_PER_NODE``) with more than one local rank, the Loader
+            joins its job's group (``"torchrun:<run id>:<restart>"``,
+            ``"slurm:<job>.<step>"``) with its local rank; explicit arguments
+            win; ``group=False`` (or ``""``, or ``BATCHCAST_GROUP=none`` in the
+            environment) reads the whole stream anyway. A rank that dies or
+            leaves breaks its group: its peers get every batch it got, then
+            :class:`batchcast.Cancelled`; other groups go on. Ranks that do not
+            all connect within the server's ``group_timeout`` (60 s) get
+            :class:`batchcast.Timeout` naming the missing ones.
+
+    A wrong argument (type or value) is a :class:`batchcast.InvalidArgument`
+    naming it. Connecting to a server of this machine that is not running
+    (killed: its socket file is still there) raises
+    :class:`batchcast.ServerUnavailable` at once, not after ``connect_timeout``.
 
     Iteration: each ``for`` loop runs to the end of the consumer's current
     epoch and ends with ``StopIteration``; ``len(loader)`` is the number of
@@ -98,29 +130,50 @@ class Loader:
         connect_timeout: Optional[float] = 10.0,
         name: Optional[str] = None,
         as_dict: Optional[bool] = None,
+        group: Union[str, bool, None] = None,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
     ) -> None:
         import torch  # imported here so that `import batchcast` does not need torch
         import torch.utils.dlpack
 
+        # Every argument is checked here, so that a wrong one is an
+        # InvalidArgument naming it (batchcast/_check.py).
+        endpoint = _check.text("endpoint_or_name", endpoint_or_name, path=True)
         if join not in _JOINS:
-            raise ValueError(f"join must be 'immediate' or 'next_epoch', got {join!r}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or not 1 <= prefetch <= 65535:
-            raise ValueError(f"prefetch must be a positive integer, got {prefetch!r}")
+            _check.fail("join", "'immediate' or 'next_epoch'", join)
+        batch_size = _check.integer("batch_size", batch_size, 1, 2**32 - 1)
+        prefetch = _check.integer("prefetch", prefetch, 1, 65535)
+        drop_last = _check.boolean("drop_last", drop_last)
+        timeout = _check.seconds("timeout", timeout)
+        connect_timeout = _check.seconds("connect_timeout", connect_timeout, positive=True)
+        name = _check.text("name", name, optional=True)
+        as_dict = _check.boolean("as_dict", as_dict, optional=True)
+        if group is False:
+            group = ""  # no group, whatever the launcher says
+        elif group is not None and (not isinstance(group, str) or len(group.encode()) > 256):
+            _check.fail("group", "a group name (a string of at most 256 bytes), False or None",
+                        group)
+        rank = _check.integer("rank", rank, 0, 4095, optional=True)
+        world_size = _check.integer("world_size", world_size, 1, 4096, optional=True)
         self._torch = torch
         self._from_dlpack = getattr(torch._C, "_from_dlpack", None) or torch.utils.dlpack.from_dlpack
-        self._endpoint = os.fspath(endpoint_or_name)
+        self._endpoint = endpoint
         self._batch_size = batch_size
         self._core = _core.Consumer(
-            self._endpoint, batch_size, drop_last, join, prefetch, timeout, connect_timeout, name or ""
+            self._endpoint, batch_size, drop_last, join, prefetch, timeout, connect_timeout,
+            name or "", group=group, rank=rank, world_size=world_size,
         )
+        g = self._core.group
+        self._group: Optional[str] = g[0] if g else None
+        self._rank: Optional[int] = g[1] if g else None
+        self._world_size: Optional[int] = g[2] if g else None
         fields = self._core.fields
         self._fields: List[Tuple[str, str, Tuple[int, ...]]] = [
             (n, d, tuple(s)) for n, d, s in fields
         ]
         self._names = tuple(f[0] for f in self._fields)
-        self._as_dict = (not _is_tuple_layout(self._names)) if as_dict is None else bool(as_dict)
+        self._as_dict = (not _is_tuple_layout(self._names)) if as_dict is None else as_dict
         # DLPack (v0.6) has no bool: the ring exports it as uint8, viewed back here.
         self._bool_fields = frozenset(i for i, f in enumerate(self._fields) if f[1] == "bool")
         self._epoch = 0
@@ -200,6 +253,10 @@ class Loader:
                       "[(name, dtype name, per-sample shape)] of the server's samples.")
     skipped = ReadOnly("_core.skipped", int, 'Samples this consumer skipped (lag_policy="skip").')
     consumer_id = ReadOnly("_core.consumer_id", int)
+    group = ReadOnly("_group", _optional(str),
+                     "The consumer group it joined (given, or the launcher's), None without one.")
+    rank = ReadOnly("_rank", _optional(int), "Its rank in its group, None without a group.")
+    world_size = ReadOnly("_world_size", _optional(int), "Ranks in its group, None without a group.")
 
     def stats(self) -> Dict[str, Any]:
         """The server's stats (the JSON of ``batchcast-server stat NAME --json``) as a dict."""
@@ -222,4 +279,6 @@ class Loader:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"epoch {self._epoch}"
-        return f"batchcast.Loader({self._endpoint!r}, batch_size={self._batch_size}, {state})"
+        group = (f", group={self._group!r}, rank={self._rank}, world_size={self._world_size}"
+                 if self._group is not None else "")
+        return f"batchcast.Loader({self._endpoint!r}, batch_size={self._batch_size}{group}, {state})"

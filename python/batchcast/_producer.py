@@ -5,7 +5,7 @@ import itertools
 import threading
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from batchcast import _core
+from batchcast import _check, _core
 from batchcast._read_only import ReadOnly
 from batchcast._server import PRODUCER_OPTIONS, _check_options, _Serving, _wait
 
@@ -74,6 +74,9 @@ class Producer(_Serving):
             producer waits for that many Loaders before its first write),
             heartbeat_timeout, heartbeat_interval, max_leases, max_consumers.
 
+    A wrong argument (type or value) is a :class:`batchcast.InvalidArgument`
+    naming it.
+
     The first batch is drawn (and the server started, so ``.endpoint`` works)
     in the constructor; the rest of the iteration runs in a background thread.
     Errors of that thread (an exception of the iterable, a pass of the wrong
@@ -99,17 +102,25 @@ class Producer(_Serving):
         import torch.utils.dlpack
 
         _check_options("Producer", options, PRODUCER_OPTIONS)
+        # A wrong argument is an InvalidArgument naming it (batchcast/_check.py);
+        # window, name and the **options are checked by the server's option table.
+        device = _check.text("device", device)
+        epochs = _check.integer("epochs", epochs, 1, optional=True)
+        epoch_len = _check.integer("epoch_len", epoch_len, 1, optional=True)
+        batch_size = _check.integer("batch_size", batch_size, 1, optional=True)
+        start = _check.boolean("start", start)
         if device == "cuda":
             device = f"cuda:{torch.cuda.current_device()}"
         self._torch = torch
         self._from_dlpack = torch.utils.dlpack.from_dlpack
         self._dtypes = _dtype_names(torch)
         self._torch_dtypes = {v: k for k, v in self._dtypes.items()}
-        if epochs is not None and epochs < 1:
-            raise ValueError(f"epochs must be positive or None, got {epochs!r}")
         self._iterable = iterable
         self._epochs = epochs
-        iterator = iter(iterable)
+        try:
+            iterator = iter(iterable)
+        except TypeError:
+            _check.fail("iterable", "an iterable of batches", iterable)
         if iterator is iterable and epochs != 1:
             raise ValueError(
                 "the iterable is a one-shot iterator (e.g. a generator): it can serve one epoch "
@@ -133,7 +144,7 @@ class Producer(_Serving):
         if epoch_len is None:
             epoch_len = self._infer_epoch_len(iterable)
         if epoch_len < 1:
-            raise ValueError(f"epoch_len must be positive, got {epoch_len}")
+            _check.fail("epoch_len", "positive (the samples of one pass)", epoch_len)
         self._epoch_len = int(epoch_len)
         self._batch_size = int(batch_size)
         opts = dict(options)
@@ -317,6 +328,7 @@ class Producer(_Serving):
         stopped the producer. Returns False when `timeout` seconds passed first."""
         import time
 
+        timeout = _check.seconds("timeout", timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         if self._thread is not None:
             while self._thread.is_alive():

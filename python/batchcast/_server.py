@@ -7,7 +7,7 @@ import time
 import weakref
 from typing import Any, Dict, Optional, Union
 
-from batchcast import _core
+from batchcast import _check, _core
 from batchcast._read_only import ReadOnly
 
 #: Keyword arguments of batchcast.Server: the server's option table
@@ -111,7 +111,7 @@ class Server(_Serving):
         _check_options("Server", options, SERVER_OPTIONS)
         opts = dict(options)
         if data is not None:
-            opts["data"] = os.fspath(data)
+            opts["data"] = _check.text("data", data, path=True)
         self._attach(_core.Server.start(opts))
 
     epoch_len = ReadOnly("_core.epoch_len", int)
@@ -120,7 +120,7 @@ class Server(_Serving):
         """Blocks until the server finished: the stream ended (``epochs=``) and
         every consumer left, or a producer error (raised here), or close().
         Returns False when `timeout` seconds passed first."""
-        done = _wait(self._core, timeout)
+        done = _wait(self._core, _check.seconds("timeout", timeout))
         if done:
             self._core.check_status()
         return done

@@ -2,22 +2,24 @@
 //
 //   batchcast.BatchcastError(RuntimeError)          base of everything below
 //   InvalidArgument(BatchcastError, ValueError)      StatusCode::kInvalidArgument
-//   NotFound(BatchcastError, FileNotFoundError)      kNotFound (no server of that name: no socket file)
-//   ServerUnavailable(BatchcastError, ConnectionError) kUnavailable (server gone, stopped, not answering)
-//   Timeout(BatchcastError, TimeoutError)            kDeadlineExceeded
-//   ResourceExhausted(BatchcastError)                kResourceExhausted (evicted, too many leases, ...)
-//   Cancelled(BatchcastError)                        kCancelled
-//   EndOfStream(BatchcastError)                      kOutOfRange (the stream has ended)
-//   DataLoss(BatchcastError)                         kDataLoss
+//   NotFound(BatchcastError, FileNotFoundError)      kNotFound (no server of that name: no socket
+//   file) ServerUnavailable(BatchcastError, ConnectionError) kUnavailable (server gone, stopped,
+//   not answering) Timeout(BatchcastError, TimeoutError)            kDeadlineExceeded
+//   ResourceExhausted(BatchcastError)                kResourceExhausted (evicted, too many leases,
+//   ...) Cancelled(BatchcastError)                        kCancelled EndOfStream(BatchcastError)
+//   kOutOfRange (the stream has ended) DataLoss(BatchcastError)                         kDataLoss
 //   InternalError(BatchcastError)                    kInternal (a bug)
 //
 // str(exc) is exactly the Status message; exc.code is the code's name
-// ("Unavailable", ...). The classes are created here (so the translator can
-// raise them) and re-exported by batchcast/__init__.py; __module__ is
+// ("Unavailable", ...). Any other C++ exception that reaches Python (a bug:
+// the library reports failures as Status) becomes InternalError, never a
+// bare RuntimeError; pybind11's own (TypeError, ...) and MemoryError stay. The classes are created
+// here (so the translator can raise them) and re-exported by batchcast/__init__.py; __module__ is
 // "batchcast".
 #include <Python.h>
 
 #include <array>
+#include <stdexcept>
 
 #include "common.h"
 
@@ -89,6 +91,14 @@ void RegisterErrors(py::module_& m) {
       if (p) std::rethrow_exception(p);
     } catch (const StatusError& e) {
       SetPythonError(e.status());
+    } catch (const py::builtin_exception&) {
+      throw;  // pybind11's own: TypeError, ValueError, IndexError, ...
+    } catch (const py::error_already_set&) {
+      throw;
+    } catch (const std::bad_alloc&) {
+      throw;  // MemoryError
+    } catch (const std::exception& e) {
+      SetPythonError(InternalError(std::string("unexpected C++ exception: ") + e.what()));
     }
   });
 
@@ -97,6 +107,9 @@ void RegisterErrors(py::module_& m) {
     if (code <= 0 || code >= static_cast<int>(kNumCodes)) throw py::value_error("bad code");
     throw StatusError(Status(static_cast<StatusCode>(code), message));
   });
+  // For tests of the fallback: a C++ exception that is not a Status.
+  m.def("_raise_cpp_exception",
+        [](const std::string& message) { throw std::runtime_error(message); });
 }
 
 }  // namespace batchcast::pybind

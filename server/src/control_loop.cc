@@ -4,7 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/src/catch_all.h"
+#include "core/src/escape.h"
 #include "core/src/logging.h"
+#include "core/src/runtime_dir.h"
 
 namespace batchcast {
 namespace {
@@ -15,6 +18,17 @@ constexpr auto kTickPeriod = std::chrono::milliseconds(100);
 constexpr auto kPollTimeout = std::chrono::milliseconds(20);
 // Messages handled per loop turn at most, so that the outbox gets flushed too.
 constexpr int kMaxReceivesPerTurn = 1024;
+// Consumer names are shown (logs, stats, `batchcast-server stat`) escaped and
+// cut to this many bytes.
+constexpr size_t kMaxShownName = 128;
+// Malformed messages answered per peer (Note [Peer limits]); a peer that
+// keeps sending them is ignored, so that it cannot fill its send queue.
+constexpr uint64_t kMaxErrorReplies = 100;
+// Messages queued per peer, each way. A consumer has at most max_leases
+// batches and a few heartbeats in flight; a peer that stops reading cannot
+// make the server hold more than this many replies for it (it is dropped
+// when its queue is full), nor send more than this many ahead of the loop.
+constexpr int kQueuedMessagesPerPeer = 1000;
 
 std::string IpcPath(const std::string& endpoint) {
   return endpoint.starts_with("ipc://") ? endpoint.substr(6) : std::string();
@@ -39,7 +53,10 @@ void WakeFd::Drain() const {
 }
 
 ControlLoop::ControlLoop(ControlLoopOptions options, Scheduler* scheduler)
-    : options_(std::move(options)), scheduler_(scheduler) {}
+    : options_(std::move(options)),
+      scheduler_(scheduler),
+      endpoint_(options_.endpoint),
+      guard_(options_.peer_limits) {}
 
 Result<std::unique_ptr<ControlLoop>> ControlLoop::Create(ControlLoopOptions options,
                                                          Scheduler* scheduler) {
@@ -49,11 +66,20 @@ Result<std::unique_ptr<ControlLoop>> ControlLoop::Create(ControlLoopOptions opti
   zmq::socket_t& router = loop->router_.emplace(loop->context_, zmq::socket_type::router);
   router.set(zmq::sockopt::router_mandatory, 1);
   router.set(zmq::sockopt::linger, 0);
-  router.set(zmq::sockopt::sndhwm, 100000);
-  router.set(zmq::sockopt::rcvhwm, 100000);
+  router.set(zmq::sockopt::sndhwm, kQueuedMessagesPerPeer);
+  router.set(zmq::sockopt::rcvhwm, kQueuedMessagesPerPeer);
   router.set(zmq::sockopt::maxmsgsize, int64_t{1} << 20);
   const std::string path = IpcPath(endpoint);
-  if (!path.empty()) unlink(path.c_str());  // a leftover of a dead server (we hold the lock)
+  if (!path.empty()) {
+    // A socket file nobody listens on is a leftover of a dead server; one
+    // that is listened on belongs to a live server of another name.
+    if (ProbeSocket(path) == ServerProbe::State::kRunning) {
+      loop->router_.reset();
+      return UnavailableError("cannot bind " + endpoint +
+                              ": another server is listening there (pick another --endpoint)");
+    }
+    unlink(path.c_str());
+  }
   try {
     router.bind(endpoint);
   } catch (const zmq::error_t& e) {
@@ -61,6 +87,8 @@ Result<std::unique_ptr<ControlLoop>> ControlLoop::Create(ControlLoopOptions opti
     return UnavailableError("cannot bind " + endpoint + ": " + e.what());
   }
   if (!path.empty()) chmod(path.c_str(), 0600);
+  // tcp:// port 0 or *: the port the system picked.
+  if (endpoint.starts_with("tcp://")) loop->endpoint_ = router.get(zmq::sockopt::last_endpoint);
   // tcp://*:port binds every interface: say so, since the ring is local anyway.
   if (endpoint.starts_with("tcp://*") || endpoint.starts_with("tcp://0.0.0.0")) {
     BC_LOG_WARN("{} listens on every interface; consumers must still run on this machine",
@@ -108,47 +136,95 @@ void ControlLoop::FlushOutbox() {
   for (const Outgoing& o : outbox_) SendTo(o.identity, o.message);
 }
 
-void ControlLoop::HandleHello(const std::string& identity, const proto::Hello& hello) {
+void ControlLoop::Drop(const std::string& identity, const std::string& reason) {
+  scheduler_->Remove(identity, reason);
+  guard_.Forget(identity);
+  SendTo(identity, proto::Error{0, StatusCode::kResourceExhausted,
+                                "the server dropped this connection: " + reason});
+}
+
+void ControlLoop::HandleHello(const std::string& identity, proto::Hello hello) {
+  // The name is the peer's: shown escaped (logs, stats, `stat`), never raw.
+  hello.name = EscapeText(hello.name, kMaxShownName);
+  // So is the group's name (one escaping for every rank: they still match).
+  hello.group = EscapeText(hello.group);
   if (!hello.device.empty() && hello.device != options_.device_name) {
     SendTo(identity, proto::Error{0, StatusCode::kInvalidArgument,
                                   "this server's ring is on " + options_.device_name +
-                                      ", the consumer asked for " + hello.device});
+                                      ", the consumer asked for " + EscapeText(hello.device, 64)});
     return;
+  }
+  // Note [Peer limits]: consumers that said nothing since their HELLO make
+  // room for new ones.
+  const std::string silent = "it said nothing after its HELLO while others waited to join";
+  if (!scheduler_->HasConsumer(identity) && guard_.UnconfirmedFull()) {
+    if (auto victim = guard_.TakeOldestUnconfirmed()) Drop(*victim, silent);
   }
   // Over ipc:// the consumer's pid is one of this machine's.
   const bool same_host = options_.endpoint.starts_with("ipc://");
   Result<Scheduler::Admission> a = scheduler_->AddConsumer(identity, hello, same_host);
+  if (!a.ok() && a.status().code() == StatusCode::kResourceExhausted) {
+    if (auto victim = guard_.TakeOldestUnconfirmed()) {
+      Drop(*victim, silent);
+      a = scheduler_->AddConsumer(identity, hello, same_host);
+    }
+  }
   if (!a.ok()) {
-    BC_LOG_WARN("refused consumer '{}' (pid {}): {}", hello.name, hello.pid, a.status().message());
+    BC_LOG_WARN_LIMITED("refused consumer '{}' (pid {}): {}", hello.name, hello.pid,
+                        a.status().message());
     SendTo(identity, proto::Error{0, a.status().code(), a.status().message()});
     return;
   }
+  guard_.OnWelcomed(identity, Clock::now());
   proto::Welcome w = options_.welcome;
   w.consumer_id = a->consumer_id;
   w.batches_per_epoch = a->batches_per_epoch;
   SendTo(identity, w);
 }
 
+void ControlLoop::HandleStats(const std::string& identity) {
+  switch (guard_.OnStats(identity, Clock::now())) {
+    case PeerGuard::StatsAnswer::kFresh:
+      stats_cache_ = options_.stats_json();
+      break;
+    case PeerGuard::StatsAnswer::kCached:
+      if (stats_cache_.empty()) stats_cache_ = options_.stats_json();
+      break;
+    case PeerGuard::StatsAnswer::kRefuse:
+      BC_LOG_WARN_LIMITED("a peer asks for stats more than {} times a second; refusing",
+                          guard_.limits().stats_per_second);
+      SendTo(identity, proto::Error{proto::kStatsRequestId, StatusCode::kResourceExhausted,
+                                    "too many STATS requests: at most " +
+                                        std::to_string(guard_.limits().stats_per_second) +
+                                        " a second per connection"});
+      return;
+    case PeerGuard::StatsAnswer::kDrop:
+      return;
+  }
+  SendTo(identity, proto::StatsReply{stats_cache_});
+}
+
 void ControlLoop::HandleMessage(const std::string& identity, std::span<const uint8_t> payload) {
   Result<proto::Message> decoded = proto::Decode(payload);
   if (!decoded.ok()) {
-    uint64_t& n = bad_messages_[identity];
-    if (n++ < 20 || n % 1000 == 0) {
-      BC_LOG_WARN("ignored a message from a peer ({} so far from it): {}", n,
-                  decoded.status().message());
+    const uint64_t n = guard_.OnBadMessage(identity, Clock::now());
+    BC_LOG_WARN_LIMITED("ignored a message from a peer ({} so far from it): {}", n,
+                        decoded.status().message());
+    if (n <= kMaxErrorReplies) {
+      SendTo(identity, proto::Error{0, StatusCode::kInvalidArgument, decoded.status().message()});
     }
-    SendTo(identity, proto::Error{0, StatusCode::kInvalidArgument, decoded.status().message()});
     return;
   }
   proto::Message& m = *decoded;
   if (auto* hello = std::get_if<proto::Hello>(&m)) {
-    HandleHello(identity, *hello);
+    HandleHello(identity, std::move(*hello));
     return;
   }
   if (std::holds_alternative<proto::Stats>(m)) {
-    SendTo(identity, proto::StatsReply{options_.stats_json()});
+    HandleStats(identity);
     return;
   }
+  guard_.OnConsumerMessage(identity);
   if (!scheduler_->HasConsumer(identity)) {
     if (!std::holds_alternative<proto::Bye>(m) && !std::holds_alternative<proto::Release>(m) &&
         !std::holds_alternative<proto::Heartbeat>(m)) {
@@ -215,6 +291,11 @@ void ControlLoop::RunTimers() {
     next_heartbeat_ = now + options_.heartbeat_period;
   }
   if (now >= next_tick_) {
+    for (const std::string& id : guard_.TakeExpired(now)) {
+      Drop(id, "it said nothing for " + std::to_string(options_.peer_limits.probation.count()) +
+                   " ms after its HELLO");
+    }
+    guard_.Prune(now);
     scheduler_->Tick();
     FlushOutbox();
     next_tick_ = now + kTickPeriod;
@@ -222,6 +303,21 @@ void ControlLoop::RunTimers() {
 }
 
 void ControlLoop::Run() {
+  Status s = CatchAll("the server's control thread", [this] { Serve(); });
+  if (!s.ok()) {
+    BC_LOG_ERROR("{}", s.message());
+    options_.finish(s);
+  }
+  // Tell every consumer, so that nobody waits for a heartbeat timeout.
+  CatchAll("the server's control thread", [this] {
+    for (const std::string& id : scheduler_->Identities()) {
+      SendTo(id, proto::Error{0, StatusCode::kUnavailable,
+                              "server '" + options_.server_name + "' stopped"});
+    }
+  }).IgnoreError();
+}
+
+void ControlLoop::Serve() {
   next_heartbeat_ = next_tick_ = Clock::now();
   std::vector<zmq::pollitem_t> items = {{router_->handle(), 0, ZMQ_POLLIN, 0},
                                         {nullptr, wake_.fd(), ZMQ_POLLIN, 0}};
@@ -243,11 +339,6 @@ void ControlLoop::Run() {
       options_.finish(Status::Ok());
       break;
     }
-  }
-  // Tell every consumer, so that nobody waits for a heartbeat timeout.
-  for (const std::string& id : scheduler_->Identities()) {
-    SendTo(id, proto::Error{0, StatusCode::kUnavailable,
-                            "server '" + options_.server_name + "' stopped"});
   }
 }
 

@@ -5,7 +5,10 @@
 // consumer, calls Scheduler::Tick every 100 ms (liveness, lag policy, the
 // hoarding answer), notices when the server is finished, and on the way out
 // tells every consumer that the server stopped. See Note [Server threads]
-// (server_impl.h).
+// (server_impl.h). What one peer may cost the others is bounded by a
+// PeerGuard (Note [Peer limits], peer_guard.h); names from peers are escaped
+// before they are shown (core/src/escape.h); an exception escaping the loop
+// ends the server with an Internal error instead of the process.
 //
 // Thread-safety: Run is the entry point of one thread, which alone uses the
 // socket and the fields marked so. RequestStop may be called from any thread.
@@ -18,11 +21,11 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <zmq.hpp>
 
 #include "batchcast/core/status.h"
 #include "core/src/protocol.h"
+#include "peer_guard.h"
 #include "scheduler.h"
 
 namespace batchcast {
@@ -48,6 +51,7 @@ struct ControlLoopOptions {
   std::string server_name;  // for logs and the shutdown notice
   std::string device_name;  // the ring's device; a HELLO naming another is refused
   std::chrono::milliseconds heartbeat_period{250};
+  PeerGuardLimits peer_limits;
   // WELCOME as every consumer gets it; consumer_id and batches_per_epoch are
   // filled in per consumer.
   proto::Welcome welcome;
@@ -62,8 +66,8 @@ class ControlLoop {
  public:
   // Binds the ROUTER socket (replacing a socket file a dead server left,
   // Note [Server instance lock]) and makes the scheduler's wake-ups reach
-  // it. Unavailable when the endpoint cannot be bound. `scheduler` must
-  // outlive the loop.
+  // it. Unavailable when the endpoint cannot be bound, or when another
+  // server listens on its ipc:// path. `scheduler` must outlive the loop.
   static Result<std::unique_ptr<ControlLoop>> Create(ControlLoopOptions options,
                                                      Scheduler* scheduler);
   // Closes the socket and removes its ipc:// file. REQUIRES: Run returned
@@ -75,13 +79,21 @@ class ControlLoop {
   void Run();
   // Makes Run return soon. Thread-safe.
   void RequestStop();
+  // The endpoint bound: as given, except that a tcp:// port 0 or * reads as
+  // the port the system picked. Fixed once Create returned.
+  const std::string& endpoint() const { return endpoint_; }
 
  private:
   ControlLoop(ControlLoopOptions options, Scheduler* scheduler);
   // Reads and handles up to a bounded number of waiting messages.
   void ReceiveAll();
+  // The loop itself (Run catches what escapes it).
+  void Serve();
   void HandleMessage(const std::string& identity, std::span<const uint8_t> payload);
-  void HandleHello(const std::string& identity, const proto::Hello& hello);
+  void HandleHello(const std::string& identity, proto::Hello hello);
+  void HandleStats(const std::string& identity);
+  // Removes a consumer the PeerGuard gave up on and tells it why.
+  void Drop(const std::string& identity, const std::string& reason);
   // Sends one message; a peer that is gone or not reading is removed.
   void SendTo(const std::string& identity, const proto::Message& message);
   void FlushOutbox();
@@ -90,6 +102,7 @@ class ControlLoop {
 
   const ControlLoopOptions options_;
   Scheduler* const scheduler_;
+  std::string endpoint_;  // fixed once Create returned
   WakeFd wake_;
   std::atomic<bool> stopping_{false};
 
@@ -98,8 +111,8 @@ class ControlLoop {
   std::optional<zmq::socket_t> router_;
   std::string send_buffer_;
   std::vector<Outgoing> outbox_;
-  // Malformed-message logging is rate limited per peer.
-  std::unordered_map<std::string, uint64_t> bad_messages_;
+  PeerGuard guard_;
+  std::string stats_cache_;  // the last rendering of the stats (Note [Peer limits])
   Clock::time_point next_heartbeat_;
   Clock::time_point next_tick_;
 };

@@ -11,8 +11,17 @@ Result<std::unique_ptr<RingMemory>> RingMemory::Create(const RingLayout& layout,
                                                        int cuda_device) {
   std::unique_ptr<RingMemory> ring(new RingMemory());
   if (size_t bytes = layout.allocation_bytes(MemoryKind::kHost); bytes > 0) {
-    BATCHCAST_ASSIGN_OR_RETURN(ring->host_,
-                               HostSharedMemory::Create(HostRingShmName(server_name), bytes));
+    Result<std::unique_ptr<HostSharedMemory>> host =
+        HostSharedMemory::Create(HostRingShmName(server_name), bytes);
+    if (!host.ok()) {
+      return Status(host.status().code(),
+                    "the host ring (" + std::to_string(layout.window()) + " slots of " +
+                        std::to_string(layout.batch_size()) + " samples) " +
+                        host.status().message() +
+                        "; use a smaller --window, --batch-size, --size or --dtype, or enlarge "
+                        "/dev/shm");
+    }
+    ring->host_ = std::move(*host);
     proto::Allocation a;
     a.kind = MemoryKind::kHost;
     a.bytes = bytes;

@@ -84,9 +84,9 @@ Result<Scheduler::Admission> Scheduler::AddConsumer(const std::string& identity,
   if (hello.world_size > 0) {
     BATCHCAST_ASSIGN_OR_RETURN(group, JoinGroupLocked(hello));
   }
-  const uint64_t start =
-      group != nullptr ? group->frontier()
-                       : ConsumerCursor::JoinStart(hello.join, slots_.JoinFloor(), config_.epoch_len);
+  const uint64_t start = group != nullptr ? group->frontier()
+                                          : ConsumerCursor::JoinStart(
+                                                hello.join, slots_.JoinFloor(), config_.epoch_len);
   Consumer c(ConsumerCursor(start, config_.epoch_len, hello.batch_size, hello.drop_last));
   c.id = next_consumer_id_++;
   c.identity = identity;
@@ -105,13 +105,14 @@ Result<Scheduler::Admission> Scheduler::AddConsumer(const std::string& identity,
     group->Join(hello.rank, identity, hello.prefetch);
     group->members += 1;
     a.batches_per_epoch = group->rounds_per_epoch();
-    BC_LOG_INFO("consumer {} '{}' (pid {}) joined group '{}' as rank {} of {}: batch {}, {} batches "
-                "per epoch, the group starts at seq {}{}",
-                c.id, c.name, c.pid, hello.group, hello.rank, hello.world_size, hello.batch_size,
-                a.batches_per_epoch, start, group->complete() ? " (all ranks joined)" : "");
+    BC_LOG_INFO_LIMITED(
+        "consumer {} '{}' (pid {}) joined group '{}' as rank {} of {}: batch {}, {} batches "
+        "per epoch, the group starts at seq {}{}",
+        c.id, c.name, c.pid, hello.group, hello.rank, hello.world_size, hello.batch_size,
+        a.batches_per_epoch, start, group->complete() ? " (all ranks joined)" : "");
   } else {
-    BC_LOG_INFO("consumer {} '{}' (pid {}) joined: batch {}, join {}, starts at seq {}", c.id,
-                c.name, c.pid, hello.batch_size, JoinPolicyName(hello.join), start);
+    BC_LOG_INFO_LIMITED("consumer {} '{}' (pid {}) joined: batch {}, join {}, starts at seq {}",
+                        c.id, c.name, c.pid, hello.batch_size, JoinPolicyName(hello.join), start);
   }
   consumers_.emplace(identity, std::move(c));
   NotifyProducer();
@@ -360,8 +361,8 @@ void Scheduler::Bye(const std::string& identity, const std::vector<uint64_t>& ke
   }
   DropLeasesLocked(*c);
   c->leases = std::move(kept);
-  BC_LOG_INFO("consumer {} '{}' said goodbye after {} batches ({} leases still held)", c->id,
-              c->name, c->batches, c->leases.size());
+  BC_LOG_INFO_LIMITED("consumer {} '{}' said goodbye after {} batches ({} leases still held)",
+                      c->id, c->name, c->batches, c->leases.size());
   DetachLocked(*c, "said goodbye");
   ServeAllLocked();  // its group's peers may be waiting for it (Note [Consumer groups])
 }
@@ -375,7 +376,7 @@ void Scheduler::RemoveLocked(const std::string& identity, const std::string& rea
   auto it = consumers_.find(identity);
   if (it == consumers_.end()) return;
   Consumer& c = it->second;
-  BC_LOG_INFO("consumer {} '{}' (pid {}) removed: {}", c.id, c.name, c.pid, reason);
+  BC_LOG_INFO_LIMITED("consumer {} '{}' (pid {}) removed: {}", c.id, c.name, c.pid, reason);
   LeaveGroupLocked(c, reason);
   departed_cursor_ =
       std::max(departed_cursor_, c.group != nullptr ? c.group->frontier() : c.cursor.position());

@@ -5,10 +5,14 @@
 
 #include <unistd.h>
 
-#include "core/src/logging.h"
-#include "core/src/sampler.h"
+#include <algorithm>
+
 #include "batchcast/cuda/runtime.h"
 #include "batchcast/sources/make_source.h"
+#include "core/src/catch_all.h"
+#include "core/src/logging.h"
+#include "core/src/reclaim.h"
+#include "core/src/sampler.h"
 #include "server_impl.h"
 
 namespace batchcast {
@@ -32,10 +36,25 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
                           uint64_t group_epoch_len) {
   BATCHCAST_ASSIGN_OR_RETURN(InstanceLock l, InstanceLock::Acquire(options.name));
   lock.emplace(std::move(l));
+  // What dead servers of this user left (Note [Server instance lock]).
+  const std::vector<Reclaimed> reclaimed = ReclaimDeadServers();
+  uint64_t reclaimed_bytes = 0;
+  for (size_t i = 0; i < reclaimed.size(); ++i) {
+    const Reclaimed& r = reclaimed[i];
+    reclaimed_bytes += r.ring_bytes;
+    if (i >= 5) continue;
+    BC_LOG_INFO("reclaimed what server '{}' (pid {}) left when it died:{}{}", r.name, r.pid,
+                r.ring_bytes > 0 ? " its ring (" + std::to_string(r.ring_bytes) + " bytes)" : "",
+                r.socket ? " its socket" : "");
+  }
+  if (reclaimed.size() > 5) {
+    BC_LOG_INFO("reclaimed what {} dead servers left in all ({} MiB of rings)", reclaimed.size(),
+                reclaimed_bytes >> 20);
+  }
   if (options.endpoint.empty()) {
     BATCHCAST_ASSIGN_OR_RETURN(endpoint, DefaultEndpoint(options.name));
   } else {
-    BATCHCAST_ASSIGN_OR_RETURN(endpoint, ResolveEndpoint(options.endpoint));
+    BATCHCAST_ASSIGN_OR_RETURN(endpoint, ResolveEndpoint(options.endpoint, EndpointUse::kBind));
   }
   // --device cuda:N puts every field (labels too) in one device allocation.
   const std::string device_name = DeviceName(options.source.device);
@@ -82,6 +101,11 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
   co.server_name = options.name;
   co.device_name = device_name;
   co.heartbeat_period = options.heartbeat_period();
+  // Note [Peer limits]: an unconfirmed consumer gets half the heartbeat
+  // timeout (four heartbeat intervals by default) to say something.
+  co.peer_limits.probation =
+      std::max(options.heartbeat_timeout / 2, 2 * options.heartbeat_period());
+  co.peer_limits.max_unconfirmed = std::max<size_t>(4, options.max_consumers / 4);
   proto::Welcome& w = co.welcome;
   w.server_pid = static_cast<uint32_t>(getpid());
   w.server_name = options.name;
@@ -95,6 +119,7 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
   co.stats_json = [this] { return StatsJson(); };
   co.finish = [this](Status s) { Finish(std::move(s)); };
   BATCHCAST_ASSIGN_OR_RETURN(control, ControlLoop::Create(std::move(co), scheduler.get()));
+  endpoint = control->endpoint();  // tcp:// port 0 or *: the port it got
   return Status::Ok();
 }
 
@@ -106,10 +131,10 @@ Status Server::Impl::StartThreads(SlotWriter writer, std::optional<Sampler> samp
                                               publisher.get(), options.batch_size, options.epochs);
   }
   MutexLock l(&shutdown_mu);
-  control_thread = std::thread([this] { control->Run(); });
+  control_thread = std::thread([this] { control->Run(); });  // catches what escapes it
   if (producer) {
     producer_thread = std::thread([this] {
-      Status s = producer->Run();
+      Status s = CatchAll("the producer thread", [this] { return producer->Run(); });
       if (s.ok() || s.code() == StatusCode::kCancelled) return;
       BC_LOG_ERROR("producer stopped: {}", s.ToString());
       Finish(std::move(s));
@@ -146,73 +171,91 @@ void Server::Impl::Shutdown() {
   if (control_thread.joinable()) control_thread.join();
 }
 
+// Text in the stats (consumer names, the dataset path) may be any bytes:
+// invalid UTF-8 is replaced (U+FFFD) when dumped, never a throw.
 std::string Server::Impl::StatsJson() const {
-  nlohmann::json j = scheduler->Stats();
-  j["name"] = options.name;
-  j["endpoint"] = endpoint;
-  j["device"] = DeviceName(options.source.device);
-  j["pid"] = getpid();
-  if (shard) {
-    j["shard"] = {{"rank", shard->rank}, {"num_shards", shard->count}, {"source", shard->source}};
-  }
-  if (source) {
-    j["source"] = source->description();
-    nlohmann::json counters = nlohmann::json::object();
-    for (const auto& [k, v] : source->counters()) counters[k] = v;
-    j["source_counters"] = counters;
-  }
-  return j.dump();
+  constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
+  Result<std::string> r = CatchAll("the stats", [this]() -> Result<std::string> {
+    nlohmann::json j = scheduler->Stats();
+    j["name"] = options.name;
+    j["endpoint"] = endpoint;
+    j["device"] = DeviceName(options.source.device);
+    j["pid"] = getpid();
+    if (shard) {
+      j["shard"] = {{"rank", shard->rank}, {"num_shards", shard->count}, {"source", shard->source}};
+    }
+    if (source) {
+      j["source"] = source->description();
+      nlohmann::json counters = nlohmann::json::object();
+      for (const auto& [k, v] : source->counters()) counters[k] = v;
+      j["source_counters"] = counters;
+    }
+    return j.dump(-1, ' ', false, kReplace);
+  });
+  if (r.ok()) return *std::move(r);
+  nlohmann::json error = {
+      {"name", options.name}, {"pid", getpid()}, {"error", r.status().message()}};
+  return error.dump(-1, ' ', false, kReplace);
 }
 
 // ---- Server ----
+// The Start functions run inside CatchAll (core/src/catch_all.h): whatever the
+// code below them throws (a source's, a file system's) is a Status.
 
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Server::~Server() { Stop(); }
 
 Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
-  BATCHCAST_RETURN_IF_ERROR(options.Validate());
-  BATCHCAST_ASSIGN_OR_RETURN(std::unique_ptr<Source> source, MakeSource(options.source));
-  return Start(std::move(options), std::move(source));
+  return CatchAll("Server::Start", [&]() -> Result<std::unique_ptr<Server>> {
+    BATCHCAST_RETURN_IF_ERROR(options.Validate());
+    BATCHCAST_ASSIGN_OR_RETURN(std::unique_ptr<Source> source, MakeSource(options.source));
+    return Start(std::move(options), std::move(source));
+  });
 }
 
 Result<std::unique_ptr<Server>> Server::Start(ServerOptions options,
                                               std::unique_ptr<Source> source) {
-  BATCHCAST_RETURN_IF_ERROR(options.Validate());
-  auto impl = std::make_unique<Impl>();
-  impl->options = options;
-  BATCHCAST_ASSIGN_OR_RETURN(ServerOptions::ShardChoice shard, options.Shard());
-  SamplerOptions so{options.source.seed, options.shuffle, shard.rank, shard.count};
-  BATCHCAST_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Make(source->size(), so));
-  // Note [Consumer groups]: a group's rounds per epoch come from the smallest
-  // shard, so that every rank of every node gets the same count.
-  BATCHCAST_RETURN_IF_ERROR(
-      impl->Init(source->fields(), sampler.epoch_len(), source->size() / shard.count));
-  impl->shard = shard;
-  impl->source = std::move(source);
-  BC_LOG_INFO("server '{}' on {}: {}, epoch of {} samples (shard {} of {}: {}), batch {}, window "
-              "{}, lag policy {}",
-              options.name, impl->endpoint, impl->source->description(), sampler.epoch_len(),
-              shard.rank, shard.count, shard.source, options.batch_size, options.window,
-              LagPolicyName(options.lag_policy));
-  const SlotWriter writer = impl->source->output_memory() == MemoryKind::kCuda
-                                ? SlotWriter::kDeviceSource
-                                : SlotWriter::kHostSource;
-  BATCHCAST_RETURN_IF_ERROR(impl->StartThreads(writer, std::move(sampler)));
-  return std::unique_ptr<Server>(new Server(std::move(impl)));
+  return CatchAll("Server::Start", [&]() -> Result<std::unique_ptr<Server>> {
+    BATCHCAST_RETURN_IF_ERROR(options.Validate());
+    auto impl = std::make_unique<Impl>();
+    impl->options = options;
+    BATCHCAST_ASSIGN_OR_RETURN(ServerOptions::ShardChoice shard, options.Shard());
+    SamplerOptions so{options.source.seed, options.shuffle, shard.rank, shard.count};
+    BATCHCAST_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Make(source->size(), so));
+    // Note [Consumer groups]: a group's rounds per epoch come from the
+    // smallest shard, so that every rank of every node gets the same count.
+    BATCHCAST_RETURN_IF_ERROR(
+        impl->Init(source->fields(), sampler.epoch_len(), source->size() / shard.count));
+    impl->shard = shard;
+    impl->source = std::move(source);
+    BC_LOG_INFO(
+        "server '{}' on {}: {}, epoch of {} samples (shard {} of {}: {}), batch {}, "
+        "window {}, lag policy {}",
+        options.name, impl->endpoint, impl->source->description(), sampler.epoch_len(), shard.rank,
+        shard.count, shard.source, options.batch_size, options.window,
+        LagPolicyName(options.lag_policy));
+    const SlotWriter writer = impl->source->output_memory() == MemoryKind::kCuda
+                                  ? SlotWriter::kDeviceSource
+                                  : SlotWriter::kHostSource;
+    BATCHCAST_RETURN_IF_ERROR(impl->StartThreads(writer, std::move(sampler)));
+    return std::unique_ptr<Server>(new Server(std::move(impl)));
+  });
 }
 
 Result<std::unique_ptr<Server>> Server::StartExternal(ServerOptions options,
                                                       std::vector<FieldSpec> fields,
                                                       uint64_t epoch_len) {
-  BATCHCAST_RETURN_IF_ERROR(options.Validate());
-  if (epoch_len == 0) return InvalidArgumentError("epoch_len must be positive");
-  auto impl = std::make_unique<Impl>();
-  impl->options = options;
-  BATCHCAST_RETURN_IF_ERROR(impl->Init(std::move(fields), epoch_len, epoch_len));
-  BC_LOG_INFO("server '{}' on {}: external producer, epoch of {} samples, batch {}, window {}",
-              options.name, impl->endpoint, epoch_len, options.batch_size, options.window);
-  BATCHCAST_RETURN_IF_ERROR(impl->StartThreads(SlotWriter::kExternal, std::nullopt));
-  return std::unique_ptr<Server>(new Server(std::move(impl)));
+  return CatchAll("Server::StartExternal", [&]() -> Result<std::unique_ptr<Server>> {
+    BATCHCAST_RETURN_IF_ERROR(options.Validate());
+    if (epoch_len == 0) return InvalidArgumentError("epoch_len must be positive");
+    auto impl = std::make_unique<Impl>();
+    impl->options = options;
+    BATCHCAST_RETURN_IF_ERROR(impl->Init(std::move(fields), epoch_len, epoch_len));
+    BC_LOG_INFO("server '{}' on {}: external producer, epoch of {} samples, batch {}, window {}",
+                options.name, impl->endpoint, epoch_len, options.batch_size, options.window);
+    BATCHCAST_RETURN_IF_ERROR(impl->StartThreads(SlotWriter::kExternal, std::nullopt));
+    return std::unique_ptr<Server>(new Server(std::move(impl)));
+  });
 }
 
 const std::string& Server::endpoint() const { return impl_->endpoint; }

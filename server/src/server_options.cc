@@ -51,6 +51,11 @@ Result<ServerOptions::ShardChoice> ServerOptions::Shard() const {
 Status ServerOptions::Validate() const {
   auto bad = [](const std::string& what) { return InvalidArgumentError(what); };
   BATCHCAST_RETURN_IF_ERROR(ValidateServerName(name).WithContext("name (--name)"));
+  if (!endpoint.empty()) {
+    BATCHCAST_RETURN_IF_ERROR(ResolveEndpoint(endpoint, EndpointUse::kBind)
+                                  .status()
+                                  .WithContext("endpoint (--endpoint)"));
+  }
   if (batch_size == 0 || batch_size > 65536) return bad("batch_size (--batch-size) must be in 1..65536");
   if (window < 2 || window > 4096) return bad("window (--window) must be in 2..4096 slots");
   BATCHCAST_RETURN_IF_ERROR(Shard().status());

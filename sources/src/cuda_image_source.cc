@@ -26,8 +26,9 @@ namespace {
 // may pad after it). A truncated file has none and goes to the CPU decoder,
 // which reports it (hardware decoders do not always).
 bool EndsWithEoi(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  Result<int> opened = OpenRegularFile(path);
+  if (!opened.ok()) return false;
+  const int fd = *opened;
   struct stat st {};
   bool found = false;
   if (fstat(fd, &st) == 0 && st.st_size >= 4) {

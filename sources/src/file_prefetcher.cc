@@ -1,5 +1,8 @@
 #include "file_prefetcher.h"
 
+#include "core/src/catch_all.h"
+#include "core/src/logging.h"
+
 namespace batchcast {
 
 Status FileBuffer::Read(const std::string& path, int64_t index_of_path) {
@@ -35,13 +38,16 @@ void FilePrefetcher::Loop() {
     std::vector<FileBuffer>& files = *files_;
     const std::vector<int64_t> indices = indices_;
     mu_.Unlock();
-    if (files.size() < indices.size()) files.resize(indices.size());
-    for (size_t i = 0; i < indices.size(); ++i) {
-      const int64_t index = indices[i];
-      if (index < 0 || static_cast<uint64_t>(index) >= dataset_.size()) continue;
-      if (dataset_.known_bad(index)) continue;           // Note [Dropped files]: never read again
-      (void)files[i].Read(dataset_.path(index), index);  // a failure is found again when used
-    }
+    const Status s = CatchAll("the file prefetcher", [&] {
+      if (files.size() < indices.size()) files.resize(indices.size());
+      for (size_t i = 0; i < indices.size(); ++i) {
+        const int64_t index = indices[i];
+        if (index < 0 || static_cast<uint64_t>(index) >= dataset_.size()) continue;
+        if (dataset_.known_bad(index)) continue;           // Note [Dropped files]: never read again
+        (void)files[i].Read(dataset_.path(index), index);  // a failure is found again when used
+      }
+    });
+    if (!s.ok()) BC_LOG_WARN_LIMITED("{} (the files are read again when used)", s.message());
     mu_.Lock();
     busy_ = false;
     cv_.SignalAll();

@@ -9,6 +9,8 @@
 // caller reads a file again when FileBuffer::index is not the one it needs.
 //
 // Thread-safety: Start, Wait and Stop are called by one thread (the pipeline's).
+// Failure: a read that fails, even by an exception, is only logged: the
+// pipeline reads the file again when it needs it.
 #pragma once
 
 #include <cstdint>

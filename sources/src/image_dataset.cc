@@ -1,92 +1,14 @@
 #include "image_dataset.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <set>
 
 #include "core/src/logging.h"
 #include "scan_progress.h"
 #include "thread_pool.h"
 
 namespace batchcast {
-namespace fs = std::filesystem;
-
 namespace {
-
-bool HasImageExtension(const fs::path& p) {
-  static const std::set<std::string> kExt = {".jpg", ".jpeg", ".png",  ".ppm", ".bmp",
-                                             ".pgm", ".tif",  ".tiff", ".webp"};
-  std::string ext = p.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  return kExt.count(ext) != 0;
-}
-
-Result<std::vector<ImageEntry>> ListImageFolder(const std::string& path) {
-  std::error_code ec;
-  std::vector<fs::path> classes;
-  for (const auto& d : fs::directory_iterator(path, ec)) {
-    if (d.is_directory()) classes.push_back(d.path());
-  }
-  std::sort(classes.begin(), classes.end());
-  if (classes.empty()) {
-    return InvalidArgumentError("dataset " + path +
-                                " has no class subfolders (expected DIR/<class>/<image>)");
-  }
-  std::vector<ImageEntry> entries;
-  ScanProgress progress("listing " + path);
-  for (size_t label = 0; label < classes.size(); ++label) {
-    std::vector<std::string> files;
-    for (const auto& f : fs::recursive_directory_iterator(
-             classes[label], fs::directory_options::follow_directory_symlink, ec)) {
-      if (f.is_regular_file() && HasImageExtension(f.path())) {
-        files.push_back(f.path().string());
-        progress.Add();
-      }
-    }
-    std::sort(files.begin(), files.end());
-    for (std::string& f : files) entries.push_back({std::move(f), static_cast<int64_t>(label)});
-  }
-  if (ec) return NotFoundError("cannot list " + path + ": " + ec.message());
-  return entries;
-}
-
-Result<std::vector<ImageEntry>> ListTsv(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFoundError("cannot read " + path);
-  const fs::path base = fs::path(path).parent_path();
-  std::vector<ImageEntry> entries;
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty() || line[0] == '#') continue;
-    const size_t tab = line.rfind('\t');
-    if (tab == std::string::npos || tab == 0) {
-      return InvalidArgumentError(path + ":" + std::to_string(n) + ": expected path<TAB>label");
-    }
-    int64_t label = 0;
-    try {
-      size_t used = 0;
-      label = std::stoll(line.substr(tab + 1), &used);
-      if (used != line.size() - tab - 1 || label < 0) throw std::invalid_argument("label");
-    } catch (const std::exception&) {
-      return InvalidArgumentError(path + ":" + std::to_string(n) + ": bad label '" +
-                                  line.substr(tab + 1) + "'");
-    }
-    fs::path p = line.substr(0, tab);
-    if (p.is_relative()) p = base / p;
-    entries.push_back({p.string(), label});
-  }
-  return entries;
-}
 
 // Reads the header of `path` into `buf` (the first 256 KiB, or the whole file
 // when the header is larger) and parses it.
@@ -103,40 +25,6 @@ Result<image::JpegInfo> ReadHeader(const std::string& path, uint64_t max_pixels,
 }
 
 }  // namespace
-
-Result<std::vector<ImageEntry>> ListImageDataset(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return NotFoundError("dataset " + path + " does not exist");
-  Result<std::vector<ImageEntry>> entries =
-      fs::is_directory(path, ec) ? ListImageFolder(path) : ListTsv(path);
-  if (entries.ok() && entries->empty()) {
-    return InvalidArgumentError("dataset " + path + " holds no image files");
-  }
-  return entries;
-}
-
-Status ReadFileBytes(const std::string& path, std::vector<uint8_t>& out, size_t limit) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NotFoundError("cannot open: " + std::string(std::strerror(errno)));
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    close(fd);
-    return DataLossError("cannot stat: " + std::string(std::strerror(err)));
-  }
-  const size_t want = std::min<size_t>(static_cast<size_t>(st.st_size), limit);
-  out.resize(want);
-  size_t got = 0;
-  while (got < want) {
-    const ssize_t r = read(fd, out.data() + got, want - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    got += static_cast<size_t>(r);
-  }
-  close(fd);
-  out.resize(got);
-  return Status::Ok();
-}
 
 Result<image::TransformOptions> MakeTransformOptions(const SourceOptions& options) {
   image::TransformOptions t;
@@ -165,7 +53,8 @@ Result<std::unique_ptr<ImageDataset>> ImageDataset::Open(const SourceOptions& op
   {
     ThreadPool pool(std::max(1, threads));
     std::vector<std::vector<uint8_t>> buffers(static_cast<size_t>(pool.size()));
-    pool.ParallelFor(static_cast<int64_t>(listed.size()), [&](int w, int64_t i) {
+    const int64_t n = static_cast<int64_t>(listed.size());
+    const Status scan = pool.ParallelFor(n, [&](int w, int64_t i) {
       std::vector<uint8_t>& buf = buffers[static_cast<size_t>(w)];
       const std::string& path = listed[static_cast<size_t>(i)].path;
       Result<image::JpegInfo> info = ReadHeader(path, max_pixels, buf);
@@ -176,6 +65,7 @@ Result<std::unique_ptr<ImageDataset>> ImageDataset::Open(const SourceOptions& op
       f.info = *info;
       if (classify) f.flag = classify(path, buf, *info);
     });
+    BATCHCAST_RETURN_IF_ERROR(scan);
   }
   std::vector<File> usable;
   usable.reserve(listed.size());

@@ -7,7 +7,8 @@
 // class folders' indices in sorted order, as torchvision assigns them; files
 // with torchvision's image extensions, sorted, below each class folder) or a
 // TSV list (`path<TAB>label` per line, relative paths taken from the list's
-// folder; blank lines and lines starting with '#' are skipped).
+// folder; blank lines and lines starting with '#' are skipped). Listing and
+// reading files: dataset_files.h.
 //
 // Open() reads every file's JPEG header in parallel; files that cannot be used
 // (unreadable, empty, not a JPEG, corrupt header, more than max_pixels) are
@@ -40,22 +41,10 @@
 #include "batchcast/image/transform.h"
 #include "batchcast/sources/source.h"
 #include "batchcast/sources/source_options.h"
+#include "core/src/mutex.h"
+#include "dataset_files.h"
 
 namespace batchcast {
-
-struct ImageEntry {
-  std::string path;
-  int64_t label = 0;
-};
-
-// Lists an ImageFolder directory or a .tsv file (see above). NotFound /
-// InvalidArgument with the path (and `list.tsv:LINE:`) at fault; an empty
-// dataset is InvalidArgument.
-Result<std::vector<ImageEntry>> ListImageDataset(const std::string& path);
-
-// Reads the whole file, or its first `limit` bytes, into `out`. NotFound when
-// it cannot be opened; a short read is not an error (`out` holds what was read).
-Status ReadFileBytes(const std::string& path, std::vector<uint8_t>& out, size_t limit = SIZE_MAX);
 
 // The transform the options ask for (validated).
 Result<image::TransformOptions> MakeTransformOptions(const SourceOptions& options);

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "batchcast/core/check.h"
+#include "core/src/catch_all.h"
 
 namespace batchcast {
 
@@ -31,7 +32,12 @@ void ThreadPool::Work(int worker) {
       i = next_++;
       fn = fn_;
     }
-    (*fn)(worker, i);
+    Status s = CatchAll("a worker thread", [&] { (*fn)(worker, i); });
+    if (!s.ok()) {
+      MutexLock lock(&mu_);
+      if (error_.ok()) error_ = std::move(s);
+      next_ = n_;  // skip the items not yet started
+    }
   }
 }
 
@@ -54,17 +60,19 @@ void ThreadPool::Loop(int worker) {
   }
 }
 
-void ThreadPool::ParallelFor(int64_t n, const std::function<void(int, int64_t)>& fn) {
-  if (n <= 0) return;
+Status ThreadPool::ParallelFor(int64_t n, const std::function<void(int, int64_t)>& fn) {
+  if (n <= 0) return Status::Ok();
   if (threads_ == 1 || n == 1) {
-    for (int64_t i = 0; i < n; ++i) fn(0, i);
-    return;
+    return CatchAll("a worker thread", [&] {
+      for (int64_t i = 0; i < n; ++i) fn(0, i);
+    });
   }
   {
     MutexLock lock(&mu_);
     fn_ = &fn;
     n_ = n;
     next_ = 0;
+    error_ = Status::Ok();
     ++generation_;
   }
   start_cv_.SignalAll();
@@ -72,13 +80,14 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int, int64_t)>&
   MutexLock lock(&mu_);
   while (next_ < n_ || busy_ != 0) done_cv_.Wait(&mu_);
   fn_ = nullptr;
+  return std::exchange(error_, Status::Ok());
 }
 
 Status ThreadPool::TryParallelFor(int64_t n, const std::function<Status(int, int64_t)>& fn) {
   Mutex mu;
   Status first_error;  // guarded by mu
   std::atomic<bool> failed{false};
-  ParallelFor(n, [&](int worker, int64_t i) {
+  Status escaped = ParallelFor(n, [&](int worker, int64_t i) {
     if (failed.load(std::memory_order_relaxed)) return;
     Status s = fn(worker, i);
     if (s.ok()) return;
@@ -86,7 +95,8 @@ Status ThreadPool::TryParallelFor(int64_t n, const std::function<Status(int, int
     if (first_error.ok()) first_error = std::move(s);
     failed = true;
   });
-  return first_error;
+  MutexLock lock(&mu);
+  return first_error.ok() ? escaped : first_error;
 }
 
 }  // namespace batchcast

@@ -4,6 +4,9 @@
 //
 // Thread-safety: ParallelFor / TryParallelFor may be called by one thread at a
 // time (the pipeline's); the calling thread takes part as worker 0.
+// Failure: an exception thrown by `fn` (on any worker) never escapes a
+// thread: it becomes the call's Internal error (core/src/catch_all.h) and the
+// items not yet started are skipped.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +30,8 @@ class ThreadPool {
   int size() const { return threads_; }
   // Runs fn(worker, i) for i in [0, n), spread over the workers; returns when
   // all are done. `worker` is in [0, size()), distinct among concurrent calls.
-  void ParallelFor(int64_t n, const std::function<void(int worker, int64_t i)>& fn);
+  // OK, or the error of an exception `fn` threw (see above).
+  [[nodiscard]] Status ParallelFor(int64_t n, const std::function<void(int worker, int64_t i)>& fn);
   // Like ParallelFor for work that may fail: once a call has failed, the items
   // not yet started are skipped. Returns the first error recorded (OK if none).
   [[nodiscard]] Status TryParallelFor(int64_t n,
@@ -47,6 +51,7 @@ class ThreadPool {
   int64_t n_ BC_GUARDED_BY(mu_) = 0;
   int64_t next_ BC_GUARDED_BY(mu_) = 0;
   int busy_ BC_GUARDED_BY(mu_) = 0;  // helpers inside Work()
+  Status error_ BC_GUARDED_BY(mu_);  // the round's first escaped exception
   uint64_t generation_ BC_GUARDED_BY(mu_) = 0;
   bool stop_ BC_GUARDED_BY(mu_) = false;
 };

@@ -15,6 +15,7 @@ namespace batchcast::testing {
 class LogCapture {
  public:
   LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
+    sink_->set_formatter(MakeLogFormatter());  // what users see
     Logger().sinks().push_back(sink_);
   }
   ~LogCapture() {

@@ -1,0 +1,79 @@
+#include "core/src/reclaim.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string_view>
+
+#include "core/src/runtime_dir.h"
+
+namespace batchcast {
+namespace {
+
+// Removes the host ring of server `name` if this user owns it; its size.
+uint64_t RemoveRing(const std::string& name) {
+  const std::string shm = HostRingShmName(name);
+  struct stat st {};
+  if (lstat(("/dev/shm/" + shm).c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      st.st_uid != getuid()) {
+    return 0;
+  }
+  return shm_unlink(shm.c_str()) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+// Removes <dir>/<name>.sock if it is a socket of this user that nobody
+// listens on.
+bool RemoveSocket(const std::string& dir, const std::string& name) {
+  const std::string path = dir + "/" + name + ".sock";
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != getuid()) {
+    return false;
+  }
+  if (ProbeSocket(path) == ServerProbe::State::kRunning) return false;
+  return unlink(path.c_str()) == 0;
+}
+
+}  // namespace
+
+std::vector<Reclaimed> ReclaimDeadServers() {
+  std::vector<Reclaimed> out;
+  Result<std::string> dir = RuntimeDir();
+  if (!dir.ok()) return out;
+  DIR* d = opendir(dir->c_str());
+  if (d == nullptr) return out;
+  std::vector<std::string> names;
+  while (const dirent* e = readdir(d)) {
+    const std::string_view file = e->d_name;
+    if (!file.ends_with(".lock")) continue;
+    const std::string name(file.substr(0, file.size() - 5));
+    if (ValidateServerName(name).ok()) names.push_back(name);
+  }
+  closedir(d);
+  for (const std::string& name : names) {
+    const std::string lock = *dir + "/" + name + ".lock";
+    const int fd = open(lock.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) continue;
+    struct stat held {
+    }, at_path{};
+    // Only a lock nobody holds, still at its path, of this user.
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &held) == 0 && S_ISREG(held.st_mode) &&
+        held.st_uid == getuid() && lstat(lock.c_str(), &at_path) == 0 &&
+        held.st_ino == at_path.st_ino && held.st_dev == at_path.st_dev) {
+      Reclaimed r;
+      r.name = name;
+      r.pid = LockFilePid(lock);
+      r.ring_bytes = RemoveRing(name);
+      r.socket = RemoveSocket(*dir, name);
+      unlink(lock.c_str());  // while held: see InstanceLock::Release
+      if (r.ring_bytes > 0 || r.socket) out.push_back(std::move(r));
+    }
+    close(fd);
+  }
+  return out;
+}
+
+}  // namespace batchcast

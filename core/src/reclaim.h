@@ -1,0 +1,36 @@
+// ReclaimDeadServers: what servers of this user that died without cleaning
+// up (kill -9, a crash, a power cut of the container) left behind.
+//
+// A server named N owns the lock file <runtime dir>/N.lock, the socket
+// <runtime dir>/N.sock (unless it was given another --endpoint) and the host
+// ring /dev/shm/batchcast-<uid>-N-ring. A lock file that no process holds
+// belongs to a dead server (Note [Server instance lock]): ReclaimDeadServers
+// takes that lock, removes the ring and the socket of that name and the lock
+// file, and releases it. So a live server's files are never touched (its lock
+// is held), nor another user's (the runtime directory is this user's, and
+// only files this user owns are removed). A socket a dead server bound
+// elsewhere (--endpoint ipc://PATH) is left; the next server binding that
+// path replaces it, and consumers are told at once that nobody listens there.
+//
+// Thread-safety: may run in several processes at once (each name is
+// reclaimed by whoever gets its lock).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace batchcast {
+
+struct Reclaimed {
+  std::string name;         // the dead server's name
+  int pid = 0;              // its pid as the lock file says (0: unknown)
+  uint64_t ring_bytes = 0;  // size of the host ring removed (0: none)
+  bool socket = false;      // its socket file was removed
+};
+
+// Reclaims every dead server's files in this user's runtime directory (see
+// above). Never fails: what cannot be examined is left alone.
+std::vector<Reclaimed> ReclaimDeadServers();
+
+}  // namespace batchcast

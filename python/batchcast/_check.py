@@ -1,0 +1,67 @@
+"""Checks of the Python API's arguments.
+
+A wrong value or a wrong type is a :class:`batchcast.InvalidArgument` (also a
+``ValueError``) whose message names the parameter and says what it must be,
+as the server options' checks do (server/include/batchcast/server/option_table.h);
+never a bare ``TypeError`` from deep inside, nor a pybind11 cast error.
+"""
+from __future__ import annotations
+
+import numbers
+import os
+from typing import Any, NoReturn, Optional
+
+from batchcast._errors import InvalidArgument
+
+
+def fail(name: str, expected: str, value: Any) -> NoReturn:
+    err = InvalidArgument(f"{name} must be {expected}, got {type(value).__name__} {value!r}")
+    err.code = "InvalidArgument"
+    raise err
+
+
+def integer(name: str, value: Any, minimum: int = 1, maximum: Optional[int] = None,
+            optional: bool = False) -> Optional[int]:
+    """An int (not a bool) in [minimum, maximum]; None when optional."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        fail(name, "an integer" + (" or None" if optional else ""), value)
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"from {minimum} to {maximum}" if maximum is not None else f"at least {minimum}"
+        fail(name, f"an integer {bound}" + (" or None" if optional else ""), value)
+    return int(value)
+
+
+def boolean(name: str, value: Any, optional: bool = False) -> Optional[bool]:
+    """True or False (numpy's bool too); None when optional."""
+    if value is None and optional:
+        return None
+    if not (isinstance(value, bool) or type(value).__name__ == "bool_"):
+        fail(name, "True or False" + (" or None" if optional else ""), value)
+    return bool(value)
+
+
+def seconds(name: str, value: Any, positive: bool = False, optional: bool = True) -> Optional[float]:
+    """A number of seconds (not a bool), >= 0 (or > 0); None when optional."""
+    if value is None and optional:
+        return None
+    what = "a positive number of seconds" if positive else "a number of seconds (>= 0)"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        fail(name, what + (" or None" if optional else ""), value)
+    v = float(value)
+    if v != v or v < 0 or (positive and v == 0) or v == float("inf"):
+        fail(name, what + (" or None" if optional else ""), value)
+    return v
+
+
+def text(name: str, value: Any, optional: bool = False, path: bool = False) -> Optional[str]:
+    """A str (or, with path=True, an os.PathLike); None when optional."""
+    if value is None and optional:
+        return None
+    if path and isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        what = "a string or a path" if path else "a string"
+        fail(name, what + (" or None" if optional else ""), value)
+    return value
