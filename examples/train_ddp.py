@@ -42,7 +42,6 @@ data); rank 0 also prints the job's aggregate images/s.
 import argparse
 import datetime
 import os
-import sys
 import time
 
 import torch
@@ -50,8 +49,8 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-MEAN = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
-STD = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+# The single-process example's helpers (examples/ is this script's sys.path[0]).
+from train_resnet import MEAN, STD, epoch_figures, import_batchcast, model_input, sgd_step
 
 
 def parse_args():
@@ -78,19 +77,6 @@ def parse_args():
     p.add_argument("--check-split", action="store_true",
                    help="check that the ranks read disjoint samples (gathers indices)")
     return p.parse_args()
-
-
-def import_batchcast():
-    try:
-        import batchcast
-    except ImportError:
-        # Not installed: try the build tree (BATCHCAST_BUILD_DIR, else build-py/).
-        repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        build = os.environ.get("BATCHCAST_BUILD_DIR", os.path.join(repo, "build-py"))
-        sys.path.insert(0, os.path.join(build if os.path.isabs(build) else os.path.join(repo, build),
-                                        "python"))
-        import batchcast
-    return batchcast
 
 
 def place():
@@ -145,8 +131,9 @@ def main():
 
     torch.manual_seed(0)
     model = getattr(torchvision.models, args.arch)(num_classes=args.num_classes).to(device)
+    model = model.to(memory_format=torch.channels_last)
     model = DDP(model, device_ids=[device.index] if cuda else None)
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr * world, momentum=0.9, weight_decay=1e-4)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
     loss_fn = nn.CrossEntropyLoss()
     mean, std = MEAN.to(device), STD.to(device)
     try:
@@ -162,28 +149,17 @@ def main():
                     wait += time.perf_counter() - t_wait
                     if args.check_split:
                         seen.append(loader.indices.clone())
-                    images = images.to(device, non_blocking=True)
-                    labels = labels.to(device, non_blocking=True).long() % args.num_classes
-                    if images.dtype == torch.uint8:
-                        x = (images.float().div_(255) - mean) / std
-                    else:
-                        x = images.float()
+                    x, labels = model_input(images, labels, device, args.num_classes, mean, std)
                     del images  # a batchcast batch's lease ends with its last tensor
-                    loss = loss_fn(model(x), labels)
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                    loss_sum += loss.item()
+                    loss_sum += sgd_step(model, opt, loss_fn, x, labels)
                     images_seen += labels.shape[0]
                     steps += 1
                     t_wait = time.perf_counter()
                     if args.steps and steps >= args.steps:
                         break
             elapsed = time.perf_counter() - start
-            print(f"[rank {rank}] epoch {epoch}: {steps} batches, {images_seen} images in "
-                  f"{elapsed:.2f} s = {images_seen / max(elapsed, 1e-9):.1f} images/s, loss "
-                  f"{loss_sum / max(steps, 1):.3f}, waiting for data "
-                  f"{100 * wait / max(elapsed, 1e-9):.0f}%", flush=True)
+            print(f"[rank {rank}] epoch {epoch}: {steps} batches, "
+                  f"{epoch_figures(images_seen, elapsed, loss_sum / max(steps, 1), wait)}", flush=True)
             report(epoch, steps, images_seen, elapsed, seen, args.check_split, rank, world, device)
     finally:
         loader.close()

@@ -363,7 +363,7 @@ void Scheduler::Bye(const std::string& identity, const std::vector<uint64_t>& ke
   c->leases = std::move(kept);
   BC_LOG_INFO_LIMITED("consumer {} '{}' said goodbye after {} batches ({} leases still held)",
                       c->id, c->name, c->batches, c->leases.size());
-  DetachLocked(*c, "said goodbye");
+  DetachLocked(*c, std::string(kSaidGoodbye));
   ServeAllLocked();  // its group's peers may be waiting for it (Note [Consumer groups])
 }
 

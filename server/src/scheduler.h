@@ -125,6 +125,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -138,6 +139,9 @@
 #include "slot_table.h"
 
 namespace batchcast {
+
+// Why a consumer that sent BYE was detached (what its group's peers are told).
+inline constexpr std::string_view kSaidGoodbye = "said goodbye";
 
 struct SchedulerConfig {
   uint32_t window = 8;

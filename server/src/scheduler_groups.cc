@@ -53,14 +53,14 @@ Result<ConsumerGroup*> Scheduler::JoinGroupLocked(const proto::Hello& hello) {
   }
   // A new group (or a new one of that name: the last one ended).
   const uint64_t round = uint64_t{hello.world_size} * hello.batch_size;
-  const uint64_t epoch_len = config_.group_epoch_len > 0 ? config_.group_epoch_len
-                                                         : config_.epoch_len;
+  const uint64_t epoch_len =
+      config_.group_epoch_len > 0 ? config_.group_epoch_len : config_.epoch_len;
   const uint64_t rounds = epoch_len / round;
   if (rounds == 0) {
-    return InvalidArgumentError("group '" + hello.group + "': an epoch of " +
-                                std::to_string(epoch_len) +
-                                " samples holds no whole round of world_size x batch size = " +
-                                std::to_string(round) + " samples");
+    return InvalidArgumentError(
+        "group '" + hello.group + "': an epoch of " + std::to_string(epoch_len) +
+        " samples holds no whole round of world_size x batch size = " + std::to_string(round) +
+        " samples");
   }
   const uint64_t start =
       ConsumerCursor::JoinStart(hello.join, slots_.JoinFloor(), config_.epoch_len);
@@ -70,10 +70,11 @@ Result<ConsumerGroup*> Scheduler::JoinGroupLocked(const proto::Hello& hello) {
   ConsumerGroup* raw = g.get();
   groups_.emplace(raw->id(), std::move(g));
   open_groups_[hello.group] = raw;
-  BC_LOG_INFO("group '{}' forms at seq {}: {} ranks of batch {}, {} batches per rank per epoch; "
-              "it waits up to {} s for all ranks",
-              hello.group, start, hello.world_size, hello.batch_size, rounds,
-              Seconds(config_.group_timeout));
+  BC_LOG_INFO(
+      "group '{}' forms at seq {}: {} ranks of batch {}, {} batches per rank per epoch; "
+      "it waits up to {} s for all ranks",
+      hello.group, start, hello.world_size, hello.batch_size, rounds,
+      Seconds(config_.group_timeout));
   return raw;
 }
 
@@ -81,14 +82,22 @@ void Scheduler::LeaveGroupLocked(Consumer& c, const std::string& why) {
   if (c.group == nullptr || !c.group->HasRank(c.rank)) return;
   ConsumerGroup& g = *c.group;
   const bool was_intact = !g.ended();
-  g.Leave(c.rank, RankName(c) + " left after " + std::to_string(c.batches) + " batches (" + why +
-                      ")");
+  g.Leave(c.rank,
+          RankName(c) + " left after " + std::to_string(c.batches) + " batches (" + why + ")");
   if (auto it = open_groups_.find(g.spec().name); it != open_groups_.end() && it->second == &g) {
     open_groups_.erase(it);
   }
   if (was_intact && g.RanksIn() != "none") {
-    BC_LOG_WARN("group '{}': {}; its peers (ranks {}) get no batch beyond the ones it got",
-                g.spec().name, g.left_reason(), g.RanksIn());
+    // A BYE is how every rank of a job that ends leaves: not worth a warning.
+    if (why == kSaidGoodbye) {
+      BC_LOG_INFO_LIMITED(
+          "group '{}': {}; its peers (ranks {}) get no batch beyond the ones it got", g.spec().name,
+          g.left_reason(), g.RanksIn());
+    } else {
+      BC_LOG_WARN_LIMITED(
+          "group '{}': {}; its peers (ranks {}) get no batch beyond the ones it got", g.spec().name,
+          g.left_reason(), g.RanksIn());
+    }
   }
 }
 
@@ -121,11 +130,12 @@ void Scheduler::ExpireFormingGroupsLocked(Clock::time_point now) {
     auto it = groups_.find(id);
     if (it == groups_.end()) continue;
     ConsumerGroup& g = *it->second;
-    const std::string message =
-        "group '" + g.spec().name + "' did not form: only ranks " + g.RanksIn() + " of " +
-        std::to_string(g.spec().world_size) + " connected within " +
-        std::to_string(Seconds(config_.group_timeout)) + " s (group_timeout), missing: " +
-        g.RanksAbsent() + " (every rank must connect to this same server; restart the job)";
+    const std::string message = "group '" + g.spec().name + "' did not form: only ranks " +
+                                g.RanksIn() + " of " + std::to_string(g.spec().world_size) +
+                                " connected within " +
+                                std::to_string(Seconds(config_.group_timeout)) +
+                                " s (group_timeout), missing: " + g.RanksAbsent() +
+                                " (every rank must connect to this same server; restart the job)";
     BC_LOG_WARN("{}", message);
     FailGroupLocked(g, StatusCode::kDeadlineExceeded, message);
   }

@@ -29,7 +29,7 @@ def _torchrun_missing():
 
 
 @pytest.mark.skipif(_torchrun_missing(), reason="torchrun (torch.distributed.run) is not installed")
-def test_train_ddp_example_on_two_cpu_ranks():
+def test_train_ddp_example_on_two_cpu_ranks(tmp_path):
     import torch.distributed as dist
 
     if not dist.is_available() or not dist.is_gloo_available():
@@ -39,8 +39,11 @@ def test_train_ddp_example_on_two_cpu_ranks():
     env["OMP_NUM_THREADS"] = "1"
     for v in ("LOCAL_RANK", "BATCHCAST_GROUP", "SLURM_LOCALID", "SLURM_PROCID"):
         env.pop(v, None)
+    # --redirects/--tee 2 (stderr to a log file and to the console): torchrun of
+    # torch < 2.0 under Python >= 3.11 fails with its default "0"
+    # ('NoneType' object has no attribute 'get': Flag iteration skips 0).
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           EXAMPLE, "--synthetic", "192", "--size", "32", "--batch-size", "8", "--epochs", "2",
+           "--redirects", "2", "--tee", "2", "--log_dir", str(tmp_path / "logs"), EXAMPLE, "--synthetic", "192", "--size", "32", "--batch-size", "8", "--epochs", "2",
            "--num-classes", "10", "--check-split"]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     out = r.stdout + r.stderr
