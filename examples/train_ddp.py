@@ -22,10 +22,13 @@ Usage:
   torchrun --standalone --nproc_per_node 2 examples/train_ddp.py \\
       --synthetic 256 --size 32 --batch-size 8 --epochs 2 --check-split
 
-  # Several nodes, a server of their own on each (see README, "DDP"):
-  #   batchcast-server serve DATA --name imnet --shard-from-env ...   (one per node)
+  # Several nodes (the same on each; local rank 0 serves its node's shard):
   torchrun --nnodes 2 --nproc_per_node 8 --rdzv_backend c10d --rdzv_endpoint HOST:29500 \\
-      examples/train_ddp.py --shared imnet --device cuda
+      examples/train_ddp.py --data /data/imagenet/train --device cuda
+
+  # SLURM, a server step of its own per node (see README, "DDP"):
+  #   srun --overlap --ntasks-per-node 1 batchcast-server serve DATA --name imnet \\
+  #       --shard-from-env ... &
   srun --ntasks-per-node 8 --gpus-per-node 8 python3 examples/train_ddp.py --shared imnet \\
       --device cuda                        # MASTER_ADDR / MASTER_PORT set before srun
 
