@@ -462,7 +462,8 @@ def job_environment(environ: Mapping[str, str], console: Optional[Console] = Non
     job: the jobs are independent consumers (each the whole stream), never one
     consumer group (DESIGN.md, "Groups, several GPUs, several nodes")."""
     rank_variables = set(_core.launcher_rank_variables())
-    removed = sorted(k for k in environ if k in rank_variables)
+    # (BATCHCAST_GROUP alone, without a launcher's rank, chooses nothing: not worth a line)
+    removed = sorted(k for k in environ if k in rank_variables and k != "BATCHCAST_GROUP")
     if removed and console is not None:
         console.line(f"{PREFIX} the jobs do not inherit this process's launcher rank "
                      f"({', '.join(removed)}): each job reads the whole stream", sys.stderr)

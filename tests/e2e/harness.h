@@ -64,7 +64,13 @@ inline std::unique_ptr<Process> StartConsumerProcess(const std::string& consumer
                                                      const std::vector<std::string>& env = {}) {
   std::vector<std::string> argv = {consumer_bin, "--endpoint", name, "--out", out};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  return std::make_unique<Process>(argv, "", env);
+  // No consumer group from a launcher the tests may run under (a SLURM step,
+  // torchrun): only the ones a test names or sets up in `env`.
+  std::vector<std::string> child_env = env;
+  bool names_group = false;
+  for (const std::string& e : env) names_group = names_group || e.starts_with("BATCHCAST_GROUP=");
+  if (!names_group) child_env.push_back("BATCHCAST_GROUP=none");
+  return std::make_unique<Process>(argv, "", child_env);
 }
 
 // Reads the batches of `c`'s current epoch up to its end-of-epoch marker,
