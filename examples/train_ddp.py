@@ -100,8 +100,10 @@ def start_server(args, batchcast, job):
     """Local rank 0's server for this node's shard (shard_from_env), or None."""
     if args.shared:
         return None
+    # A producer batch per round of the node's ranks (a round must fit half the ring).
+    local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("SLURM_NTASKS_PER_NODE", 1)))
     options = dict(name=f"ddp-{job}"[:64], device=args.server_device, size=args.size,
-                   batch_size=max(args.batch_size, 32), window=8, shard_from_env=True)
+                   batch_size=args.batch_size * local_ranks, window=8, shard_from_env=True)
     if args.synthetic:
         return batchcast.Server(synthetic=args.synthetic, **options)
     return batchcast.Server(args.data, **options)
