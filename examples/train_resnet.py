@@ -81,6 +81,34 @@ def import_batchcast():
     return batchcast
 
 
+def model_input(images, labels, device, num_classes, mean, std):
+    """(normalized float images in channels_last, int64 labels) on `device`; uint8
+    batches are normalized here, others are taken as normalized."""
+    images = images.to(device, non_blocking=True)
+    labels = labels.to(device, non_blocking=True).long() % num_classes
+    if images.dtype == torch.uint8:
+        x = (images.float().div_(255) - mean) / std
+    else:
+        x = images.float()
+    return x.contiguous(memory_format=torch.channels_last), labels
+
+
+def sgd_step(model, opt, loss_fn, x, labels):
+    """One optimizer step; returns the loss (.item() also synchronizes CUDA, for
+    honest timing)."""
+    loss = loss_fn(model(x), labels)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
+def epoch_figures(images, elapsed, loss, wait):
+    """'N images in T s = R images/s, loss L, waiting for data W%'."""
+    return (f"{images} images in {elapsed:.2f} s = {images / max(elapsed, 1e-9):.1f} images/s, "
+            f"loss {loss:.3f}, waiting for data {100 * wait / max(elapsed, 1e-9):.0f}%")
+
+
 def make_batches(args):
     """(iterable of (images, labels) per epoch, number of classes, cleanup)."""
     if args.data:
@@ -137,28 +165,17 @@ def main():
             start = t_wait = time.perf_counter()
             for images, labels in batches:
                 wait += time.perf_counter() - t_wait
-                images = images.to(device, non_blocking=True)
-                labels = labels.to(device, non_blocking=True) % num_classes
-                if images.dtype == torch.uint8:
-                    x = (images.float().div_(255) - mean) / std
-                else:
-                    x = images.float()
+                x, labels = model_input(images, labels, device, num_classes, mean, std)
                 del images  # a batchcast batch's lease ends with its last tensor
-                x = x.contiguous(memory_format=torch.channels_last)
-                loss = loss_fn(model(x), labels)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                loss_sum += loss.item()  # also synchronizes CUDA for honest timing
+                loss_sum += sgd_step(model, opt, loss_fn, x, labels)
                 images_seen += labels.shape[0]
                 steps += 1
                 t_wait = time.perf_counter()
                 if args.steps and steps >= args.steps:
                     break
             elapsed = time.perf_counter() - start
-            print(f"epoch {epoch}: {steps} steps, {images_seen} images in {elapsed:.2f} s = "
-                  f"{images_seen / max(elapsed, 1e-9):.1f} images/s, loss {loss_sum / max(steps, 1):.3f}, "
-                  f"waiting for data {100 * wait / max(elapsed, 1e-9):.0f}%", flush=True)
+            print(f"epoch {epoch}: {steps} steps, "
+                  f"{epoch_figures(images_seen, elapsed, loss_sum / max(steps, 1), wait)}", flush=True)
     finally:
         cleanup()
 

@@ -21,8 +21,9 @@
 
 namespace batchcast {
 
-// --batch-size, --join, --prefetch, --timeout-ms, --no-drop-last and
-// --key-file, set in `options` (the values it holds now are the defaults).
+// --batch-size, --join, --prefetch, --timeout-ms, --no-drop-last, --key-file
+// and the group (--group, --rank, --world-size; --no-group opts out of the
+// launcher's), set in `options` (the values it holds now are the defaults).
 inline void AddConsumerOptions(CLI::App* app, ConsumerOptions& options) {
   app->add_option("--batch-size", options.batch_size, "samples per batch")->capture_default_str();
   app->add_option("--prefetch", options.prefetch, "batch requests kept in flight")
@@ -32,14 +33,23 @@ inline void AddConsumerOptions(CLI::App* app, ConsumerOptions& options) {
          "immediate or next_epoch [default: " + std::string(JoinPolicyName(options.join)) + "]")
       ->check(CLI::IsMember({"immediate", "next_epoch"}));
   app->add_option_function<int64_t>(
-      "--timeout-ms",
-      [&options](int64_t ms) { options.timeout = std::chrono::milliseconds(ms); },
+      "--timeout-ms", [&options](int64_t ms) { options.timeout = std::chrono::milliseconds(ms); },
       "limit on one batch (0: as long as the server is alive) [default: " +
           std::to_string(options.timeout.count()) + "]");
   app->add_flag_function(
       "--no-drop-last", [&options](int64_t) { options.drop_last = false; },
       "keep the last, incomplete batch of each epoch");
   app->add_option("--key-file", options.key_file, "tcp:// only: the server's key file");
+  app->add_option_function<std::string>(
+      "--group", [&options](const std::string& g) { options.group = g; },
+      "consumer group (default: the launcher's, torchrun or SLURM)");
+  app->add_flag_function(
+      "--no-group", [&options](int64_t) { options.group = std::string(); },
+      "read the whole stream even under torchrun or SLURM");
+  app->add_option_function<uint32_t>(
+      "--rank", [&options](uint32_t r) { options.rank = r; }, "rank in the group");
+  app->add_option_function<uint32_t>(
+      "--world-size", [&options](uint32_t w) { options.world_size = w; }, "ranks in the group");
 }
 
 // A consumer and, on a CUDA ring, the stream (on the ring's device) that its

@@ -46,6 +46,13 @@ std::string SlotCounts(const json& j) {
                      Count(s, "writing"), Count(s, "ready"), Count(s, "leased"));
 }
 
+// " group NAME rank R/W" for a rank of a consumer group, else "".
+std::string GroupText(const json& consumer) {
+  if (!consumer.contains("group")) return "";
+  return fmt::format(" group {} rank {}/{}", consumer.value("group", "?"), Count(consumer, "rank"),
+                     Count(consumer, "world_size"));
+}
+
 std::string Cut(std::string line, int width) {
   if (width > 0 && line.size() > static_cast<size_t>(width))
     line.resize(static_cast<size_t>(width));
@@ -108,7 +115,8 @@ std::string StatsReport(const json& j) {
         << "): batch " << Count(c, "batch_size") << ", epoch " << Count(c, "epoch") << " step "
         << Count(c, "step") << ", " << Count(c, "batches") << " batches, lag "
         << Count(c, "lag_samples") << " samples, skipped " << Count(c, "skipped") << ", leases "
-        << Count(c, "leases") << (c.value("attached", true) ? "" : " (detached)") << "\n";
+        << Count(c, "leases") << GroupText(c) << (c.value("attached", true) ? "" : " (detached)")
+        << "\n";
   }
   return out.str();
 }
@@ -210,6 +218,7 @@ std::vector<std::string> WatchView::Frame(int width, int height) const {
         fmt::format("{}:{}", Count(c, "epoch"), Count(c, "step")), LagSlots(c, j),
         Count(c, "leases"), Count(c, "skipped"));
     if (wait) row += fmt::format("  {:>5}", Percent(Rate(c, pc, kConsumerWaitField)));
+    row += GroupText(c);
     if (!c.value("attached", true)) row += "  detached";
     lines.push_back(row);
   }
@@ -245,6 +254,7 @@ std::vector<std::string> WatchView::Lines(const std::string& stamp) const {
         RateText(Rate(c, pc, "samples")), Count(c, "epoch"), Count(c, "step"), LagSlots(c, j),
         Count(c, "leases"), Count(c, "skipped"));
     if (c.contains(kConsumerWaitField)) line += " wait " + Percent(Rate(c, pc, kConsumerWaitField));
+    line += GroupText(c);
     if (!c.value("attached", true)) line += " detached";
     lines.push_back(line);
   }

@@ -55,6 +55,7 @@ const std::vector<FieldSpec>& Consumer::fields() const { return session_->welcom
 Result<std::string> Consumer::Stats() {
   return CatchAll("Consumer::Stats", [this] { return session_->Stats(); });
 }
+const std::optional<GroupMembership>& Consumer::group() const { return session_->group(); }
 
 Device Consumer::device() const {
   for (const proto::Allocation& a : session_->welcome().allocations) {

@@ -73,6 +73,7 @@ Result<std::shared_ptr<Session>> Session::Open(const ConsumerOptions& options) {
   BATCHCAST_RETURN_IF_ERROR(CheckKeyFileUse(s->endpoint_, options.key_file));
   BATCHCAST_RETURN_IF_ERROR(CheckLocalServer(s->endpoint_, options.endpoint));
   if (s->options_.name.empty()) s->options_.name = DefaultConsumerName();
+  BATCHCAST_ASSIGN_OR_RETURN(s->group_, ResolveGroup(options));
   BATCHCAST_RETURN_IF_ERROR(s->Handshake());
   BATCHCAST_ASSIGN_OR_RETURN(MappedRing ring, MappedRing::Map(s->welcome_));
   s->ring_.emplace(std::move(ring));
@@ -91,6 +92,11 @@ Status Session::Handshake() {
   h.drop_last = options_.drop_last;
   h.join = options_.join;
   h.prefetch = options_.prefetch;
+  if (group_) {
+    h.group = group_->group;
+    h.rank = group_->rank;
+    h.world_size = group_->world_size;
+  }
   MutexLock lock(&sock_mu_);
   // Note [Transport security]: tcp:// is CURVE; the watch says at once why a
   // connection cannot succeed.
@@ -275,6 +281,11 @@ Result<proto::Message> Session::NextReply() {
     Drain();
   }
   if (replies_.empty()) return fatal_;  // the server is gone, stopped, or evicted us
+  // Batches that came before a connection-level error are still delivered
+  // (a rank of a broken group gets what its peers got), but an error reply
+  // after it is its consequence ("this consumer left the stream", answering
+  // a NEXT sent before the error arrived): the cause is what the user sees.
+  if (!fatal_.ok() && std::holds_alternative<proto::Error>(replies_.front())) return fatal_;
   proto::Message reply = std::move(replies_.front());
   replies_.pop_front();
   if (auto* b = std::get_if<proto::Batch>(&reply)) {

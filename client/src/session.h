@@ -76,8 +76,9 @@ class Session {
   void Release(uint64_t lease_id) BC_EXCLUDES(lease_mu_);
   void ReleaseAfter(uint64_t lease_id, CompletionTokens tokens) BC_EXCLUDES(lease_mu_);
 
-  // Both fixed once Open() returned.
+  // Fixed once Open() returned.
   const proto::Welcome& welcome() const { return welcome_; }
+  const std::optional<GroupMembership>& group() const { return group_; }
   const MappedRing& ring() const { return *ring_; }
 
  private:
@@ -105,6 +106,7 @@ class Session {
   ConsumerOptions options_;
   std::string endpoint_;
   proto::Welcome welcome_;
+  std::optional<GroupMembership> group_;  // ResolveGroup(options_)
   std::optional<MappedRing> ring_;
   bool server_pid_visible_ = false;
 

@@ -36,6 +36,9 @@ void Write(Writer& w, const Hello& m) {
   w.Put(static_cast<uint8_t>(m.join));
   w.Put(m.prefetch);
   w.PutString(m.device);
+  w.PutString(m.group);
+  w.Put(m.rank);
+  w.Put(m.world_size);
 }
 
 void Write(Writer& w, const FieldSpec& f) {
@@ -133,11 +136,24 @@ bool Read(Reader& r, Hello& m) {
   uint8_t join = 0;
   if (!r.GetString(m.name, kMaxString) || !r.Get(m.pid) || !r.Get(m.batch_size) ||
       !ReadBool(r, m.drop_last, "drop_last") || !r.Get(join) || !r.Get(m.prefetch) ||
-      !r.GetString(m.device, kMaxString)) {
+      !r.GetString(m.device, kMaxString) || !r.GetString(m.group, kMaxGroupName) ||
+      !r.Get(m.rank) || !r.Get(m.world_size)) {
     return false;
   }
   if (join > static_cast<uint8_t>(JoinPolicy::kNextEpoch)) return r.Fail("unknown join policy");
   m.join = static_cast<JoinPolicy>(join);
+  if (m.world_size > kMaxWorldSize) {
+    return r.Fail("world_size " + std::to_string(m.world_size) + " exceeds the limit " +
+                  std::to_string(kMaxWorldSize));
+  }
+  if (m.world_size == 0 && (!m.group.empty() || m.rank != 0)) {
+    return r.Fail("a group and rank without a world_size");
+  }
+  if (m.world_size > 0 && m.group.empty()) return r.Fail("a world_size without a group name");
+  if (m.world_size > 0 && m.rank >= m.world_size) {
+    return r.Fail("rank " + std::to_string(m.rank) + " is not below world_size " +
+                  std::to_string(m.world_size));
+  }
   return true;
 }
 

@@ -31,7 +31,8 @@
 
 namespace batchcast {
 
-inline constexpr uint16_t kProtocolVersion = 1;
+// 2: HELLO carries the consumer group (group, rank, world_size).
+inline constexpr uint16_t kProtocolVersion = 2;
 
 namespace proto {
 
@@ -46,6 +47,8 @@ inline constexpr size_t kMaxSegments = 65536;
 inline constexpr size_t kMaxReleases = 65536;
 inline constexpr size_t kMaxJson = 16 << 20;
 inline constexpr size_t kIpcHandleBytes = 64;
+inline constexpr size_t kMaxGroupName = 256;
+inline constexpr uint32_t kMaxWorldSize = 4096;
 
 enum class MessageType : uint8_t {
   kHello = 1,
@@ -71,6 +74,12 @@ struct Hello {
   JoinPolicy join = JoinPolicy::kImmediate;
   uint16_t prefetch = 2;
   std::string device;  // "" = the producer's device
+  // Consumer group (DESIGN.md "Groups"): world_size 0 = none (the whole
+  // stream; group is then empty and rank 0); else a non-empty group name and
+  // rank < world_size.
+  std::string group;
+  uint32_t rank = 0;
+  uint32_t world_size = 0;
   bool operator==(const Hello&) const = default;
 };
 

@@ -3,12 +3,18 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar, Union
 
 from batchcast import _check, _core
 from batchcast._read_only import ReadOnly
 
 _JOINS = ("immediate", "next_epoch")
+T = TypeVar("T")
+
+
+def _optional(convert: Callable[[Any], T]) -> Callable[[Any], Optional[T]]:
+    """`convert`, keeping None."""
+    return lambda v: None if v is None else convert(v)
 
 
 def _is_tuple_layout(names: Tuple[str, ...]) -> bool:
@@ -55,6 +61,27 @@ class Loader:
         as_dict: yield ``{field: tensor}`` dicts instead of tuples. By default
             tuples are yielded when the fields are ``image, label[, field2...]``
             (the built-in pipeline, or a Producer fed tuples) and dicts otherwise.
+        group, rank, world_size: a *consumer group*: the Loaders of one server
+            that name the same ``group``, each with its own ``rank`` of
+            ``world_size``, split the stream as ``DistributedSampler`` would
+            (one group per DDP job): each epoch is cut into chunks of
+            ``batch_size`` samples, chunk k goes to rank ``k % world_size``,
+            every rank gets the same number of batches (``len(loader)``; the
+            last incomplete round is dropped for all, so ``drop_last`` must be
+            True) and the ranks together see each sample of the epoch once.
+            All ranks use the same ``batch_size``, ``join`` and ``world_size``.
+            Other groups and Loaders without one each get the whole stream.
+            Defaults come from the launcher: under ``torchrun`` (``LOCAL_RANK``,
+            ``LOCAL_WORLD_SIZE``) or SLURM (``SLURM_LOCALID``,
+            ``SLURM_NTASKS_PER_NODE``) with more than one local rank, the Loader
+            joins its job's group (``"torchrun:<run id>:<restart>"``,
+            ``"slurm:<job>.<step>"``) with its local rank; explicit arguments
+            win; ``group=False`` (or ``""``, or ``BATCHCAST_GROUP=none`` in the
+            environment) reads the whole stream anyway. A rank that dies or
+            leaves breaks its group: its peers get every batch it got, then
+            :class:`batchcast.Cancelled`; other groups go on. Ranks that do not
+            all connect within the server's ``group_timeout`` (60 s) get
+            :class:`batchcast.Timeout` naming the missing ones.
 
     A wrong argument (type or value) is a :class:`batchcast.InvalidArgument`
     naming it. Connecting to a server of this machine that is not running
@@ -110,6 +137,9 @@ class Loader:
         name: Optional[str] = None,
         as_dict: Optional[bool] = None,
         key_file: Union[None, str, "os.PathLike[str]"] = None,
+        group: Union[str, bool, None] = None,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
     ) -> None:
         import torch  # imported here so that `import batchcast` does not need torch
         import torch.utils.dlpack
@@ -127,14 +157,25 @@ class Loader:
         name = _check.text("name", name, optional=True)
         as_dict = _check.boolean("as_dict", as_dict, optional=True)
         key_file = _check.text("key_file", key_file, optional=True, path=True)
+        if group is False:
+            group = ""  # no group, whatever the launcher says
+        elif group is not None and (not isinstance(group, str) or len(group.encode()) > 256):
+            _check.fail("group", "a group name (a string of at most 256 bytes), False or None",
+                        group)
+        rank = _check.integer("rank", rank, 0, 4095, optional=True)
+        world_size = _check.integer("world_size", world_size, 1, 4096, optional=True)
         self._torch = torch
         self._from_dlpack = getattr(torch._C, "_from_dlpack", None) or torch.utils.dlpack.from_dlpack
         self._endpoint = endpoint
         self._batch_size = batch_size
         self._core = _core.Consumer(
             self._endpoint, batch_size, drop_last, join, prefetch, timeout, connect_timeout,
-            name or "", key_file=key_file or "",
+            name or "", key_file=key_file or "", group=group, rank=rank, world_size=world_size,
         )
+        g = self._core.group
+        self._group: Optional[str] = g[0] if g else None
+        self._rank: Optional[int] = g[1] if g else None
+        self._world_size: Optional[int] = g[2] if g else None
         fields = self._core.fields
         self._fields: List[Tuple[str, str, Tuple[int, ...]]] = [
             (n, d, tuple(s)) for n, d, s in fields
@@ -233,6 +274,10 @@ class Loader:
         "_core.wait_s", float,
         "Seconds this Loader waited for the server's batches since it connected (this "
         "process' side of the server's per-consumer stat wait_s; docs/stats.md).")
+    group = ReadOnly("_group", _optional(str),
+                     "The consumer group it joined (given, or the launcher's), None without one.")
+    rank = ReadOnly("_rank", _optional(int), "Its rank in its group, None without a group.")
+    world_size = ReadOnly("_world_size", _optional(int), "Ranks in its group, None without a group.")
 
     def stats(self) -> Dict[str, Any]:
         """The server's stats (the JSON of ``batchcast-server stat NAME --json``) as a dict."""
@@ -255,4 +300,6 @@ class Loader:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"epoch {self._epoch}"
-        return f"batchcast.Loader({self._endpoint!r}, batch_size={self._batch_size}, {state})"
+        group = (f", group={self._group!r}, rank={self._rank}, world_size={self._world_size}"
+                 if self._group is not None else "")
+        return f"batchcast.Loader({self._endpoint!r}, batch_size={self._batch_size}{group}, {state})"

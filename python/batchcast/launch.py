@@ -27,7 +27,11 @@ and without --jobs the lists' length sets N. So these two are the same::
     python3 -m batchcast.launch DATA -- python3 train.py --lr '{0.1,0.2}'
 
 Jobs also get the variables BATCHCAST_SERVER (the endpoint), BATCHCAST_JOB
-and BATCHCAST_JOBS, and PYTHONUNBUFFERED=1. Their output is streamed line
+and BATCHCAST_JOBS, and PYTHONUNBUFFERED=1; they do not inherit a torchrun or
+SLURM rank this command may run under (LOCAL_RANK, SLURM_LOCALID, ...,
+BATCHCAST_GROUP: ``batchcast._core.launcher_rank_variables()``), so that no
+job joins the launcher's consumer group by mistake (a job that runs torchrun
+itself still makes its own group). Their output is streamed line
 by line with a ``[job k]`` prefix (stdout to stdout, stderr to stderr). A
 status line shows the server's rate and each job's (samples/s, from the
 server's stats of its consumers): refreshed in place on a terminal,
@@ -59,7 +63,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Dict, IO, List, Optional, Sequence, Tuple
+from typing import Any, Dict, IO, List, Mapping, Optional, Sequence, Tuple
 
 from batchcast import _core, _proc
 from batchcast._mps import Mps
@@ -453,6 +457,19 @@ def run(args: argparse.Namespace, command: List[str]) -> int:
         mps.stop()
 
 
+def job_environment(environ: Mapping[str, str], console: Optional[Console] = None) -> Dict[str, str]:
+    """`environ` without the variables that make a process a rank of a launcher's
+    job: the jobs are independent consumers (each the whole stream), never one
+    consumer group (DESIGN.md, "Groups, several GPUs, several nodes")."""
+    rank_variables = set(_core.launcher_rank_variables())
+    # (BATCHCAST_GROUP alone, without a launcher's rank, chooses nothing: not worth a line)
+    removed = sorted(k for k in environ if k in rank_variables and k != "BATCHCAST_GROUP")
+    if removed and console is not None:
+        console.line(f"{PREFIX} the jobs do not inherit this process's launcher rank "
+                     f"({', '.join(removed)}): each job reads the whole stream", sys.stderr)
+    return {k: v for k, v in environ.items() if k not in rank_variables}
+
+
 def _run_jobs(args: argparse.Namespace, command: List[str], server: Any, mps: Mps,
               console: Console) -> int:
     stats = server.stats()
@@ -461,7 +478,7 @@ def _run_jobs(args: argparse.Namespace, command: List[str], server: Any, mps: Mp
                  f"endpoint {server.endpoint}; MPS {mps.note}", sys.stderr)
     argvs = [expand(command, k, args.jobs, server.name, server.endpoint, args.each)
              for k in range(args.jobs)]
-    env = {**os.environ, **mps.env, "BATCHCAST_SERVER": server.endpoint,
+    env = {**job_environment(os.environ, console), **mps.env, "BATCHCAST_SERVER": server.endpoint,
            "BATCHCAST_JOBS": str(args.jobs), "PYTHONUNBUFFERED": "1"}
     jobs: List[Job] = []
     stopper = _Stopper(jobs, console, args.grace, args.kill_after)

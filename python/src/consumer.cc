@@ -34,6 +34,7 @@
 #include <dlpack/dlpack.h>
 
 #include "batchcast/client/consumer.h"
+#include "core/src/launcher_env.h"
 #include "core/src/ring_layout.h"
 #include "core/src/runtime_dir.h"
 #include "common.h"
@@ -89,7 +90,8 @@ class PyConsumer {
   PyConsumer(const std::string& endpoint, uint32_t batch_size, bool drop_last,
              const std::string& join, uint16_t prefetch, const py::object& timeout,
              const py::object& connect_timeout, const std::string& name, uintptr_t cuda_stream,
-             const std::string& key_file) {
+             const std::string& key_file, const py::object& group, const py::object& rank,
+             const py::object& world_size) {
     ConsumerOptions o;
     o.endpoint = endpoint;
     o.batch_size = batch_size;
@@ -101,6 +103,10 @@ class PyConsumer {
     o.name = name;
     o.cuda_stream = CudaStreamRef::FromAddress(cuda_stream);
     o.key_file = key_file;
+    // None: the launcher's (ResolveGroup); "" opts out of it.
+    if (!group.is_none()) o.group = group.cast<std::string>();
+    if (!rank.is_none()) o.rank = rank.cast<uint32_t>();
+    if (!world_size.is_none()) o.world_size = world_size.cast<uint32_t>();
     std::optional<Result<std::unique_ptr<Consumer>>> r;
     {
       py::gil_scoped_release nogil;
@@ -181,6 +187,12 @@ class PyConsumer {
   uint32_t marker_epoch() const { return marker_epoch_; }
   uint32_t marker_step() const { return marker_step_; }
   uint64_t skipped() const { return skipped_; }
+  // (group, rank, world_size, source) of the group it joined, or None.
+  py::object group() {
+    const std::optional<GroupMembership>& g = get().group();
+    if (!g) return py::none();
+    return py::make_tuple(g->group, g->rank, g->world_size, g->source);
+  }
 
  private:
   std::unique_ptr<Consumer> consumer_;
@@ -198,11 +210,14 @@ void RegisterConsumer(py::module_& m) {
                          "batchcast.Loader instead.")
       .def(py::init<const std::string&, uint32_t, bool, const std::string&, uint16_t,
                     const py::object&, const py::object&, const std::string&, uintptr_t,
-                    const std::string&>(),
+                    const std::string&, const py::object&, const py::object&, const py::object&>(),
            py::arg("endpoint"), py::arg("batch_size"), py::arg("drop_last") = true,
            py::arg("join") = "immediate", py::arg("prefetch") = 2, py::arg("timeout") = py::none(),
            py::arg("connect_timeout") = py::none(), py::arg("name") = "",
-           py::arg("cuda_stream") = 0, py::arg("key_file") = "")
+           py::arg("cuda_stream") = 0, py::arg("key_file") = "", py::kw_only(),
+           py::arg("group") = py::none(), py::arg("rank") = py::none(),
+           py::arg("world_size") = py::none(),
+           "group/rank/world_size: None = the launcher's (torchrun, SLURM), group '' = none")
       .def("next", &PyConsumer::Next, py::arg("cuda_stream") = py::none(),
            "(capsules, indices, epoch, step, zero_copy) for a batch, None at the end of an epoch; "
            "cuda_stream: delivery stream (int cudaStream_t) for CUDA rings")
@@ -223,7 +238,19 @@ void RegisterConsumer(py::module_& m) {
                              "True when the ring (some field) is in CUDA device memory")
       .def_property_readonly("marker_epoch", &PyConsumer::marker_epoch)
       .def_property_readonly("marker_step", &PyConsumer::marker_step)
-      .def_property_readonly("skipped", &PyConsumer::skipped);
+      .def_property_readonly("skipped", &PyConsumer::skipped)
+      .def_property_readonly("group", &PyConsumer::group,
+                             "(group, rank, world_size, source) of the group it joined, or None");
+
+  m.def(
+      "launcher_rank_variables",
+      [] {
+        py::list out;
+        for (const char* v : LauncherRankVariables()) out.append(py::str(v));
+        return out;
+      },
+      "The environment variables that make a process a rank of a launcher's job (torchrun, "
+      "SLURM; Note [Launcher environment]): batchcast.launch removes them for its jobs.");
 
   m.def(
       "query_stats",

@@ -159,6 +159,8 @@ void ControlLoop::Drop(const std::string& identity, const std::string& reason) {
 void ControlLoop::HandleHello(const std::string& identity, proto::Hello hello) {
   // The name is the peer's: shown escaped (logs, stats, `stat`), never raw.
   hello.name = EscapeText(hello.name, kMaxShownName);
+  // So is the group's name (one escaping for every rank: they still match).
+  hello.group = EscapeText(hello.group);
   if (!hello.device.empty() && hello.device != options_.device_name) {
     SendTo(identity, proto::Error{0, StatusCode::kInvalidArgument,
                                   "this server's ring is on " + options_.device_name +

@@ -151,6 +151,22 @@ ServerOption Integer(V name, G group, V help) {
           [](const O& o) { return std::to_string(Field<Path...>(o)); }};
 }
 
+// An integer that may stay unset (its default is derived): prints "" then.
+template <auto... Path>
+ServerOption OptionalInteger(V name, G group, V help) {
+  return {name, group, OptionType::kInteger, "N", help,
+          [](O& o, V t) {
+            uint32_t v = 0;
+            BATCHCAST_RETURN_IF_ERROR(ParseInteger(t, v));
+            Field<Path...>(o) = v;
+            return Status::Ok();
+          },
+          [](const O& o) {
+            const auto& v = Field<Path...>(o);
+            return v ? std::to_string(*v) : std::string();
+          }};
+}
+
 // `zero_is_unset`: a zero duration prints as "" (its default is derived).
 template <bool zero_is_unset, auto... Path>
 ServerOption SecondsOption(V name, G group, V help) {
@@ -223,8 +239,12 @@ const ServerOption kOptions[] = {
   Integer<&O::source, &S::shuffle_buffer>("shuffle_buffer", G::kOrder,
       "tar shards: samples mixed across the shards' streams (memory: about this many encoded "
       "samples plus a batch)"),
-  Integer<&O::shard_rank>("shard_rank", G::kOrder, "this server's shard of the dataset"),
-  Integer<&O::num_shards>("num_shards", G::kOrder, "number of shards"),
+  OptionalInteger<&O::shard_rank>("shard_rank", G::kOrder, "this server's shard of the dataset (default 0)"),
+  OptionalInteger<&O::num_shards>("num_shards", G::kOrder, "number of shards (default 1)"),
+  Flag<&O::shard_from_env>("shard_from_env", G::kOrder,
+      "take the shard from the launcher: this node's rank and the number of nodes "
+      "(GROUP_RANK/GROUP_WORLD_SIZE or NNODES, PET_NODE_RANK/PET_NNODES, SLURM_NODEID/SLURM_NNODES); "
+      "--shard-rank/--num-shards win"),
   Integer<&O::source, &S::workers>("workers", G::kSource,
       "CPU decode threads (0 = one per core; with GPU decode: 2 for the files nvJPEG's hardware refuses)"),
   Integer<&O::source, &S::device_cache_mb>("device_cache_mb", G::kSource,
@@ -245,6 +265,8 @@ const ServerOption kOptions[] = {
       "time between heartbeats (default: heartbeat_timeout / 8)"),
   Integer<&O::max_leases>("max_leases", G::kConsumers, "unreleased batches one consumer may hold"),
   Integer<&O::max_consumers>("max_consumers", G::kConsumers, "consumers connected at once"),
+  SecondsOption<false, &O::group_timeout>("group_timeout", G::kConsumers,
+      "how long the ranks of a consumer group may take to all connect"),
 };
 // clang-format on
 

@@ -48,6 +48,29 @@ Result<Scheduler::Admission> Scheduler::AddConsumer(const std::string& identity,
     return InvalidArgumentError("prefetch " + std::to_string(hello.prefetch) +
                                 " is out of range 1.." + std::to_string(config_.max_leases));
   }
+  if (hello.world_size > 0 && (hello.group.empty() || hello.rank >= hello.world_size)) {
+    return InvalidArgumentError("bad group fields: rank " + std::to_string(hello.rank) +
+                                " of world_size " + std::to_string(hello.world_size) +
+                                " in group '" + hello.group + "'");
+  }
+  if (hello.world_size > 0) {
+    // Note [Consumer groups]: a round must fit the ring like a batch.
+    const uint64_t round = uint64_t{hello.world_size} * hello.batch_size;
+    if (round > max_batch) {
+      return InvalidArgumentError(
+          "group '" + hello.group + "': a round of world_size x batch size = " +
+          std::to_string(hello.world_size) + " x " + std::to_string(hello.batch_size) + " = " +
+          std::to_string(round) + " samples must fit half the ring (window " +
+          std::to_string(config_.window) + " x batch " + std::to_string(config_.batch_size) +
+          "): at most " + std::to_string(max_batch) + "; use a smaller batch or a larger window");
+    }
+    if (!hello.drop_last) {
+      return InvalidArgumentError(
+          "group '" + hello.group +
+          "': a group drops the last incomplete round of each epoch for every rank (so that all "
+          "ranks get the same number of batches): drop_last=false cannot be used in a group");
+    }
+  }
   MutexLock lock(&mu_);
   if (consumers_.count(identity) != 0) {
     return InvalidArgumentError("this connection already said HELLO");
@@ -57,8 +80,13 @@ Result<Scheduler::Admission> Scheduler::AddConsumer(const std::string& identity,
                                   " consumers (limit " + std::to_string(config_.max_consumers) +
                                   ")");
   }
-  const uint64_t start =
-      ConsumerCursor::JoinStart(hello.join, slots_.JoinFloor(), config_.epoch_len);
+  ConsumerGroup* group = nullptr;
+  if (hello.world_size > 0) {
+    BATCHCAST_ASSIGN_OR_RETURN(group, JoinGroupLocked(hello));
+  }
+  const uint64_t start = group != nullptr ? group->frontier()
+                                          : ConsumerCursor::JoinStart(
+                                                hello.join, slots_.JoinFloor(), config_.epoch_len);
   Consumer c(ConsumerCursor(start, config_.epoch_len, hello.batch_size, hello.drop_last));
   c.id = next_consumer_id_++;
   c.identity = identity;
@@ -71,8 +99,21 @@ Result<Scheduler::Admission> Scheduler::AddConsumer(const std::string& identity,
   a.consumer_id = c.id;
   a.batches_per_epoch =
       ConsumerCursor::BatchesPerEpoch(config_.epoch_len, hello.batch_size, hello.drop_last);
-  BC_LOG_INFO_LIMITED("consumer {} '{}' (pid {}) joined: batch {}, join {}, starts at seq {}", c.id,
-                      c.name, c.pid, hello.batch_size, JoinPolicyName(hello.join), start);
+  if (group != nullptr) {
+    c.group = group;
+    c.rank = hello.rank;
+    group->Join(hello.rank, identity, hello.prefetch);
+    group->members += 1;
+    a.batches_per_epoch = group->rounds_per_epoch();
+    BC_LOG_INFO_LIMITED(
+        "consumer {} '{}' (pid {}) joined group '{}' as rank {} of {}: batch {}, {} batches "
+        "per epoch, the group starts at seq {}{}",
+        c.id, c.name, c.pid, hello.group, hello.rank, hello.world_size, hello.batch_size,
+        a.batches_per_epoch, start, group->complete() ? " (all ranks joined)" : "");
+  } else {
+    BC_LOG_INFO_LIMITED("consumer {} '{}' (pid {}) joined: batch {}, join {}, starts at seq {}",
+                        c.id, c.name, c.pid, hello.batch_size, JoinPolicyName(hello.join), start);
+  }
   consumers_.emplace(identity, std::move(c));
   NotifyProducer();
   return a;
@@ -93,8 +134,12 @@ void Scheduler::Next(const std::string& identity, uint64_t request_id) {
                           "this consumer left the stream (BYE or eviction); connect again"});
     return;
   }
-  if (c->skipping) {
-    // Back after a skip: what was overwritten meanwhile is skipped too.
+  // Back after a skip: what was overwritten meanwhile is skipped too.
+  if (ConsumerGroup* g = c->group; g != nullptr && g->skipping) {
+    g->skipping = false;
+    const uint64_t floor = slots_.JoinFloor();
+    g->SkipTo(floor, slots_.CountSamples(g->frontier(), floor));
+  } else if (c->skipping) {
     c->skipping = false;
     const uint64_t floor = slots_.JoinFloor();
     c->cursor.SkipTo(floor, slots_.CountSamples(c->cursor.position(), floor));
@@ -158,6 +203,7 @@ bool Scheduler::AnswerHoardingLocked(Consumer& c) {
 }
 
 bool Scheduler::ServeOneLocked(Consumer& c) {
+  if (c.group != nullptr) return ServeRankLocked(c);
   const uint64_t rid = c.pending.front();
   ConsumerCursor& cur = c.cursor;
   SettleLocked(c);
@@ -198,44 +244,65 @@ bool Scheduler::ServeOneLocked(Consumer& c) {
     case ConsumerCursor::Plan::Kind::kBatch:
       break;
   }
-  if (c.leases.size() >= config_.max_leases) {
-    Send(c, proto::Error{rid, StatusCode::kResourceExhausted,
-                         "this consumer holds " + std::to_string(c.leases.size()) +
-                             " unreleased batches (limit " + std::to_string(config_.max_leases) +
-                             "); release batches before asking for more"});
-    c.pending.pop_front();
-    return true;
-  }
-
+  if (RefuseOverLeasesLocked(c)) return true;
   const uint32_t n = plan.count;
-  proto::Batch b;
-  b.request_id = rid;
-  b.epoch = cur.epoch();
-  b.step = cur.step();
-  b.first_seq = cur.position();
-  b.skipped = cur.skipped();
-  b.indices.reserve(n);
-  std::vector<uint32_t> pinned = slots_.Lease(b.first_seq, n, b.segments, b.indices);
-  b.lease_id = c.next_lease++;
-  c.leases.emplace(b.lease_id, std::move(pinned));
-  c.hoarding_since.reset();  // it got data: a later wait is a new one
+  SendBatchLocked(c, cur.position(), n, cur.epoch(), cur.step(), cur.skipped());
   // n == supply.samples: the cursor moves past the last of them (and past
   // the holes up to where Find stopped, when it found fewer than B).
   BATCHCAST_CHECK(n == supply.samples);
   cur.Advance(supply.end, stream_end_);
   SettleLocked(c);  // holes and a short drop_last remainder pin nothing
+  return true;
+}
+
+bool Scheduler::RefuseOverLeasesLocked(Consumer& c) {
+  if (c.leases.size() < config_.max_leases) return false;
+  Send(c, proto::Error{c.pending.front(), StatusCode::kResourceExhausted,
+                       "this consumer holds " + std::to_string(c.leases.size()) +
+                           " unreleased batches (limit " + std::to_string(config_.max_leases) +
+                           "); release batches before asking for more"});
+  c.pending.pop_front();
+  return true;
+}
+
+void Scheduler::SendBatchLocked(Consumer& c, uint64_t from, uint32_t n, uint32_t epoch,
+                                uint32_t step, uint64_t skipped) {
+  proto::Batch b;
+  b.request_id = c.pending.front();
+  b.epoch = epoch;
+  b.step = step;
+  b.first_seq = from;
+  b.skipped = skipped;
+  b.indices.reserve(n);
+  std::vector<uint32_t> pinned = slots_.Lease(from, n, b.segments, b.indices);
+  b.lease_id = c.next_lease++;
+  c.leases.emplace(b.lease_id, std::move(pinned));
+  c.hoarding_since.reset();  // it got data: a later wait is a new one
   c.batches += 1;
   c.samples += n;
   c.pending.pop_front();
   Send(c, std::move(b));
   NotifyProducer();
-  return true;
 }
 
 void Scheduler::ServeLocked(Consumer& c) {
+  ConsumerGroup* g = c.group;
+  const uint64_t deliveries = g != nullptr ? g->deliveries() : 0;
   while (!c.pending.empty() && ServeOneLocked(c)) {
   }
   UpdateWaitLocked(c);
+  // Peers that waited for this rank (ConsumerGroup::max_ahead) may go on.
+  std::vector<std::string> peers;
+  if (g != nullptr && g->deliveries() != deliveries && g->TakePeersWaiting()) {
+    for (uint32_t r = 0; r < g->spec().world_size; ++r) {
+      if (r != c.rank && g->HasRank(r)) peers.push_back(g->identity(r));
+    }
+  }
+  // A rank whose group broke was detached while being served.
+  if (!c.attached && c.leases.empty()) RemoveLocked(c.identity, "its group broke");
+  for (const std::string& identity : peers) {
+    if (Consumer* p = Find(identity); p != nullptr && p->attached) ServeLocked(*p);
+  }
 }
 
 void Scheduler::UpdateWaitLocked(Consumer& c) {
@@ -251,8 +318,14 @@ void Scheduler::UpdateWaitLocked(Consumer& c) {
 }
 
 void Scheduler::ServeAllLocked() {
-  for (auto& [_, c] : consumers_) {
-    if (c.attached) ServeLocked(c);
+  // Serving one consumer may remove others (a rank whose group broke).
+  std::vector<std::string> identities;
+  identities.reserve(consumers_.size());
+  for (const auto& [identity, c] : consumers_) {
+    if (c.attached && !c.pending.empty()) identities.push_back(identity);
+  }
+  for (const std::string& identity : identities) {
+    if (Consumer* c = Find(identity); c != nullptr && c->attached) ServeLocked(*c);
   }
 }
 
@@ -282,12 +355,13 @@ void Scheduler::DropLeasesLocked(Consumer& c) {
   c.leases.clear();
 }
 
-void Scheduler::DetachLocked(Consumer& c) {
+void Scheduler::DetachLocked(Consumer& c, const std::string& why) {
   c.attached = false;
   c.pending.clear();
   UpdateWaitLocked(c);
-  if (c.leases.empty()) RemoveLocked(c.identity, "left the stream");
+  LeaveGroupLocked(c, why);
   NotifyProducer();
+  if (c.leases.empty()) RemoveLocked(c.identity, "left the stream");
 }
 
 void Scheduler::Bye(const std::string& identity, const std::vector<uint64_t>& kept_leases) {
@@ -303,7 +377,8 @@ void Scheduler::Bye(const std::string& identity, const std::vector<uint64_t>& ke
   c->leases = std::move(kept);
   BC_LOG_INFO_LIMITED("consumer {} '{}' said goodbye after {} batches ({} leases still held)",
                       c->id, c->name, c->batches, c->leases.size());
-  DetachLocked(*c);
+  DetachLocked(*c, std::string(kSaidGoodbye));
+  ServeAllLocked();  // its group's peers may be waiting for it (Note [Consumer groups])
 }
 
 void Scheduler::Touch(const std::string& identity) {
@@ -316,8 +391,11 @@ void Scheduler::RemoveLocked(const std::string& identity, const std::string& rea
   if (it == consumers_.end()) return;
   Consumer& c = it->second;
   BC_LOG_INFO_LIMITED("consumer {} '{}' (pid {}) removed: {}", c.id, c.name, c.pid, reason);
-  departed_cursor_ = std::max(departed_cursor_, c.cursor.position());
+  LeaveGroupLocked(c, reason);
+  departed_cursor_ =
+      std::max(departed_cursor_, c.group != nullptr ? c.group->frontier() : c.cursor.position());
   DropLeasesLocked(c);
+  if (c.group != nullptr && --c.group->members == 0) groups_.erase(c.group->id());
   consumers_.erase(it);
   NotifyProducer();
 }
@@ -327,6 +405,7 @@ void Scheduler::Remove(const std::string& identity, const std::string& reason) {
   if (consumers_.count(identity) == 0) return;  // already gone (e.g. pid check first)
   ++consumers_lost_;
   RemoveLocked(identity, reason);
+  ServeAllLocked();  // its group's peers may be waiting for it (Note [Consumer groups])
 }
 
 std::vector<std::string> Scheduler::Identities() const {

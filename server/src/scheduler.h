@@ -7,7 +7,9 @@
 // Note [Leases]
 // A slot may be rewritten only when (a) no lease pins it and (b) every attached
 // consumer's cursor (the next seq it will be served) is past the slot's last
-// sample. A lease is taken when a BATCH is sent and ends on RELEASE or when the
+// sample, and no group needs it (its frontier, or a chunk a rank was not
+// served yet: Note [Consumer groups]). Of the slots that may be rewritten the
+// oldest is. A lease is taken when a BATCH is sent and ends on RELEASE or when the
 // consumer is removed (BYE with no leases left, pid gone, heartbeats stopped).
 // Eviction and BYE only *detach* a consumer (it loses its window position);
 // its leases stay until released or until it dies, so memory that a live
@@ -41,6 +43,47 @@
 // END_OF_EPOCH. An epoch that would start at or after the stream end does
 // not exist: NEXT then gets OutOfRange. (Arithmetic: consumer_cursor.h.)
 //
+// Note [Consumer groups]
+// Consumers that name a group (HELLO group, rank, world_size W; DESIGN.md
+// "Groups, several GPUs, several nodes") split the stream; other groups and
+// ungrouped consumers each get all of it. A group reads like one consumer of
+// batch W*B with drop_last (its *frontier*, consumer_group.h): group epoch k
+// is seqs [start + kL, start + (k+1)L), holes skipped, and is cut into
+// *rounds* of W*B samples; round r is cut into W chunks of B consecutive
+// samples and rank i gets chunk i (so chunk k of the epoch goes to rank
+// k mod W). A round is handed out only once all its W*B samples are
+// published, so every rank gets the same rounds: R = floor(L' / (W*B))
+// batches per epoch (WELCOME's batches_per_epoch), where L' is the smallest
+// shard's epoch length when the server serves one of several shards (so that
+// every rank of every node gets the same count; the larger shards' extra
+// samples are dropped like the remainder). The last incomplete round of each
+// epoch is dropped for all ranks (drop_last is required); with holes an
+// epoch holds fewer samples, so a rank may get fewer than R batches, but
+// never one its peers do not get. The frontier determines rounds and
+// END_OF_EPOCH markers (*entries*) as ranks ask for them; every rank gets
+// the same entries in the same order.
+// Forming: the first rank's HELLO creates the group: its start is that
+// rank's join point (immediate or next_epoch; every rank must use the same
+// join, batch size and world size, else InvalidArgument) and it pins the ring
+// from there, so no sample is lost while the other ranks connect; ranks may
+// read as they join. If not every rank joined within group_timeout, the
+// joined ranks get DeadlineExceeded naming the missing ranks. A rank that is
+// already connected is refused (after checking that its previous process is
+// alive). A forming group is exempt from the lag policies.
+// Pins (Note [Leases] (b)): the frontier pins everything from it on; a chunk
+// pins its seqs until its rank was served it. A rank may be at most
+// max_ahead() entries (its prefetch + 2) ahead of its slowest peer, so a
+// stalled or late rank pins at most that many of its chunks.
+// Departure: a rank that leaves (BYE, eviction, death) ends the group for new
+// joins; its peers still get every entry it got, then, instead of a batch it
+// did not get, Cancelled ("group 'g' is broken: rank r ... left"): a DDP job
+// cannot go on without a rank, and its peers fail clearly instead of hanging.
+// A HELLO naming an ended group starts a new group of that name. Lag
+// policies act on whole groups: `skip` moves the frontier to the head (each
+// rank still gets the rounds its peers got, so counts stay equal), `evict`
+// evicts every rank. Other consumers and groups are never held up by a group
+// for longer than the lag policy (or group_timeout while it forms) allows.
+//
 // Note [Lag policy]
 // The producer is *blocked* from its first attempt that found no writable
 // slot (TryBeginBatch) until it gets one. When it has been blocked for
@@ -51,7 +94,9 @@
 // the join floor), counting the samples passed over; `evict` sends it
 // ResourceExhausted ("evicted ...") and detaches it. The clock restarts, so a
 // producer that stays blocked applies the policy again every lag_timeout.
-// `block` never applies anything.
+// `block` never applies anything. A group is a laggard when it needs the
+// oldest unleased slot; the policy then acts on the whole group (Note
+// [Consumer groups]).
 //
 // Note [Producer start and stream end]
 // The producer writes its first batch once min_consumers consumers are
@@ -75,22 +120,28 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "batchcast/core/status.h"
 #include "batchcast/server/server_options.h"
 #include "consumer_cursor.h"
+#include "consumer_group.h"
 #include "core/src/mutex.h"
 #include "core/src/protocol.h"
 #include "scheduler_env.h"
 #include "slot_table.h"
 
 namespace batchcast {
+
+// Why a consumer that sent BYE was detached (what its group's peers are told).
+inline constexpr std::string_view kSaidGoodbye = "said goodbye";
 
 struct SchedulerConfig {
   uint32_t window = 8;
@@ -103,6 +154,11 @@ struct SchedulerConfig {
   uint32_t min_consumers = 1;
   uint32_t max_consumers = 256;
   uint32_t max_leases = 16;
+  // Note [Consumer groups]: how long a group may take to form, and the
+  // epoch length its rounds per epoch come from (the smallest shard's; 0 =
+  // epoch_len).
+  std::chrono::milliseconds group_timeout{60000};
+  uint64_t group_epoch_len = 0;
 };
 
 // A reply for the control thread to send to the peer `identity`.
@@ -219,8 +275,15 @@ class Scheduler {
     std::optional<Clock::time_point> hoarding_since;
     Clock::time_point last_seen;
     Clock::time_point joined;
-    // Whether its cursor holds back the producer (Note [Leases] (b)).
-    bool PinsCursor() const { return attached && !(skipping && pending.empty()); }
+    // Note [Consumer groups]: its group (then `cursor` is unused: the
+    // group's frontier and entries say what it gets) and rank.
+    ConsumerGroup* group = nullptr;
+    uint32_t rank = 0;
+    // Whether its cursor holds back the producer (Note [Leases] (b)); a
+    // rank's pins are its group's.
+    bool PinsCursor() const {
+      return attached && group == nullptr && !(skipping && pending.empty());
+    }
   };
 
   Consumer* Find(const std::string& identity) BC_REQUIRES(mu_);
@@ -247,8 +310,40 @@ class Scheduler {
   // True when `c` has pinned every slot with its own leases for
   // kHoardTimeout (Note [Leases]); tracks since when.
   bool HoardingTooLongLocked(Consumer& c) BC_REQUIRES(mu_);
+  // Leases and sends the next `n` samples from seq `from` as the answer to
+  // `c`'s head NEXT.
+  void SendBatchLocked(Consumer& c, uint64_t from, uint32_t n, uint32_t epoch, uint32_t step,
+                       uint64_t skipped) BC_REQUIRES(mu_);
+  // Answers `c`'s head NEXT with an error when it holds max_leases batches.
+  bool RefuseOverLeasesLocked(Consumer& c) BC_REQUIRES(mu_);
   void DropLeasesLocked(Consumer& c) BC_REQUIRES(mu_);
-  void DetachLocked(Consumer& c) BC_REQUIRES(mu_);
+  // Takes `c` off the stream (Note [Leases]); `why` for its group's peers.
+  void DetachLocked(Consumer& c, const std::string& why) BC_REQUIRES(mu_);
+
+  // ---- groups (scheduler_groups.cc, Note [Consumer groups]) ----
+  // The group a HELLO joins (found or created), or why it may not.
+  Result<ConsumerGroup*> JoinGroupLocked(const proto::Hello& hello) BC_REQUIRES(mu_);
+  // ServeOneLocked for a rank of a group.
+  bool ServeRankLocked(Consumer& c) BC_REQUIRES(mu_);
+  // `c` leaves its group (if it is still in it), for `why`.
+  void LeaveGroupLocked(Consumer& c, const std::string& why) BC_REQUIRES(mu_);
+  // Tells every rank still in `g` `message` (Error with `code`) and detaches
+  // them; `g` may be gone afterwards.
+  void FailGroupLocked(ConsumerGroup& g, StatusCode code, const std::string& message)
+      BC_REQUIRES(mu_);
+  // Fails the groups that did not form within group_timeout.
+  void ExpireFormingGroupsLocked(Clock::time_point now) BC_REQUIRES(mu_);
+  // Whether `g`'s frontier pins (not skipping, or a rank waits for data).
+  bool FrontierPinsLocked(const ConsumerGroup& g) const BC_REQUIRES(mu_);
+  // The consumer behind rank `rank` of `g` (nullptr if none).
+  Consumer* RankConsumerLocked(const ConsumerGroup& g, uint32_t rank) BC_REQUIRES(mu_);
+  const Consumer* RankConsumerLocked(const ConsumerGroup& g, uint32_t rank) const
+      BC_REQUIRES(mu_);
+  // Lag policy for a group that needs the oldest unleased slot.
+  void ApplyLagPolicyToGroupLocked(ConsumerGroup& g, uint64_t target) BC_REQUIRES(mu_);
+  // "rank 2 (consumer 7 'x', pid 12)".
+  static std::string RankName(const Consumer& c);
+  nlohmann::json GroupStatsLocked() const BC_REQUIRES(mu_);
   void RemoveLocked(const std::string& identity, const std::string& reason) BC_REQUIRES(mu_);
   void RemoveDeadLocked(Clock::time_point now) BC_REQUIRES(mu_);
   Result<std::optional<SlotGrant>> TryBeginLocked(uint32_t epoch, std::span<const int64_t> indices)
@@ -280,6 +375,11 @@ class Scheduler {
   bool warned_waiting_ BC_GUARDED_BY(mu_) = false;
 
   std::map<std::string, Consumer> consumers_ BC_GUARDED_BY(mu_);  // by identity
+  // Note [Consumer groups]: every group some consumer is in, by id; the group
+  // of each name that new ranks join (forming or running, not ended).
+  std::map<uint64_t, std::unique_ptr<ConsumerGroup>> groups_ BC_GUARDED_BY(mu_);
+  std::map<std::string, ConsumerGroup*> open_groups_ BC_GUARDED_BY(mu_);
+  uint64_t next_group_id_ BC_GUARDED_BY(mu_) = 1;
   uint64_t next_consumer_id_ BC_GUARDED_BY(mu_) = 1;
   std::vector<Outgoing> outbox_ BC_GUARDED_BY(mu_);
 

@@ -28,7 +28,19 @@ bool Scheduler::MayWriteLocked() const {
 }
 
 std::optional<uint32_t> Scheduler::FindWritableSlotLocked() const {
-  return slots_.FindWritable(MinPinningCursor());
+  const uint64_t min_cursor = MinPinningCursor();
+  // Note [Consumer groups]: the groups' pins.
+  std::vector<std::pair<const ConsumerGroup*, bool>> groups;
+  for (const auto& [_, g] : groups_) {
+    if (g->Live()) groups.emplace_back(g.get(), FrontierPinsLocked(*g));
+  }
+  return slots_.FindWritable([&](uint64_t first, uint64_t end) {
+    if (end > min_cursor) return true;
+    for (const auto& [g, frontier_pins] : groups) {
+      if (g->Needs(first, end, frontier_pins)) return true;
+    }
+    return false;
+  });
 }
 
 void Scheduler::EndBlockedLocked(Clock::time_point now) {

@@ -44,29 +44,38 @@ nlohmann::json Scheduler::Stats() const {
   json list = json::array();
   uint64_t slowest_lag = 0;
   for (const auto& [_, c] : consumers_) {
-    const uint64_t at = c.cursor.position();
+    // A rank's position is its group's (Note [Consumer groups]).
+    const ConsumerGroup* g = c.group;
+    const uint64_t at = g != nullptr ? g->RankCursor(c.rank) : c.cursor.position();
     const uint64_t lag = published > at && c.attached ? published - at : 0;
     if (c.attached) slowest_lag = std::max(slowest_lag, lag);
-    list.push_back({{"id", c.id},
-                    {"name", c.name},
-                    {"pid", c.pid},
-                    {"batch_size", c.cursor.batch_size()},
-                    {"attached", c.attached},
-                    {"epoch", c.cursor.epoch()},
-                    {"step", c.cursor.step()},
-                    {"cursor", at},
-                    {"lag_samples", lag},
-                    {"batches", c.batches},
-                    {"samples", c.samples},
-                    {"samples_passed_over", c.passed_over},
-                    {"skipped", c.cursor.skipped()},
-                    {"leases", c.leases.size()},
-                    {"pending", c.pending.size()},
-                    {"wait_s", Seconds(c.waited + (c.waiting_since ? now - *c.waiting_since
-                                                                   : Clock::duration{0}))},
-                    {"connected_s", Seconds(now - c.joined)}});
+    json entry = {{"id", c.id},
+                  {"name", c.name},
+                  {"pid", c.pid},
+                  {"batch_size", c.cursor.batch_size()},
+                  {"attached", c.attached},
+                  {"epoch", g != nullptr ? g->RankEpoch(c.rank) : c.cursor.epoch()},
+                  {"step", g != nullptr ? g->RankStep(c.rank) : c.cursor.step()},
+                  {"cursor", at},
+                  {"lag_samples", lag},
+                  {"batches", c.batches},
+                  {"samples", c.samples},
+                  {"samples_passed_over", g != nullptr ? g->passed_over() : c.passed_over},
+                  {"skipped", g != nullptr ? g->skipped() : c.cursor.skipped()},
+                  {"leases", c.leases.size()},
+                  {"pending", c.pending.size()},
+                  {"wait_s", Seconds(c.waited + (c.waiting_since ? now - *c.waiting_since
+                                                                 : Clock::duration{0}))},
+                  {"connected_s", Seconds(now - c.joined)}};
+    if (g != nullptr) {
+      entry["group"] = g->spec().name;
+      entry["rank"] = c.rank;
+      entry["world_size"] = g->spec().world_size;
+    }
+    list.push_back(std::move(entry));
   }
   j["consumers"] = list;
+  j["groups"] = GroupStatsLocked();
   j["slowest_lag_samples"] = slowest_lag;
   j["slowest_lag_slots"] =
       static_cast<double>(slowest_lag) / static_cast<double>(config_.batch_size);

@@ -16,6 +16,7 @@ void Scheduler::Tick() {
   MutexLock lock(&mu_);
   const Clock::time_point now = env_->Now();
   RemoveDeadLocked(now);
+  ExpireFormingGroupsLocked(now);
   if (config_.lag_policy != LagPolicy::kBlock && blocked_since_ &&
       now - *blocked_since_ >= config_.lag_timeout && MayWriteLocked() &&
       !FindWritableSlotLocked()) {
@@ -60,7 +61,21 @@ void Scheduler::ApplyLagPolicyLocked(Clock::time_point now) {
   const uint64_t target = std::max(oldest->end(), published);
   std::vector<Consumer*> laggards;
   for (auto& [_, c] : consumers_) {
-    if (c.attached && c.cursor.position() < oldest->end()) laggards.push_back(&c);
+    if (c.attached && c.group == nullptr && c.cursor.position() < oldest->end()) {
+      laggards.push_back(&c);
+    }
+  }
+  // Note [Consumer groups]: whole groups that need the slot (not forming ones).
+  std::vector<uint64_t> lagging_groups;
+  for (const auto& [id, g] : groups_) {
+    if (g->complete() && g->Needs(oldest->first_seq, oldest->end(), FrontierPinsLocked(*g))) {
+      lagging_groups.push_back(id);
+    }
+  }
+  for (uint64_t id : lagging_groups) {
+    if (auto it = groups_.find(id); it != groups_.end()) {
+      ApplyLagPolicyToGroupLocked(*it->second, target);
+    }
   }
   for (Consumer* c : laggards) {
     const uint64_t at = c->cursor.position();
@@ -82,7 +97,7 @@ void Scheduler::ApplyLagPolicyLocked(Clock::time_point now) {
                                 std::to_string(behind) +
                                 " samples behind (lag_policy=evict); read faster or use a larger "
                                 "window"});
-      DetachLocked(*c);
+      DetachLocked(*c, "evicted");
     }
   }
   NotifyProducer();

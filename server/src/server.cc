@@ -32,7 +32,8 @@ Clock::time_point DeadlineAfter(std::chrono::milliseconds timeout) {
 
 // ---- Server::Impl ----
 
-Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len) {
+Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
+                          uint64_t group_epoch_len) {
   BATCHCAST_ASSIGN_OR_RETURN(InstanceLock l, InstanceLock::Acquire(options.name));
   lock.emplace(std::move(l));
   // What dead servers of this user left (Note [Server instance lock]).
@@ -98,6 +99,8 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len) {
   sc.min_consumers = options.min_consumers;
   sc.max_consumers = options.max_consumers;
   sc.max_leases = options.max_leases;
+  sc.group_timeout = options.group_timeout;
+  sc.group_epoch_len = group_epoch_len;
   scheduler = std::make_unique<Scheduler>(sc);
 
   ControlLoopOptions co;
@@ -196,6 +199,9 @@ std::string Server::Impl::StatsJson() const {
       }
       j["mps_detail"] = mps->reason;
     }
+    if (shard) {
+      j["shard"] = {{"rank", shard->rank}, {"num_shards", shard->count}, {"source", shard->source}};
+    }
     if (source) {
       j["source"] = source->description();
       nlohmann::json counters = nlohmann::json::object();
@@ -229,6 +235,21 @@ std::string Server::Impl::StatsJson() const {
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Server::~Server() { Stop(); }
 
+// The samples of the smallest shard over all servers of `options`' shard
+// count (tar shards split whole files, so shards may differ by a file).
+static uint64_t SmallestShard(uint64_t dataset_size, SamplerOptions options) {
+  uint64_t smallest = dataset_size / std::max<uint64_t>(1, options.num_shards);
+  if (options.groups.empty()) return smallest;
+  smallest = dataset_size;
+  for (uint32_t r = 0; r < options.num_shards; ++r) {
+    options.shard_rank = r;
+    if (Result<Sampler> s = Sampler::Make(dataset_size, options); s.ok()) {
+      smallest = std::min(smallest, s->epoch_len());
+    }
+  }
+  return smallest;
+}
+
 Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   return CatchAll("Server::Start", [&]() -> Result<std::unique_ptr<Server>> {
     BATCHCAST_RETURN_IF_ERROR(options.Validate());
@@ -243,14 +264,22 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options,
     BATCHCAST_RETURN_IF_ERROR(options.Validate());
     auto impl = std::make_unique<Impl>();
     impl->options = options;
-    SamplerOptions so{options.source.seed, options.shuffle, options.shard_rank, options.num_shards,
+    BATCHCAST_ASSIGN_OR_RETURN(ServerOptions::ShardChoice shard, options.Shard());
+    SamplerOptions so{options.source.seed, options.shuffle, shard.rank, shard.count,
                       source->sample_groups(), options.source.shuffle_buffer};
     BATCHCAST_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Make(source->size(), so));
-    BATCHCAST_RETURN_IF_ERROR(impl->Init(source->fields(), sampler.epoch_len()));
+    // Note [Consumer groups]: a group's rounds per epoch come from the
+    // smallest shard, so that every rank of every node gets the same count.
+    BATCHCAST_RETURN_IF_ERROR(
+        impl->Init(source->fields(), sampler.epoch_len(), SmallestShard(source->size(), so)));
+    impl->shard = shard;
     impl->source = std::move(source);
-    BC_LOG_INFO("server '{}' on {}: {}, epoch of {} samples, batch {}, window {}, lag policy {}",
-                options.name, impl->endpoint, impl->source->description(), sampler.epoch_len(),
-                options.batch_size, options.window, LagPolicyName(options.lag_policy));
+    BC_LOG_INFO(
+        "server '{}' on {}: {}, epoch of {} samples (shard {} of {}: {}), batch {}, "
+        "window {}, lag policy {}",
+        options.name, impl->endpoint, impl->source->description(), sampler.epoch_len(), shard.rank,
+        shard.count, shard.source, options.batch_size, options.window,
+        LagPolicyName(options.lag_policy));
     const SlotWriter writer = impl->source->output_memory() == MemoryKind::kCuda
                                   ? SlotWriter::kDeviceSource
                                   : SlotWriter::kHostSource;
@@ -267,7 +296,7 @@ Result<std::unique_ptr<Server>> Server::StartExternal(ServerOptions options,
     if (epoch_len == 0) return InvalidArgumentError("epoch_len must be positive");
     auto impl = std::make_unique<Impl>();
     impl->options = options;
-    BATCHCAST_RETURN_IF_ERROR(impl->Init(std::move(fields), epoch_len));
+    BATCHCAST_RETURN_IF_ERROR(impl->Init(std::move(fields), epoch_len, epoch_len));
     BC_LOG_INFO("server '{}' on {}: external producer, epoch of {} samples, batch {}, window {}",
                 options.name, impl->endpoint, epoch_len, options.batch_size, options.window);
     BATCHCAST_RETURN_IF_ERROR(impl->StartThreads(SlotWriter::kExternal, std::nullopt));

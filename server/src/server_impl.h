@@ -59,7 +59,8 @@ struct Server::Impl {
   // Takes the instance lock, makes the ring for `specs` (their memory kind
   // set to the ring's), the Scheduler and the control loop (bound, not
   // running).
-  Status Init(std::vector<FieldSpec> specs, uint64_t epoch_len);
+  // `group_epoch_len`: the smallest shard's epoch (SchedulerConfig).
+  Status Init(std::vector<FieldSpec> specs, uint64_t epoch_len, uint64_t group_epoch_len);
   // Makes the publisher for `writer`, and the producer loop over `sampler`
   // when a Source fills the ring; then starts the threads.
   Status StartThreads(SlotWriter writer, std::optional<Sampler> sampler);
@@ -74,6 +75,7 @@ struct Server::Impl {
 
   // Set before the threads start, immutable afterwards.
   ServerOptions options;
+  std::optional<ServerOptions::ShardChoice> shard;  // Server::Start's sources
   std::optional<InstanceLock> lock;
   std::string endpoint;
   std::vector<FieldSpec> fields;

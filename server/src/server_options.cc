@@ -3,8 +3,9 @@
 #include <algorithm>
 
 #include "core/src/endpoint.h"
-#include "core/src/runtime_dir.h"
 #include "core/src/enum_names.h"
+#include "core/src/launcher_env.h"
+#include "core/src/runtime_dir.h"
 
 namespace batchcast {
 
@@ -20,6 +21,32 @@ std::string_view LagPolicyName(LagPolicy policy) { return kLagPolicyNames.Name(p
 std::chrono::milliseconds ServerOptions::heartbeat_period() const {
   if (heartbeat_interval.count() > 0) return heartbeat_interval;
   return std::max(std::chrono::milliseconds(10), heartbeat_timeout / 8);
+}
+
+Result<ServerOptions::ShardChoice> ServerOptions::Shard() const {
+  ShardChoice c{shard_rank.value_or(0), num_shards.value_or(1),
+                shard_rank || num_shards ? "options" : "default"};
+  if (shard_from_env && !(shard_rank && num_shards)) {
+    Result<std::optional<NodeShard>> from_env = NodeShardFromEnv();
+    if (!from_env.ok()) return from_env.status().WithContext("shard_from_env (--shard-from-env)");
+    const std::optional<NodeShard>& node = *from_env;
+    if (!node) {
+      return InvalidArgumentError(
+          "shard_from_env (--shard-from-env): no launcher variables name this node's shard "
+          "(GROUP_RANK with GROUP_WORLD_SIZE or NNODES, PET_NODE_RANK with PET_NNODES, or "
+          "SLURM_NODEID with SLURM_NNODES); run it under srun, set them, or pass --shard-rank and "
+          "--num-shards");
+    }
+    c.rank = shard_rank.value_or(node->shard_rank);
+    c.count = num_shards.value_or(node->num_shards);
+    c.source = shard_rank || num_shards ? node->source + " and options" : node->source;
+  }
+  if (c.count == 0 || c.rank >= c.count) {
+    return InvalidArgumentError("shard_rank (--shard-rank) " + std::to_string(c.rank) +
+                                " must be below num_shards (--num-shards) " +
+                                std::to_string(c.count) + " (" + c.source + ")");
+  }
+  return c;
 }
 
 Status ServerOptions::Validate() const {
@@ -43,9 +70,7 @@ Status ServerOptions::Validate() const {
   }
   if (batch_size == 0 || batch_size > 65536) return bad("batch_size (--batch-size) must be in 1..65536");
   if (window < 2 || window > 4096) return bad("window (--window) must be in 2..4096 slots");
-  if (num_shards == 0 || shard_rank >= num_shards) {
-    return bad("shard_rank (--shard-rank) must be below num_shards (--num-shards)");
-  }
+  BATCHCAST_RETURN_IF_ERROR(Shard().status());
   if (lag_timeout.count() <= 0) return bad("lag_timeout (--lag-timeout) must be positive");
   if (heartbeat_timeout.count() <= 0 || heartbeat_interval.count() < 0 ||
       heartbeat_timeout < 2 * heartbeat_period()) {
@@ -54,6 +79,7 @@ Status ServerOptions::Validate() const {
   }
   if (max_leases == 0) return bad("max_leases (--max-leases) must be positive");
   if (max_consumers == 0) return bad("max_consumers (--max-consumers) must be positive");
+  if (group_timeout.count() <= 0) return bad("group_timeout (--group-timeout) must be positive");
   return Status::Ok();
 }
 

@@ -20,17 +20,6 @@ uint64_t SlotTable::JoinFloor() const {
   return floor;
 }
 
-std::optional<uint32_t> SlotTable::FindWritable(uint64_t min_cursor) const {
-  for (uint32_t i = 0; i < slots_.size(); ++i) {
-    if (slots_[i].state == State::kFree) return i;
-  }
-  const Slot* oldest = OldestUnleased();
-  if (oldest != nullptr && oldest->end() <= min_cursor) {
-    return by_seq_.at(oldest->first_seq);
-  }
-  return std::nullopt;
-}
-
 const SlotTable::Slot* SlotTable::OldestUnleased() const {
   for (const auto& [first, slot] : by_seq_) {
     const Slot& s = slots_[slot];

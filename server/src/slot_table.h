@@ -83,9 +83,23 @@ class SlotTable {
   // part of the run.
   uint64_t JoinFloor() const;
   // A slot that may be written now: a free one, else the oldest ready one
-  // that no lease pins, whose samples are all published and below
-  // `min_cursor` (the smallest cursor that pins, Note [Leases]).
-  std::optional<uint32_t> FindWritable(uint64_t min_cursor) const;
+  // that no lease pins, whose seqs are all published and for whose seqs
+  // [first, end) `needed(first, end)` is false (no consumer or group needs
+  // them, Note [Leases]).
+  template <typename Needed>
+  std::optional<uint32_t> FindWritable(Needed&& needed) const {
+    for (uint32_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].state == State::kFree) return i;
+    }
+    for (const auto& [first, slot] : by_seq_) {
+      const Slot& s = slots_[slot];
+      if (s.state == State::kReady && s.leases == 0 && s.end() <= published_ &&
+          !needed(first, s.end())) {
+        return slot;
+      }
+    }
+    return std::nullopt;
+  }
   // The oldest ready, published slot that no lease pins (what the lag policy
   // frees), or nullptr when every such slot is leased or being written.
   const Slot* OldestUnleased() const;

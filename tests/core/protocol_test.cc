@@ -62,9 +62,11 @@ IpcHandle PatternHandle(uint8_t seed) {
   return h;
 }
 
-// Fields in order: name, pid, batch_size, drop_last, join, prefetch, device.
+// Fields in order: name, pid, batch_size, drop_last, join, prefetch, device,
+// group, rank, world_size.
 Hello SampleHello() {
-  return Hello{"trainer-3 (resnet50)", 123456, 96, false, JoinPolicy::kNextEpoch, 7, "cuda:1"};
+  return Hello{"trainer-3 (resnet50)", 123456, 96, false, JoinPolicy::kNextEpoch, 7, "cuda:1",
+               "GROUPMARK torchrun:5f3a:0", 3, 8};
 }
 
 Welcome SampleWelcome() {
@@ -278,21 +280,24 @@ TEST(ProtocolTest, HeaderLayout) {
 TEST(ProtocolTest, GoldenEncodings) {
   // Pins the little-endian wire format so that an accidental change is caught.
   EXPECT_EQ(EncodeBytes(EndOfEpoch{0x0102030405060708ull, 0x0A0B0C0D, 3, 0x1122}),
-            (Bytes{'B', 'C', 1, 0, 5, 0, 8, 7, 6, 5, 4, 3, 2, 1, 0x0D, 0x0C, 0x0B, 0x0A,
+            (Bytes{'B', 'C', 2, 0, 5, 0, 8, 7, 6, 5, 4, 3, 2, 1, 0x0D, 0x0C, 0x0B, 0x0A,
                    3, 0, 0, 0, 0x22, 0x11, 0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(EncodeBytes(Bye{{5}}),
-            (Bytes{'B', 'C', 1, 0, 9, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
+            (Bytes{'B', 'C', 2, 0, 9, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(EncodeBytes(Error{2, StatusCode::kNotFound, "ab"}),
-            (Bytes{'B', 'C', 1, 0, 6, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 'a', 'b'}));
+            (Bytes{'B', 'C', 2, 0, 6, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 'a', 'b'}));
   EXPECT_EQ(EncodeBytes(Release{{5}}),
-            (Bytes{'B', 'C', 1, 0, 7, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
-  const Hello h{"n", 0x01020304, 32, true, JoinPolicy::kNextEpoch, 2, ""};
-  EXPECT_EQ(EncodeBytes(h), (Bytes{'B', 'C', 1, 0, 1, 0,         // header
+            (Bytes{'B', 'C', 2, 0, 7, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
+  const Hello h{"n", 0x01020304, 32, true, JoinPolicy::kNextEpoch, 2, "", "g", 1, 3};
+  EXPECT_EQ(EncodeBytes(h), (Bytes{'B', 'C', 2, 0, 1, 0,         // header
                                    1, 0, 0, 0, 'n',             // name
                                    4, 3, 2, 1,                  // pid
                                    32, 0, 0, 0,                 // batch_size
                                    1, 1, 2, 0,                  // drop_last, join, prefetch
-                                   0, 0, 0, 0}));               // device
+                                   0, 0, 0, 0,                  // device
+                                   1, 0, 0, 0, 'g',             // group
+                                   1, 0, 0, 0,                  // rank
+                                   3, 0, 0, 0}));               // world_size
 }
 
 TEST(ProtocolTest, EncodeToAppends) {
@@ -380,7 +385,7 @@ TEST(ProtocolHostileTest, BadMagic) {
 }
 
 TEST(ProtocolHostileTest, WrongVersionNamesBothVersions) {
-  for (uint16_t v : {uint16_t{0}, uint16_t{2}, uint16_t{513}, uint16_t{0xFFFF}}) {
+  for (uint16_t v : {uint16_t{0}, uint16_t{1}, uint16_t{3}, uint16_t{513}, uint16_t{0xFFFF}}) {
     for (const Message& msg : SampleMessages()) {
       Bytes f = EncodeBytes(msg);
       PokeLE<uint16_t>(f, 2, v);
@@ -685,6 +690,37 @@ TEST(ProtocolHostileTest, BadValues) {
     PutLE<uint32_t>(f, 1);  // 0xFFFFFFFF + 2 == 1 (mod 2^32)
     PutLE<int64_t>(f, 7);
     ExpectInvalid(f, "segment sum overflow");
+  }
+  // Hello: the group fields are consistent: a world_size of 1..kMaxWorldSize
+  // with a non-empty group and rank below it, or neither.
+  {
+    Hello h = SampleHello();
+    const Bytes good = EncodeBytes(h);
+    const size_t group_at = Find(good, "GROUPMARK");
+    ASSERT_NE(group_at, std::string::npos);
+    const size_t rank_at = group_at + h.group.size();
+    const size_t world_at = rank_at + 4;
+    ExpectInvalidWith<uint32_t>(good, world_at, {0, 3, kMaxWorldSize + 1, 0xFFFFFFFF},
+                                "world_size", "world_size");
+    ExpectInvalidWith<uint32_t>(good, rank_at, {8, 9, 0xFFFFFFFF}, "rank >= world_size", "rank");
+    Bytes f = good;
+    PokeLE<uint32_t>(f, rank_at, 7);
+    ASSERT_TRUE(DecodeBytes(f).ok());
+    EXPECT_EQ(std::get<Hello>(*DecodeBytes(f)).rank, 7u);
+    h.world_size = 0;
+    ExpectInvalid(EncodeBytes(h), "a group without a world_size");
+    h.group = "";
+    ExpectInvalid(EncodeBytes(h), "a rank without a world_size");
+    h.rank = 0;
+    EXPECT_TRUE(DecodeBytes(EncodeBytes(h)).ok()) << "no group";
+    h.world_size = 2;
+    ExpectInvalid(EncodeBytes(h), "a world_size without a group");
+    h.group = std::string(kMaxGroupName + 1, 'g');
+    ExpectInvalid(EncodeBytes(h), "long group name");
+    h.group = std::string(kMaxGroupName, 'g');
+    h.world_size = kMaxWorldSize;
+    h.rank = kMaxWorldSize - 1;
+    EXPECT_TRUE(DecodeBytes(EncodeBytes(h)).ok());
   }
   // Strings over the limit.
   {

@@ -12,7 +12,9 @@
 //
 // CUDA rings (the cuda instances of engine_test): batches are delivered on a
 // stream of this process (ConnectOnOwnStream, tools/consumer_cli.h), copied to
-// the host on it and checked there. The JSON also says "device" (the field's
+// the host on it and checked there. A consumer in a group (--group, or the
+// launcher's) also writes "group": {"name", "rank", "world_size", "source"}.
+// The JSON also says "device" (the field's
 // device index, -1 for host memory), "zero_copy"/"gathered" counts and
 // "cuda_errors".
 #include <unistd.h>
@@ -61,6 +63,9 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-verify", verify);
   CLI11_PARSE(app, argc, argv);
   options.name = "test-consumer-" + std::to_string(options.batch_size);
+  if (options.group && !options.group->empty()) {
+    options.name += "-" + *options.group + "-" + std::to_string(options.rank.value_or(0));
+  }
 
   nlohmann::json result;
   result["epochs"] = nlohmann::json::array();
@@ -90,6 +95,12 @@ int main(int argc, char** argv) {
   }
   batchcast::Consumer* consumer = connected->consumer.get();
   result["batches_per_epoch"] = consumer->batches_per_epoch();
+  if (const auto& g = consumer->group()) {
+    result["group"] = {{"name", g->group},
+                       {"rank", g->rank},
+                       {"world_size", g->world_size},
+                       {"source", g->source}};
+  }
   const batchcast::CudaStreamRef stream_handle = connected->stream_ref();
   const auto t0 = std::chrono::steady_clock::now();
   nlohmann::json current = nlohmann::json::array();

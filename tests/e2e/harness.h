@@ -46,10 +46,11 @@ inline std::unique_ptr<Process> StartServerProcess(const std::string& server_bin
                                                    const std::string& name,
                                                    const std::vector<std::string>& extra,
                                                    const std::string& log = "",
-                                                   nlohmann::json* stats = nullptr) {
+                                                   nlohmann::json* stats = nullptr,
+                                                   const std::vector<std::string>& env = {}) {
   std::vector<std::string> argv = {server_bin, "serve", "--name", name, "--status-interval", "0"};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  auto p = std::make_unique<Process>(argv, log);
+  auto p = std::make_unique<Process>(argv, log, env);
   nlohmann::json st = WaitForServer(name);
   if (stats != nullptr) *stats = std::move(st);
   return p;
@@ -59,10 +60,17 @@ inline std::unique_ptr<Process> StartServerProcess(const std::string& server_bin
 inline std::unique_ptr<Process> StartConsumerProcess(const std::string& consumer_bin,
                                                      const std::string& name,
                                                      const std::string& out,
-                                                     const std::vector<std::string>& extra) {
+                                                     const std::vector<std::string>& extra,
+                                                     const std::vector<std::string>& env = {}) {
   std::vector<std::string> argv = {consumer_bin, "--endpoint", name, "--out", out};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  return std::make_unique<Process>(argv);
+  // No consumer group from a launcher the tests may run under (a SLURM step,
+  // torchrun): only the ones a test names or sets up in `env`.
+  std::vector<std::string> child_env = env;
+  bool names_group = false;
+  for (const std::string& e : env) names_group = names_group || e.starts_with("BATCHCAST_GROUP=");
+  if (!names_group) child_env.push_back("BATCHCAST_GROUP=none");
+  return std::make_unique<Process>(argv, "", child_env);
 }
 
 // Reads the batches of `c`'s current epoch up to its end-of-epoch marker,

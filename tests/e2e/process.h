@@ -21,10 +21,12 @@ extern char** environ;
 namespace batchcast::testing {
 
 // A child process; stdout is a pipe the test can read lines from, stderr goes
-// to `stderr_path` (or is inherited).
+// to `stderr_path` (or is inherited). `env`: "NAME=VALUE" entries added to
+// (or replacing those of) this process's environment.
 class Process {
  public:
-  Process(const std::vector<std::string>& argv, const std::string& stderr_path = "") {
+  Process(const std::vector<std::string>& argv, const std::string& stderr_path = "",
+          const std::vector<std::string>& env = {}) {
     int fds[2];
     if (pipe(fds) != 0) std::abort();
     posix_spawn_file_actions_t actions;
@@ -38,7 +40,21 @@ class Process {
     std::vector<char*> args;
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
-    if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ) != 0) std::abort();
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry(*e);
+      const std::string name = entry.substr(0, entry.find('='));
+      bool replaced = false;
+      for (const std::string& x : env) replaced = replaced || x.substr(0, x.find('=')) == name;
+      if (!replaced) env_strings.push_back(entry);
+    }
+    env_strings.insert(env_strings.end(), env.begin(), env.end());
+    std::vector<char*> envp;
+    for (std::string& e : env_strings) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), envp.data()) != 0) {
+      std::abort();
+    }
     posix_spawn_file_actions_destroy(&actions);
     close(fds[1]);
     out_fd_ = fds[0];

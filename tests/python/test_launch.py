@@ -34,7 +34,8 @@ if a.ignore_sigint:
 import batchcast
 loader = batchcast.Loader(a.shared, batch_size=16, timeout=30)
 print(f"pid {os.getpid()} rank {a.rank} lr {a.lr} job {os.environ['BATCHCAST_JOB']} of "
-      f"{os.environ['BATCHCAST_JOBS']} server {os.environ['BATCHCAST_SERVER']}")
+      f"{os.environ['BATCHCAST_JOBS']} server {os.environ['BATCHCAST_SERVER']} group {loader.group} "
+      f"len {len(loader)} local_rank {os.environ.get('LOCAL_RANK')}")
 n = 0
 try:
     while a.forever or n < a.batches:
@@ -172,6 +173,15 @@ def test_server_options_reach_the_server_typed():
         assert server.stats()["lag_policy"] == "skip"
 
 
+def test_jobs_do_not_inherit_a_launcher_rank():
+    env = {"PATH": "/bin", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "RANK": "5",
+           "TORCHELASTIC_RUN_ID": "r", "MASTER_PORT": "29500", "SLURM_LOCALID": "0",
+           "SLURM_PROCID": "3", "SLURM_JOB_ID": "7", "BATCHCAST_GROUP": "g", "HOME": "/root"}
+    assert launch.job_environment(env) == {"PATH": "/bin", "SLURM_JOB_ID": "7", "HOME": "/root"}
+    assert set(batchcast._core.launcher_rank_variables()) >= {
+        "LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID", "SLURM_LOCALID", "BATCHCAST_GROUP"}
+
+
 # ---- running jobs -------------------------------------------------------------
 
 
@@ -191,6 +201,23 @@ def test_jobs_run_with_prefixed_output_and_status_lines(job_py):
     assert status, r.stderr
     rated = [line for line in status if "| 1 " in line and " 0 -" not in line and "server -" not in line]
     assert rated, status
+
+
+def test_jobs_under_torchrun_or_slurm_are_independent_consumers(job_py):
+    # batchcast.launch itself run as a rank (an sbatch script, torchrun): its
+    # jobs must not join that rank's consumer group (two "rank 1 of 2" would
+    # be refused, or split the stream between unrelated jobs).
+    env = {**_env(), "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "x",
+           "SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "2", "SLURM_JOB_ID": "4"}
+    r = subprocess.run([sys.executable, "-m", "batchcast.launch", *SERVER, "--jobs", "2", "--",
+                        sys.executable, job_py, "--shared", "{name}", "--rank", "{rank}",
+                        "--batches", "10"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for k in range(2):
+        assert f"[job {k}] done 10 batches" in r.stdout, r.stdout
+    lines = [line for line in r.stdout.splitlines() if " pid " in line]
+    assert len(lines) == 2 and all("group None len 256 local_rank None" in l for l in lines), lines
+    assert "do not inherit this process's launcher rank (LOCAL_RANK" in r.stderr, r.stderr
 
 
 def test_a_failing_job_fails_the_launch_and_the_others_finish(job_py):

@@ -46,14 +46,17 @@ struct TestConfig {
   uint32_t min_consumers = 1;
   uint32_t max_consumers = 256;
   uint32_t max_leases = 16;
+  std::chrono::milliseconds group_timeout = 10s;
+  uint64_t group_epoch_len = 0;
 };
 
 class SchedulerTest : public ::testing::Test {
  protected:
   void Make(const TestConfig& t) {
-    config_ = SchedulerConfig{t.window,        t.batch_size,  t.epoch_len,         t.stream_end,
-                              t.lag_policy,    t.lag_timeout, t.heartbeat_timeout, t.min_consumers,
-                              t.max_consumers, t.max_leases};
+    config_ = SchedulerConfig{t.window,        t.batch_size,    t.epoch_len,
+                              t.stream_end,    t.lag_policy,    t.lag_timeout,
+                              t.heartbeat_timeout, t.min_consumers, t.max_consumers,
+                              t.max_leases,    t.group_timeout, t.group_epoch_len};
     s_ = std::make_unique<Scheduler>(config_, &env_);
   }
 
@@ -64,9 +67,14 @@ class SchedulerTest : public ::testing::Test {
     uint16_t prefetch = 2;
     uint32_t pid = 0;
     bool same_host = false;
+    // Note [Consumer groups]: world_size 0 = no group.
+    std::string group;
+    uint32_t rank = 0;
+    uint32_t world_size = 0;
   };
   Result<Scheduler::Admission> Join(const std::string& id, JoinOptions o) {
-    proto::Hello h{id, o.pid, o.batch, o.drop_last, o.join, o.prefetch, ""};
+    proto::Hello h{id,         o.pid, o.batch, o.drop_last, o.join, o.prefetch, "",
+                   o.group, o.rank, o.world_size};
     return s_->AddConsumer(id, h, o.same_host);
   }
   void MustJoin(const std::string& id, JoinOptions o) { ASSERT_TRUE(Join(id, o).ok()); }

@@ -4,7 +4,8 @@
 // stats that do not exist yet (stage times, Next() wait) are shown once they
 // appear and left out until then; a terminal gets the view redrawn in place,
 // a pipe plain lines, --json one object per line; Ctrl-C ends with 0, a
-// server that goes away with 1 and a message.
+// server that goes away with 1 and a message; a rank of a consumer group is
+// named with its group.
 #include "tools/stat_view.h"
 
 #include <gtest/gtest.h>
@@ -171,6 +172,22 @@ TEST(WatchView, PlainLinesOnePerProducerAndConsumer) {
             "slots leases 2 skipped 0");
   v.Update(s, 2);
   EXPECT_NE(v.Lines("t")[2].find(" detached"), std::string::npos);
+}
+
+TEST(StatsReport, RanksOfAGroupAreNamed) {
+  json rank = Consumer(3, "r", 64);
+  rank["group"] = "torchrun:x:0";
+  rank["rank"] = 1;
+  rank["world_size"] = 2;
+  const json s = Stats(1500, 0, {rank, Consumer(4, "u", 64)});
+  const std::string r = StatsReport(s);
+  EXPECT_NE(r.find("leases 2 group torchrun:x:0 rank 1/2\n    #4 u"), std::string::npos) << r;
+  WatchView v;
+  v.Update(s, 0);
+  const std::vector<std::string> lines = v.Lines("t");
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_TRUE(lines[1].ends_with("skipped 0 group torchrun:x:0 rank 1/2")) << lines[1];
+  EXPECT_TRUE(lines[2].ends_with("skipped 0")) << lines[2];
 }
 
 TEST(StatsReport, NamesEveryPart) {

@@ -41,6 +41,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,14 +75,49 @@ struct ConsumerOptions {
   // batches are delivered and used; nullptr = that device's legacy default
   // stream. See batch.h.
   CudaStreamRef cuda_stream;
+
+  // Consumer groups (DESIGN.md "Groups, several GPUs, several nodes"): the
+  // consumers of one server that name the same `group`, each with its own
+  // `rank` of `world_size`, split the stream like DistributedSampler: each
+  // consumer epoch of the group is cut into chunks of batch_size samples and
+  // chunk k goes to rank k % world_size; every rank gets the same number of
+  // batches per epoch (the last incomplete round of world_size chunks is
+  // dropped for all: drop_last must be true), and together they see each
+  // sample of the epoch once. All ranks must use the same batch_size, join
+  // and world_size. Other consumers (other groups, none) get the whole stream.
+  // Unset fields come from the launcher: under torchrun or SLURM (LOCAL_RANK
+  // / SLURM_LOCALID ...) the consumer joins its job's group with its local
+  // rank (Note [Launcher environment], ResolveGroup below); explicit values
+  // win; group = "" opts out (the whole stream), as BATCHCAST_GROUP=none in
+  // the environment does.
+  std::optional<std::string> group;
+  std::optional<uint32_t> rank;
+  std::optional<uint32_t> world_size;
 };
+
+// The group a consumer joins, as ResolveGroup decided.
+struct GroupMembership {
+  std::string group;
+  uint32_t rank = 0;
+  uint32_t world_size = 0;
+  // Where it came from: "options", or the launcher's variables
+  // ("torchrun (LOCAL_RANK, LOCAL_WORLD_SIZE)", ...).
+  std::string source;
+};
+// The group `options` join (nullopt: none, the whole stream): explicit
+// fields win, the others come from the launcher's environment; a launcher
+// world of one local rank is no group unless `group` is named. InvalidArgument
+// for inconsistent values (rank >= world_size, a rank without a group, ...)
+// and for launcher variables that are set but unusable.
+Result<std::optional<GroupMembership>> ResolveGroup(const ConsumerOptions& options);
 
 class Consumer {
  public:
   // Connects and joins the stream. NotFound when no server of that name runs
   // (or no key file for tcp://), Unavailable when it does not answer,
   // PermissionDenied when a tcp:// server refuses the key, InvalidArgument for
-  // options the server refuses (with its reason).
+  // options the server refuses (with its reason) or group fields ResolveGroup
+  // refuses.
   static Result<std::unique_ptr<Consumer>> Connect(ConsumerOptions options);
 
   ~Consumer();  // leaves the stream (BYE)
@@ -89,15 +125,20 @@ class Consumer {
   Consumer& operator=(const Consumer&) = delete;
 
   // The next batch, or the end-of-epoch marker. Errors: Unavailable (server
-  // gone or stopped), OutOfRange (the stream ended), DeadlineExceeded (timeout),
-  // ResourceExhausted (evicted, or too many unreleased batches).
+  // gone or stopped), OutOfRange (the stream ended), DeadlineExceeded (timeout,
+  // or a group whose ranks did not all connect within the server's
+  // group_timeout), ResourceExhausted (evicted, or too many unreleased
+  // batches), Cancelled (a rank of this consumer's group left: it gets no
+  // batch its departed peer did not get).
   Result<Batch> Next();
   // Changes the delivery stream of the following batches (see
   // ConsumerOptions::cuda_stream), e.g. to the framework's current stream.
   void set_cuda_stream(CudaStreamRef cuda_stream);
 
   // Batches in one epoch, as announced (floor or ceil of epoch_len /
-  // batch_size). Files the server drops while decoding (on_error=skip) make
+  // batch_size; in a group, floor(epoch_len / (world_size * batch_size)),
+  // with epoch_len the smallest shard's when the server is one of several
+  // shards). Files the server drops while decoding (on_error=skip) make
   // epochs shorter: at most one batch fewer per dropped file in that epoch.
   uint64_t batches_per_epoch() const;
   uint64_t epoch_len() const;
@@ -106,6 +147,9 @@ class Consumer {
   uint32_t window() const;
   // Where the ring (and so every zero-copy field) lives: {kHost, -1} or {kCuda, N}.
   Device device() const;
+  // The group it joined (ResolveGroup), nullopt when it reads the whole
+  // stream. batches_per_epoch() is then this rank's count.
+  const std::optional<GroupMembership>& group() const;
   const std::vector<FieldSpec>& fields() const;
   // The server's stats as JSON text.
   Result<std::string> Stats();

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -44,8 +45,16 @@ struct ServerOptions {
   // Order (the seed is source.seed).
   bool shuffle = true;
   uint64_t epochs = 0;  // 0 = no limit
-  uint32_t shard_rank = 0;
-  uint32_t num_shards = 1;
+  // This server's shard of the dataset (DESIGN.md "Sharding"; one server per
+  // node serves the node's shard). Unset fields are 0 and 1, or with
+  // shard_from_env this node's rank and the number of nodes from the
+  // launcher's variables (GROUP_RANK/GROUP_WORLD_SIZE or NNODES under
+  // torchrun, PET_NODE_RANK/PET_NNODES, SLURM_NODEID/SLURM_NNODES: Note
+  // [Launcher environment], core/src/launcher_env.h); set fields win. See
+  // Shard().
+  std::optional<uint32_t> shard_rank;
+  std::optional<uint32_t> num_shards;
+  bool shard_from_env = false;
 
   // Consumers.
   LagPolicy lag_policy = LagPolicy::kBlock;
@@ -56,6 +65,20 @@ struct ServerOptions {
   std::chrono::milliseconds heartbeat_interval{0};
   uint32_t max_leases = 16;  // unreleased batches one consumer may hold
   uint32_t max_consumers = 256;
+  // How long a consumer group may take to form (all its ranks connected)
+  // before its joined ranks get an error (Note [Consumer groups]).
+  std::chrono::milliseconds group_timeout{60000};
+
+  // The shard in effect (shard_rank of num_shards) and what said so:
+  // "options", "default", or the variables read ("SLURM_NODEID/SLURM_NNODES").
+  struct ShardChoice {
+    uint32_t rank = 0;
+    uint32_t count = 1;
+    std::string source;
+  };
+  // InvalidArgument when rank >= count, or shard_from_env finds unusable
+  // variables, or none while a field is still unset.
+  Result<ShardChoice> Shard() const;
 
   // The heartbeat interval in effect (heartbeat_interval, or its default).
   std::chrono::milliseconds heartbeat_period() const;

@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""DistributedDataParallel ResNet training whose ranks read one batchcast server per node.
+
+Each node runs one server (decoding every image once) on its shard of the
+dataset; the node's ranks form one *consumer group* that splits the
+server's stream like DistributedSampler: per epoch each rank gets its own
+batches, all ranks the same number of them, and the ranks of all nodes
+together see every sample once. Nothing here passes a rank to batchcast:
+the Loader takes its group and rank from torchrun's or SLURM's variables
+(LOCAL_RANK/LOCAL_WORLD_SIZE, SLURM_LOCALID/SLURM_NTASKS_PER_NODE) and the
+server its shard from the node rank (shard_from_env: GROUP_RANK/NNODES,
+SLURM_NODEID/SLURM_NNODES).
+
+Usage:
+
+  # One node, 2 GPUs: local rank 0 starts the node's server in its process
+  # (--data DIR, or --synthetic N for a demo without a dataset):
+  torchrun --standalone --nproc_per_node 2 examples/train_ddp.py \\
+      --data /data/imagenet/train --device cuda --size 224 --batch-size 64
+
+  # The same on CPU (gloo), tiny and fast (what the CI test runs):
+  torchrun --standalone --nproc_per_node 2 examples/train_ddp.py \\
+      --synthetic 256 --size 32 --batch-size 8 --epochs 2 --check-split
+
+  # Several nodes (the same on each; local rank 0 serves its node's shard):
+  torchrun --nnodes 2 --nproc_per_node 8 --rdzv_backend c10d --rdzv_endpoint HOST:29500 \\
+      examples/train_ddp.py --data /data/imagenet/train --device cuda
+
+  # SLURM, a server step of its own per node (see README, "DDP"):
+  #   srun --overlap --ntasks-per-node 1 batchcast-server serve DATA --name imnet \\
+  #       --shard-from-env ... &
+  srun --ntasks-per-node 8 --gpus-per-node 8 python3 examples/train_ddp.py --shared imnet \\
+      --device cuda                        # MASTER_ADDR / MASTER_PORT set before srun
+
+Options: --device cpu|cuda (cuda: each rank on GPU LOCAL_RANK, backend nccl;
+cpu: gloo), --epochs E, --steps N (stop each epoch after N steps; 0 = whole
+epochs), --batch-size B (per rank), --size S, --arch (a torchvision ResNet),
+--server-device (the in-process server's ring: cpu, the default, or cuda:N).
+--check-split gathers every rank's sample indices at each epoch's end and
+checks that no sample was read twice (rank 0 prints the result).
+
+Every rank prints one line per epoch (batches, images/s, time waiting for
+data); rank 0 also prints the job's aggregate images/s.
+"""
+import argparse
+import datetime
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+# The single-process example's helpers (examples/ is this script's sys.path[0]).
+from train_resnet import MEAN, STD, epoch_figures, import_batchcast, model_input, sgd_step
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="See the top of this file for usage examples.")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--data", metavar="DIR",
+                     help="image folder: local rank 0 serves this node's shard of it")
+    src.add_argument("--synthetic", metavar="N", type=int,
+                     help="demo: local rank 0 serves N synthetic images (this node's shard)")
+    src.add_argument("--shared", metavar="NAME",
+                     help="a server already running on each node (--shard-from-env)")
+    p.add_argument("--device", default="cpu", help="cpu (gloo) or cuda (nccl, GPU LOCAL_RANK)")
+    p.add_argument("--server-device", default="cpu",
+                   help="ring of the in-process server: cpu (host memory) or cuda:N")
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--steps", type=int, default=0, help="steps per epoch (0 = whole epochs)")
+    p.add_argument("--batch-size", type=int, default=32, help="per rank")
+    p.add_argument("--size", type=int, default=64, help="image size (--data, --synthetic)")
+    p.add_argument("--arch", default="resnet18", help="torchvision model (resnet18, resnet50)")
+    p.add_argument("--num-classes", type=int, default=1000)
+    p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--check-split", action="store_true",
+                   help="check that the ranks read disjoint samples (gathers indices)")
+    return p.parse_args()
+
+
+def place():
+    """(rank, world size, local rank, job id) from torchrun's or SLURM's variables."""
+    env = os.environ
+    if "LOCAL_RANK" in env:  # torchrun
+        run = env.get("TORCHELASTIC_RUN_ID", "")
+        if run in ("", "none"):
+            run = env.get("MASTER_PORT", "0")
+        return int(env["RANK"]), int(env["WORLD_SIZE"]), int(env["LOCAL_RANK"]), run
+    if "SLURM_PROCID" in env:  # srun: one task per GPU
+        return (int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"]), int(env["SLURM_LOCALID"]),
+                f"{env['SLURM_JOB_ID']}.{env.get('SLURM_STEP_ID', 0)}")
+    return 0, 1, 0, str(os.getpid())
+
+
+def start_server(args, batchcast, job):
+    """Local rank 0's server for this node's shard (shard_from_env), or None."""
+    if args.shared:
+        return None
+    # A producer batch per round of the node's ranks (a round must fit half the ring).
+    local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("SLURM_NTASKS_PER_NODE", 1)))
+    options = dict(name=f"ddp-{job}"[:64], device=args.server_device, size=args.size,
+                   batch_size=args.batch_size * local_ranks, window=8, shard_from_env=True)
+    if args.synthetic:
+        return batchcast.Server(synthetic=args.synthetic, **options)
+    return batchcast.Server(args.data, **options)
+
+
+def main():
+    args = parse_args()
+    rank, world, local_rank, job = place()
+    cuda = args.device.startswith("cuda")
+    if cuda:
+        torch.cuda.set_device(local_rank % torch.cuda.device_count())
+        device = torch.device("cuda", torch.cuda.current_device())
+    else:
+        device = torch.device("cpu")
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, world)))
+    dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(minutes=5))
+    batchcast = import_batchcast()
+    batchcast.set_log_level("warn")
+
+    server = start_server(args, batchcast, job) if local_rank == 0 else None
+    dist.barrier()  # every node's server is up before any rank connects
+    name = args.shared or f"ddp-{job}"[:64]
+    # The group and the rank come from the launcher (torchrun or SLURM):
+    loader = batchcast.Loader(name, batch_size=args.batch_size, join="next_epoch")
+    print(f"[rank {rank}] {loader!r}: {len(loader)} batches per epoch of {loader.epoch_len} "
+          f"samples on this node, device {device}", flush=True)
+
+    import torchvision
+
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, args.arch)(num_classes=args.num_classes).to(device)
+    model = model.to(memory_format=torch.channels_last)
+    model = DDP(model, device_ids=[device.index] if cuda else None)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
+    loss_fn = nn.CrossEntropyLoss()
+    mean, std = MEAN.to(device), STD.to(device)
+    try:
+        for epoch in range(args.epochs):
+            model.train()
+            steps, images_seen, wait, loss_sum = 0, 0, 0.0, 0.0
+            seen = []
+            start = t_wait = time.perf_counter()
+            # Every rank gets the same number of batches; join() still covers
+            # epochs shortened by files the servers could not decode.
+            with model.join():
+                for images, labels in loader:
+                    wait += time.perf_counter() - t_wait
+                    if args.check_split:
+                        seen.append(loader.indices.clone())
+                    x, labels = model_input(images, labels, device, args.num_classes, mean, std)
+                    del images  # a batchcast batch's lease ends with its last tensor
+                    loss_sum += sgd_step(model, opt, loss_fn, x, labels)
+                    images_seen += labels.shape[0]
+                    steps += 1
+                    t_wait = time.perf_counter()
+                    if args.steps and steps >= args.steps:
+                        break
+            elapsed = time.perf_counter() - start
+            print(f"[rank {rank}] epoch {epoch}: {steps} batches, "
+                  f"{epoch_figures(images_seen, elapsed, loss_sum / max(steps, 1), wait)}", flush=True)
+            report(epoch, steps, images_seen, elapsed, seen, args.check_split, rank, world, device)
+    finally:
+        loader.close()
+        dist.barrier()  # the other ranks are done with this node's server
+        if server is not None:
+            server.close()
+        dist.destroy_process_group()
+
+
+def report(epoch, steps, images, elapsed, seen, check_split, rank, world, device):
+    """Rank 0 prints the job's figures for the epoch (and the split check)."""
+    # (nccl reduces tensors on the rank's GPU, gloo on the CPU)
+    most = torch.tensor([steps, elapsed], dtype=torch.float64, device=device)
+    least = torch.tensor([steps], dtype=torch.float64, device=device)
+    total = torch.tensor([images], dtype=torch.float64, device=device)
+    dist.all_reduce(most, op=dist.ReduceOp.MAX)  # most batches, the slowest rank's time
+    dist.all_reduce(least, op=dist.ReduceOp.MIN)
+    dist.all_reduce(total)
+    if rank == 0:
+        n, seconds = int(total.item()), most[1].item()
+        print(f"epoch {epoch}: {world} ranks, {int(least.item())}..{int(most[0].item())} batches "
+              f"per rank, {n} images in {seconds:.2f} s = {n / max(seconds, 1e-9):.1f} images/s "
+              f"in all", flush=True)
+    if check_split:
+        gathered = [None] * world
+        mine = torch.cat(seen).tolist() if seen else []
+        dist.all_gather_object(gathered, mine)
+        if rank == 0:
+            every = [i for part in gathered for i in part]
+            verdict = "ok" if len(set(every)) == len(every) else "DUPLICATES"
+            print(f"epoch {epoch}: split {verdict}: {len(every)} samples read, "
+                  f"{len(set(every))} distinct", flush=True)
+
+
+if __name__ == "__main__":
+    main()
