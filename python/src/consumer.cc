@@ -88,7 +88,8 @@ class PyConsumer {
  public:
   PyConsumer(const std::string& endpoint, uint32_t batch_size, bool drop_last,
              const std::string& join, uint16_t prefetch, const py::object& timeout,
-             const py::object& connect_timeout, const std::string& name, uintptr_t cuda_stream) {
+             const py::object& connect_timeout, const std::string& name, uintptr_t cuda_stream,
+             const std::string& device) {
     ConsumerOptions o;
     o.endpoint = endpoint;
     o.batch_size = batch_size;
@@ -99,6 +100,7 @@ class PyConsumer {
     if (!connect_timeout.is_none()) o.connect_timeout = SecondsToMs(connect_timeout);
     o.name = name;
     o.cuda_stream = CudaStreamRef::FromAddress(cuda_stream);
+    o.device = device;
     std::optional<Result<std::unique_ptr<Consumer>>> r;
     {
       py::gil_scoped_release nogil;
@@ -195,11 +197,12 @@ void RegisterConsumer(py::module_& m) {
                          "A connection to a batchcast server (batchcast::Consumer). Use "
                          "batchcast.Loader instead.")
       .def(py::init<const std::string&, uint32_t, bool, const std::string&, uint16_t,
-                    const py::object&, const py::object&, const std::string&, uintptr_t>(),
+                    const py::object&, const py::object&, const std::string&, uintptr_t,
+                    const std::string&>(),
            py::arg("endpoint"), py::arg("batch_size"), py::arg("drop_last") = true,
            py::arg("join") = "immediate", py::arg("prefetch") = 2, py::arg("timeout") = py::none(),
            py::arg("connect_timeout") = py::none(), py::arg("name") = "",
-           py::arg("cuda_stream") = 0)
+           py::arg("cuda_stream") = 0, py::arg("device") = "cpu")
       .def("next", &PyConsumer::Next, py::arg("cuda_stream") = py::none(),
            "(capsules, indices, epoch, step, zero_copy) for a batch, None at the end of an epoch; "
            "cuda_stream: delivery stream (int cudaStream_t) for CUDA rings")
@@ -217,6 +220,9 @@ void RegisterConsumer(py::module_& m) {
                              "[(name, dtype name, per-sample shape)] in ring order")
       .def_property_readonly("on_cuda", &PyConsumer::on_cuda,
                              "True when the ring (some field) is in CUDA device memory")
+      .def_property_readonly(
+          "ring_device", [](PyConsumer& c) { return DeviceName(c.get().device()); },
+          "where the fields are: 'cpu' or 'cuda:N' (the ring that serves this consumer)")
       .def_property_readonly("marker_epoch", &PyConsumer::marker_epoch)
       .def_property_readonly("marker_step", &PyConsumer::marker_step)
       .def_property_readonly("skipped", &PyConsumer::skipped);

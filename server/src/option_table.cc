@@ -7,6 +7,8 @@
 #include <string>
 #include <type_traits>
 
+#include "device_list.h"
+
 namespace batchcast {
 namespace {
 
@@ -197,8 +199,11 @@ const ServerOption kOptions[] = {
   Integer<&O::source, &S::synthetic>("synthetic", G::kSource, "serve N synthetic samples instead of a dataset"),
   Text<&O::name>("name", G::kRing, "NAME", "server name (endpoint, lock, shared memory)"),
   Text<&O::endpoint>("endpoint", G::kRing, "URL", "ipc://PATH or tcp://127.0.0.1:PORT (default: by name)"),
-  Choice<ParseDevice, DeviceName, &O::source, &S::device>("device", G::kRing, "cpu|cuda:N",
-      "where the ring lives (and, with cuda:N, where JPEGs are decoded)"),
+  {"device", G::kRing, OptionType::kText, "cpu|cuda:N|cuda:N,M,...|cuda:all",
+   "where the ring lives (and, with cuda:N, where JPEGs are decoded); several GPUs: a ring "
+   "and a producer per GPU, each consumer served from the ring of its own GPU",
+   [](O& o, V t) { return ParseDeviceOption(Trim(t), o); },
+   [](const O& o) { return DeviceOptionName(o); }},
   Integer<&O::batch_size>("batch_size", G::kRing, "producer batch (one ring slot)"),
   Integer<&O::window>("window", G::kRing, "ring slots"),
   Choice<ParseTransformKind, TransformKindName, &O::source, &S::transform>("transform", G::kSource, "train|eval",

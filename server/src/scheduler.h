@@ -72,9 +72,11 @@
 #pragma once
 
 #include <cstdint>
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
@@ -103,6 +105,10 @@ struct SchedulerConfig {
   uint32_t min_consumers = 1;
   uint32_t max_consumers = 256;
   uint32_t max_leases = 16;
+  // Where consumer ids come from: a counter shared by the Schedulers of one
+  // server's rings (Note [Rings per GPU]), so ids are unique over the
+  // server; null = this Scheduler's own, from 1.
+  std::shared_ptr<std::atomic<uint64_t>> consumer_ids;
 };
 
 // A reply for the control thread to send to the peer `identity`.
@@ -165,6 +171,9 @@ class Scheduler {
   void TakeOutbox(std::vector<Outgoing>& out) BC_EXCLUDES(mu_);
   // True once the server may exit (Note [Producer start and stream end]).
   bool Finished() const BC_EXCLUDES(mu_);
+  // True while nothing ever started here and no consumer is attached (a ring
+  // of a several-GPU server that nobody used; Note [Rings per GPU]).
+  bool Unused() const BC_EXCLUDES(mu_);
   nlohmann::json Stats() const BC_EXCLUDES(mu_);
 
   // ---- producer (one thread at a time) ----
