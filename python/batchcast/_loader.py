@@ -116,7 +116,7 @@ class Loader:
     each loader from the ring of its ``device``, so N is the loader's own
     GPU. A loader on a GPU M without a ring of its own (a server on cuda:0
     only) gets every batch size correct, on N: ``.to(M, non_blocking=True)``
-    copies it (or read it on M directly where M has peer access to N).
+    copies it to M (read it on M only through such a copy).
 
     Not thread-safe: iterate a Loader and call its stats() from one thread at a
     time (tensors may be freed on any thread). Blocking waits release the GIL,

@@ -40,8 +40,8 @@ Status ParseDeviceOption(std::string_view text, ServerOptions& options) {
                                   "' is not a list of GPUs (cuda:0,1,... or cuda:all)");
     }
     if (std::find(gpus.begin(), gpus.end(), d->index) != gpus.end()) {
-      return InvalidArgumentError("'" + std::string(text) + "' names cuda:" +
-                                  std::to_string(d->index) + " twice");
+      return InvalidArgumentError("'" + std::string(text) +
+                                  "' names cuda:" + std::to_string(d->index) + " twice");
     }
     gpus.push_back(d->index);
     if (comma == std::string_view::npos) break;

@@ -71,8 +71,8 @@
 // call (Commit, EndStream) queued something.
 #pragma once
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>

@@ -70,8 +70,8 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
     if (device < 0) continue;
     const std::string name = DeviceName(Device::Cuda(device));
     if (!cuda::BuiltWithCuda()) {
-      return InvalidArgumentError("--device " + name +
-                                  ": this build of batchcast has no CUDA support (use --device cpu)");
+      return InvalidArgumentError(
+          "--device " + name + ": this build of batchcast has no CUDA support (use --device cpu)");
     }
     BATCHCAST_RETURN_IF_ERROR(cuda::CheckDevice(device).WithContext("--device " + name));
   }
@@ -138,8 +138,8 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
 
 Status Server::Impl::StartThreads(SlotWriter writer, std::optional<Sampler> sampler) {
   for (Ring& ring : rings) {
-    BATCHCAST_ASSIGN_OR_RETURN(ring.publisher, MakeSlotPublisher(*ring.memory, *layout, fields,
-                                                                 *ring.scheduler, writer));
+    BATCHCAST_ASSIGN_OR_RETURN(
+        ring.publisher, MakeSlotPublisher(*ring.memory, *layout, fields, *ring.scheduler, writer));
     if (sampler) {
       // Every ring runs the same sampler: the same stream (Note [Rings per GPU]).
       ring.producer =
@@ -163,7 +163,8 @@ Status Server::Impl::StartThreads(SlotWriter writer, std::optional<Sampler> samp
         return ring.producer->Run();
       });
       if (s.ok() || s.code() == StatusCode::kCancelled) return;
-      if (rings.size() > 1) s = s.WithContext("the producer of cuda:" + std::to_string(ring.device));
+      if (rings.size() > 1)
+        s = s.WithContext("the producer of cuda:" + std::to_string(ring.device));
       BC_LOG_ERROR("producer stopped: {}", s.ToString());
       Finish(std::move(s));
     });
@@ -315,12 +316,11 @@ Result<std::unique_ptr<Server>> Server::StartRings(ServerOptions options,
   BC_LOG_INFO("server '{}' on {}: {}, epoch of {} samples, batch {}, window {}, lag policy {}{}",
               options.name, impl->endpoint, source.description(), sampler.epoch_len(),
               options.batch_size, options.window, LagPolicyName(options.lag_policy),
-              devices.size() > 1 ? ", a ring and a producer on each of " +
-                                       std::to_string(devices.size()) + " GPUs"
-                                 : std::string());
-  const SlotWriter writer = source.output_memory() == MemoryKind::kCuda
-                                ? SlotWriter::kDeviceSource
-                                : SlotWriter::kHostSource;
+              devices.size() > 1
+                  ? ", a ring and a producer on each of " + std::to_string(devices.size()) + " GPUs"
+                  : std::string());
+  const SlotWriter writer = source.output_memory() == MemoryKind::kCuda ? SlotWriter::kDeviceSource
+                                                                        : SlotWriter::kHostSource;
   BATCHCAST_RETURN_IF_ERROR(impl->StartThreads(writer, std::move(sampler)));
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }

@@ -12,10 +12,10 @@
 #include "batchcast/client/consumer.h"
 #include "batchcast/cuda/runtime.h"
 
-#define BC_REQUIRE_GPUS(n)                                                               \
-  do {                                                                                   \
-    auto _n = ::batchcast::cuda::DeviceCount();                                          \
-    if (!_n.ok() || *_n < (n)) GTEST_SKIP() << "needs " << (n) << " GPUs";               \
+#define BC_REQUIRE_GPUS(n)                                                 \
+  do {                                                                     \
+    auto _n = ::batchcast::cuda::DeviceCount();                            \
+    if (!_n.ok() || *_n < (n)) GTEST_SKIP() << "needs " << (n) << " GPUs"; \
   } while (0)
 
 namespace batchcast {
@@ -25,8 +25,8 @@ using testing::StartServerProcess;
 using testing::UniqueName;
 
 std::vector<std::string> SyntheticArgs(const std::string& device) {
-  return {"--device", device, "--synthetic", "100000", "--size", "32", "--batch-size", "64",
-          "--window", "8", "--min-consumers", "1"};
+  return {"--device",     device, "--synthetic", "100000", "--size",          "32",
+          "--batch-size", "64",   "--window",    "8",      "--min-consumers", "1"};
 }
 
 // A consumer of `name` telling the server `device` ("" = the thread's current one).

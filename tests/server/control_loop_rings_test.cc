@@ -2,9 +2,8 @@
 // server/src/device_list.h), over a real socket but without GPUs: a HELLO
 // joins the ring of the device it names (or the first), its WELCOME is that
 // ring's, ids are unique over the rings, and later messages reach its ring.
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <deque>

@@ -29,12 +29,13 @@
 // a ring of its own (a server on cuda:0 only, a consumer on cuda:1) is served
 // from the first ring: every batch size works (a batch spanning slots is
 // gathered on N, with N made current only inside the library), and the
-// fields are on N. Its kernels on M may read them when M has peer access to N
-// (cudaDeviceCanAccessPeer; NVLink or PCIe P2P), or it copies the batch to M
-// (cudaMemcpyPeerAsync on a stream of M, after RecordStream() of that stream;
-// torch: `.to(M)`). It is never given a copy on M implicitly. Both processes
-// must see the same GPUs under the same numbers (the same
-// CUDA_VISIBLE_DEVICES).
+// fields are on N. It copies the batch to M itself: cudaMemcpyPeerAsync with
+// N current, on a stream of N ordered after the batch (the delivery stream, or one given to
+// RecordStream()); torch's `.to(M)` does exactly that. (Kernels on M should
+// not read the fields directly: a gathered batch lives in a stream-ordered
+// pool of N, which only N may access.) It is never given a copy on M
+// implicitly. Both processes must see the same GPUs under the same numbers
+// (the same CUDA_VISIBLE_DEVICES).
 //
 // Thread-safety: Next() and Stats() may be called from one thread at a time;
 // Batches may be destroyed on any thread. Batches may outlive the Consumer:
