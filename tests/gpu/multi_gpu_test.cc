@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "../e2e/ring_device.h"
+#include "../e2e/device_util.h"
+#include "../e2e/harness.h"
 #include "batchcast/client/consumer.h"
 #include "batchcast/cuda/runtime.h"
 

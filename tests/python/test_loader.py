@@ -213,6 +213,15 @@ def test_a_loader_naming_a_gpu_is_served_from_a_host_ring(server):
             batchcast.Loader(server.endpoint, batch_size=48, device=bad)
 
 
+def test_cuda_all_without_a_gpu_is_a_clear_error():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible")
+    with pytest.raises(batchcast.InvalidArgument, match="cuda:all: no GPU is visible"):
+        batchcast.Server(synthetic=100, size=8, device="cuda:all", name=H.unique_name("all"))
+    with pytest.raises(batchcast.InvalidArgument, match="names cuda:1 twice"):
+        batchcast.Server(synthetic=100, size=8, device="cuda:1,1", name=H.unique_name("twice"))
+
+
 def test_kept_tensor_keeps_its_values_while_the_producer_runs_on(server):
     a = batchcast.Loader(server.endpoint, batch_size=64)
     b = batchcast.Loader(server.endpoint, batch_size=32)
