@@ -32,5 +32,15 @@ if [ "${GPU_SANITIZER:-1}" != 0 ]; then
   step 420 tests/gpu/sanitizer.sh "$B" "$SAN_DATA"
   san_rc=$?
 fi
-echo "ctest rc=$ctest_rc pytest rc=$py_rc compute-sanitizer rc=$san_rc" >>"$LOG"
-[ $ctest_rc -eq 0 ] && [ $py_rc -eq 0 ] && [ $san_rc -eq 0 ]
+# With 2 or more GPUs the multi-GPU tests ran above (ctest label multigpu,
+# tests/python/test_multi_gpu.py; they skip with one GPU): say so, verbosely.
+multi_rc=0
+if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
+  (cd "$B" && step 200 ctest -L multigpu --timeout 200 --output-on-failure -V)
+  multi_rc=$?
+  BATCHCAST_BUILD_DIR="$B" PYTHONPATH="$B/python" \
+    step 200 python3 -m pytest tests/python/test_multi_gpu.py -v -p no:cacheprovider
+  multi_rc=$((multi_rc | $?))
+fi
+echo "ctest rc=$ctest_rc pytest rc=$py_rc compute-sanitizer rc=$san_rc multi-gpu rc=$multi_rc" >>"$LOG"
+[ $ctest_rc -eq 0 ] && [ $py_rc -eq 0 ] && [ $san_rc -eq 0 ] && [ $multi_rc -eq 0 ]

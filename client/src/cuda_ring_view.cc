@@ -4,6 +4,21 @@
 // CUDA call failed and waiting is the only safe order left.
 // Note [Device ring ordering] (server/src/server.cc), Note [Device leases]
 // (lease_ledger.h).
+//
+// Note [Consumers on another GPU]
+// The consumer's thread may have any current device M (its training runs
+// there) while the ring lives on device N. Every CUDA call of this view runs
+// with N made current for its duration (cuda::DeviceGuard, which restores M):
+// the mapping was opened in N's context (OpenIpcMemory), so the gather's
+// device-to-device copies run there, N to N, valid whether or not M and N
+// have peer access; the legacy default stream (a null CudaStreamRef) is N's;
+// the gather buffer comes from N's pool and the completion events are N's.
+// Fields are therefore always on N (Consumer::device()); a consumer computing
+// on M reads them through peer access or copies them (torch: `.to(M)`), and
+// a server with a ring per GPU (--device cuda:0,1) serves it from M's ring.
+// A CUDA error here is the library's or the driver's, never the caller's:
+// it is reported as Internal (or its own code: ResourceExhausted, ...),
+// never as InvalidArgument, with CUDA's text.
 #include <mutex>
 #include <set>
 
@@ -14,6 +29,14 @@
 
 namespace batchcast::internal {
 namespace {
+
+// A CUDA failure of the ring view, with `context`: InvalidArgument (CUDA's
+// invalid value or handle) becomes Internal, since the caller passed nothing
+// invalid (Note [Consumers on another GPU]).
+Status RingFailure(const Status& s, const std::string& context) {
+  if (s.code() != StatusCode::kInvalidArgument) return s.WithContext(context);
+  return InternalError(context + ": " + s.message());
+}
 
 // Events kept for reuse by the completion tokens (creating one per lease
 // would cost a driver call each). Its mutex is a leaf lock: it is taken under
@@ -73,9 +96,12 @@ class CudaRingView final : public RingView {
   const uint8_t* data() const override { return mapping_->data(); }
 
   Status OrderAfterProducer(std::span<const uint32_t> slots, CudaStreamRef stream) const override {
+    const std::string context = "cannot order the consumer's CUDA stream after the producer";
+    cuda::DeviceGuard g(device_);
+    if (!g.status().ok()) return RingFailure(g.status(), context);
     for (uint32_t slot : std::set<uint32_t>(slots.begin(), slots.end())) {
       if (Status s = slot_events_[slot].BlockStream(stream); !s.ok()) {
-        return s.WithContext("cannot order the consumer's CUDA stream after the producer");
+        return RingFailure(s, context);
       }
     }
     return Status::Ok();
@@ -84,19 +110,19 @@ class CudaRingView final : public RingView {
   // With a pooled event: cudaStreamWaitEvent waits for the record current at
   // the call, so the event may be recorded again (reused) right after.
   Status StreamWaitsFor(CudaStreamRef stream, CudaStreamRef after) const override {
-    BATCHCAST_ASSIGN_OR_RETURN(cuda::Event e, events_->Take());
-    Status s = e.Record(after);
-    if (s.ok()) s = e.BlockStream(stream);
-    events_->Put(std::move(e));
-    return s;
+    Status s = WaitsFor(stream, after);
+    return s.ok() ? s : RingFailure(s, "cannot order a CUDA stream after the batch's stream");
   }
 
-  // Device-to-device copies into a buffer of the private stream-ordered pool.
+  // Device-to-device copies (N to N, with N current) into a buffer of N's
+  // private stream-ordered pool.
   Result<void*> Gather(std::span<const RingCopy> copies, size_t bytes,
                        CudaStreamRef stream) const override {
+    const std::string context = "cannot gather the batch on " + DeviceName(device());
+    cuda::DeviceGuard g(device_);
+    if (!g.status().ok()) return RingFailure(g.status(), context);
     Result<void*> buffer = cuda::AllocAsync(device_, bytes, stream);
-    if (!buffer.ok())
-      return buffer.status().WithContext("cannot allocate the batch's gather buffer");
+    if (!buffer.ok()) return RingFailure(buffer.status(), context + " (allocating its buffer)");
     for (const RingCopy& c : copies) {
       Status s = cuda::CopyAsync(static_cast<uint8_t*>(*buffer) + c.dst, mapping_->data() + c.src,
                                  c.bytes, stream);
@@ -104,7 +130,7 @@ class CudaRingView final : public RingView {
         // The copies already queued may still read the ring: wait for them.
         (void)cuda::SynchronizeStream(stream);
         (void)cuda::FreeAsync(device_, *buffer, stream);
-        return s.WithContext("cannot gather the batch on the GPU");
+        return RingFailure(s, context);
       }
     }
     return *buffer;
@@ -112,14 +138,16 @@ class CudaRingView final : public RingView {
 
   // Frees in the order of the delivery stream, after it waited for the others.
   void FreeGather(void* buffer, std::span<const CudaStreamRef> users) const override {
+    cuda::DeviceGuard g(device_);
     const CudaStreamRef delivery = users.empty() ? CudaStreamRef() : users[0];
     for (size_t i = 1; i < users.size(); ++i) {
-      if (!StreamWaitsFor(delivery, users[i]).ok()) (void)cuda::SynchronizeStream(users[i]);
+      if (!WaitsFor(delivery, users[i]).ok()) (void)cuda::SynchronizeStream(users[i]);
     }
     (void)cuda::FreeAsync(device_, buffer, delivery);
   }
 
   CompletionTokens TokensAfter(std::span<const CudaStreamRef> streams) const override {
+    cuda::DeviceGuard g(device_);
     CompletionTokens tokens;
     for (CudaStreamRef stream : streams) {
       Result<cuda::Event> e = events_->Take();
@@ -142,6 +170,15 @@ class CudaRingView final : public RingView {
   }
 
  private:
+  // `stream` waits for the work queued so far on `after` (with device_ current).
+  Status WaitsFor(CudaStreamRef stream, CudaStreamRef after) const {
+    cuda::DeviceGuard g(device_);
+    BATCHCAST_RETURN_IF_ERROR(g.status());
+    BATCHCAST_ASSIGN_OR_RETURN(cuda::Event e, cuda::Event::Create(device_));
+    BATCHCAST_RETURN_IF_ERROR(e.Record(after));
+    return e.BlockStream(stream);
+  }
+
   const int device_;  // the producer's device, which the mapping lives on
   std::shared_ptr<cuda::IpcMapping> mapping_;
   std::vector<cuda::Event> slot_events_;  // one per slot, opened from WELCOME
@@ -166,14 +203,15 @@ Result<std::unique_ptr<RingView>> MapCudaRing(const proto::Allocation& allocatio
   Result<std::shared_ptr<cuda::IpcMapping>> mapping =
       cuda::OpenIpcMemory(allocation.mem_handle, device);
   if (!mapping.ok()) {
-    return mapping.status().WithContext("cannot map the server's CUDA ring on " + where +
-                                        " (the consumer must run on the same machine and see the "
-                                        "same GPUs, e.g. the same CUDA_VISIBLE_DEVICES)");
+    return RingFailure(mapping.status(),
+                       "cannot map the server's CUDA ring on " + where +
+                           " (the consumer must run on the same machine and see the same GPUs, "
+                           "e.g. the same CUDA_VISIBLE_DEVICES)");
   }
   std::vector<cuda::Event> slot_events;
   for (const proto::IpcHandle& h : allocation.event_handles) {
     Result<cuda::Event> e = cuda::Event::OpenIpc(h, device);
-    if (!e.ok()) return e.status().WithContext("cannot open the ring's slot events");
+    if (!e.ok()) return RingFailure(e.status(), "cannot open the ring's slot events");
     slot_events.push_back(std::move(*e));
   }
   return std::unique_ptr<RingView>(

@@ -52,6 +52,11 @@
 //    releases them and before the IPC mapping closes (Note [CUDA IPC
 //    lifetimes], cuda/src/runtime.cc).
 // A host lease has no tokens: ReleaseAfter with none is Release.
+// The events, the gather buffer and the legacy default stream are all the
+// ring's device's, whatever the consumer's current device (Note [Consumers on
+// another GPU], cuda_ring_view.cc); an event cannot be recorded on a stream
+// of another device, so a stream of another GPU given to RecordStream is
+// waited for on the host instead (warned once).
 //
 // Thread-safety: none; the session guards its ledger with a mutex
 // (Session::lease_mu_). No ZeroMQ and no CUDA here: the GPU is reached only

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "batchcast/cuda/runtime.h"
 #include "core/src/catch_all.h"
 #include "core/src/logging.h"
 #include "core/src/runtime_dir.h"
@@ -30,6 +31,19 @@ std::string DefaultConsumerName() {
   auto path = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) exe = path.filename().string();
   return exe + ":" + std::to_string(getpid());
+}
+
+// What HELLO says of the consumer's device (ConsumerOptions::device): "cuda:M"
+// or "" (no GPU). "" asks CUDA for the calling thread's current device.
+Result<std::string> HelloDevice(const std::string& option) {
+  if (option.empty()) {
+    if (!cuda::BuiltWithCuda()) return std::string();
+    Result<int> current = cuda::CurrentDevice();
+    return current.ok() ? DeviceName(Device::Cuda(*current)) : std::string();
+  }
+  Result<Device> d = ParseDevice(option);
+  if (!d.ok()) return InvalidArgumentError("device: " + d.status().message());
+  return d->is_cuda() ? DeviceName(*d) : std::string();
 }
 
 int64_t MsSince(SteadyClock::time_point t) {
@@ -74,6 +88,7 @@ Result<std::shared_ptr<Session>> Session::Open(const ConsumerOptions& options) {
   BATCHCAST_RETURN_IF_ERROR(CheckLocalServer(s->endpoint_, options.endpoint));
   if (s->options_.name.empty()) s->options_.name = DefaultConsumerName();
   BATCHCAST_ASSIGN_OR_RETURN(s->group_, ResolveGroup(options));
+  BATCHCAST_ASSIGN_OR_RETURN(s->hello_device_, HelloDevice(options.device));
   BATCHCAST_RETURN_IF_ERROR(s->Handshake());
   BATCHCAST_ASSIGN_OR_RETURN(MappedRing ring, MappedRing::Map(s->welcome_));
   s->ring_.emplace(std::move(ring));
@@ -97,6 +112,7 @@ Status Session::Handshake() {
     h.rank = group_->rank;
     h.world_size = group_->world_size;
   }
+  h.device = hello_device_;
   MutexLock lock(&sock_mu_);
   // Note [Transport security]: tcp:// is CURVE; the watch says at once why a
   // connection cannot succeed.

@@ -105,6 +105,7 @@ class Session {
   // Fixed once Open() returned.
   ConsumerOptions options_;
   std::string endpoint_;
+  std::string hello_device_;  // HELLO's device: "cuda:M" or "" (ConsumerOptions::device)
   proto::Welcome welcome_;
   std::optional<GroupMembership> group_;  // ResolveGroup(options_)
   std::optional<MappedRing> ring_;

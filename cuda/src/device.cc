@@ -36,6 +36,12 @@ Status CheckDevice(int device) {
   return Status::Ok();
 }
 
+Result<int> CurrentDevice() {
+  int device = -1;
+  BATCHCAST_RETURN_IF_ERROR(BATCHCAST_CUDA_CHECK(cudaGetDevice(&device)));
+  return device;
+}
+
 std::string DeviceDescription(int device) {
   cudaDeviceProp p{};
   Status s = BATCHCAST_CUDA_CHECK(cudaGetDeviceProperties(&p, device));

@@ -33,6 +33,11 @@ namespace batchcast::cuda {
 // Such a view must not outlive the server (the server outlives its in-process
 // consumers' batches in every supported use: Server::Stop waits for nothing,
 // so an in-process consumer must drop its batches before stopping the server).
+// The mapping is opened with the exporter's device (the ring's) current, and
+// used only with that device current (Note [Consumers on another GPU],
+// client/src/cuda_ring_view.cc), whatever device the consumer computes on;
+// a server with a ring per GPU exports one allocation per GPU and a consumer
+// maps only its own ring's.
 // A server that exits (even by SIGKILL) while consumers still map the ring
 // does not invalidate their mappings: the driver frees the memory when the
 // last process that maps it closes it or exits.

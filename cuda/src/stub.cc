@@ -24,6 +24,7 @@ bool BuiltWithCuda() { return false; }
 bool BuiltWithNvJpeg() { return false; }
 Result<int> DeviceCount() { return NoCuda(); }
 Status CheckDevice(int) { return NoCuda(); }
+Result<int> CurrentDevice() { return NoCuda(); }
 std::string DeviceDescription(int) { return NoCuda().ToString(); }
 
 DeviceGuard::DeviceGuard(int) : status_(NoCuda()) {}

@@ -36,6 +36,7 @@ class Consumer:
         name: str = ...,
         cuda_stream: int = ...,
         key_file: str = ...,
+        device: str = ...,
         *,
         group: Optional[str] = ...,
         rank: Optional[int] = ...,
@@ -48,6 +49,8 @@ class Consumer:
     def close(self) -> None: ...
     @property
     def closed(self) -> bool: ...
+    @property
+    def ring_device(self) -> str: ...
     @property
     def batches_per_epoch(self) -> int: ...
     @property

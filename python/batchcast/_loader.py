@@ -23,6 +23,27 @@ def _is_tuple_layout(names: Tuple[str, ...]) -> bool:
     return list(names) == expected[: len(names)]
 
 
+def _consumer_device(torch: Any, device: Any) -> str:
+    """The device text told to the server (see Loader's ``device``)."""
+    if device is None:
+        cuda = torch.cuda
+        if cuda.is_available() and cuda.is_initialized():
+            return f"cuda:{cuda.current_device()}"
+        return "cpu"
+    if isinstance(device, bool):
+        _check.fail("device", "'cuda:N', 'cpu', an int or a torch.device", device)
+    if isinstance(device, int):
+        device = f"cuda:{device}"
+    if isinstance(device, torch.device):
+        index = device.index if device.index is not None else (
+            torch.cuda.current_device() if device.type == "cuda" else None)
+        device = "cpu" if device.type != "cuda" else f"cuda:{index}"
+    if not isinstance(device, str) or not (
+            device == "cpu" or (device.startswith("cuda:") and device[5:].isdigit())):
+        _check.fail("device", "'cuda:N', 'cpu', an int or a torch.device", device)
+    return device
+
+
 class Loader:
     """Iterates batches of a running batchcast server as torch tensors, zero-copy.
 
@@ -82,6 +103,12 @@ class Loader:
             :class:`batchcast.Cancelled`; other groups go on. Ranks that do not
             all connect within the server's ``group_timeout`` (60 s) get
             :class:`batchcast.Timeout` naming the missing ones.
+        device: the GPU this consumer trains on (``"cuda:N"``, an int or a
+            ``torch.device``), which a server with a ring per GPU
+            (``device="cuda:0,1"`` / ``"cuda:all"``) serves it from. Default:
+            torch's current CUDA device when this process has initialized
+            CUDA (e.g. after ``torch.cuda.set_device(local_rank)``), else
+            none (the server's first ring). ``"cpu"``: none.
 
     A wrong argument (type or value) is a :class:`batchcast.InvalidArgument`
     naming it. Connecting to a server of this machine that is not running
@@ -111,13 +138,18 @@ class Loader:
     and so every consumer; a consumer may also hold at most ``max_leases`` (16
     by default) batches. ``.clone()`` what you keep.
 
-    Devices: tensors are on the producer's device. Host rings give CPU tensors
-    (``.to("cuda", non_blocking=True)`` them). CUDA rings (server ``device=
-    "cuda:N"``) give CUDA tensors of device N, delivered in the order of
-    torch's *current stream* of device N at the time of each ``next``: work
-    queued on that stream sees the batch (no host synchronization), and the
-    lease ends only after the work queued on it before the last tensor was
-    freed completes. Use the batch on that stream (or synchronize yourself).
+    Devices: tensors are on the device of the ring that serves this loader,
+    :attr:`ring_device`. Host rings give CPU tensors (``.to("cuda",
+    non_blocking=True)`` them). CUDA rings give CUDA tensors of the ring's
+    GPU N, delivered in the order of torch's *current stream* of device N at
+    the time of each ``next``: work queued on that stream sees the batch (no
+    host synchronization), and the lease ends only after the work queued on
+    it before the last tensor was freed completes. Use the batch on that
+    stream (or synchronize yourself). A server with a ring per GPU serves
+    each loader from the ring of its ``device``, so N is the loader's own
+    GPU. A loader on a GPU M without a ring of its own (a server on cuda:0
+    only) gets every batch size correct, on N: ``.to(M, non_blocking=True)``
+    copies it to M (read it on M only through such a copy).
 
     Not thread-safe: iterate a Loader and call its stats() from one thread at a
     time (tensors may be freed on any thread). Blocking waits release the GIL,
@@ -140,6 +172,7 @@ class Loader:
         group: Union[str, bool, None] = None,
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
+        device: Any = None,
     ) -> None:
         import torch  # imported here so that `import batchcast` does not need torch
         import torch.utils.dlpack
@@ -164,6 +197,7 @@ class Loader:
                         group)
         rank = _check.integer("rank", rank, 0, 4095, optional=True)
         world_size = _check.integer("world_size", world_size, 1, 4096, optional=True)
+        device = _consumer_device(torch, device)
         self._torch = torch
         self._from_dlpack = getattr(torch._C, "_from_dlpack", None) or torch.utils.dlpack.from_dlpack
         self._endpoint = endpoint
@@ -171,6 +205,7 @@ class Loader:
         self._core = _core.Consumer(
             self._endpoint, batch_size, drop_last, join, prefetch, timeout, connect_timeout,
             name or "", key_file=key_file or "", group=group, rank=rank, world_size=world_size,
+            device=device,
         )
         g = self._core.group
         self._group: Optional[str] = g[0] if g else None
@@ -188,12 +223,11 @@ class Loader:
         self._indices = None
         self._zero_copy = False
         # CUDA rings: batches are delivered on (and leases wait for) torch's
-        # current stream of the producer's device, passed before every batch.
+        # current stream of the ring's device, passed before every batch.
+        self._ring_device: str = self._core.ring_device
         self._cuda_index: Optional[int] = None
-        if self._core.on_cuda:
-            device = json.loads(self._core.stats()).get("device", "")
-            self._cuda_index = (int(device.split(":", 1)[1]) if device.startswith("cuda:")
-                                else torch.cuda.current_device())
+        if self._ring_device.startswith("cuda:"):
+            self._cuda_index = int(self._ring_device.split(":", 1)[1])
 
     # ---- iteration ----
 
@@ -278,6 +312,9 @@ class Loader:
                      "The consumer group it joined (given, or the launcher's), None without one.")
     rank = ReadOnly("_rank", _optional(int), "Its rank in its group, None without a group.")
     world_size = ReadOnly("_world_size", _optional(int), "Ranks in its group, None without a group.")
+    ring_device = ReadOnly(
+        "_ring_device", str,
+        "Where the tensors are: 'cpu' or 'cuda:N', the ring serving this loader.")
 
     def stats(self) -> Dict[str, Any]:
         """The server's stats (the JSON of ``batchcast-server stat NAME --json``) as a dict."""

@@ -106,6 +106,9 @@ class Server(_Serving):
             heartbeat_interval, max_leases, max_consumers. An unknown name is a
             TypeError; a bad value a :class:`batchcast.InvalidArgument`. With
             ``synthetic`` the dtype defaults to uint8 (as on the command line).
+            ``device="cuda:0,1"`` or ``"cuda:all"``: a ring and a producer per
+            GPU, each Loader served from the ring of its own GPU (its
+            ``device=``).
 
     The server stops (consumers get a clear "server stopped" error, the shared
     memory is removed) on :meth:`close`, on leaving the ``with`` block

@@ -90,8 +90,8 @@ class PyConsumer {
   PyConsumer(const std::string& endpoint, uint32_t batch_size, bool drop_last,
              const std::string& join, uint16_t prefetch, const py::object& timeout,
              const py::object& connect_timeout, const std::string& name, uintptr_t cuda_stream,
-             const std::string& key_file, const py::object& group, const py::object& rank,
-             const py::object& world_size) {
+             const std::string& key_file, const std::string& device, const py::object& group,
+             const py::object& rank, const py::object& world_size) {
     ConsumerOptions o;
     o.endpoint = endpoint;
     o.batch_size = batch_size;
@@ -107,6 +107,7 @@ class PyConsumer {
     if (!group.is_none()) o.group = group.cast<std::string>();
     if (!rank.is_none()) o.rank = rank.cast<uint32_t>();
     if (!world_size.is_none()) o.world_size = world_size.cast<uint32_t>();
+    o.device = device;
     std::optional<Result<std::unique_ptr<Consumer>>> r;
     {
       py::gil_scoped_release nogil;
@@ -210,12 +211,13 @@ void RegisterConsumer(py::module_& m) {
                          "batchcast.Loader instead.")
       .def(py::init<const std::string&, uint32_t, bool, const std::string&, uint16_t,
                     const py::object&, const py::object&, const std::string&, uintptr_t,
-                    const std::string&, const py::object&, const py::object&, const py::object&>(),
+                    const std::string&, const std::string&, const py::object&, const py::object&,
+                    const py::object&>(),
            py::arg("endpoint"), py::arg("batch_size"), py::arg("drop_last") = true,
            py::arg("join") = "immediate", py::arg("prefetch") = 2, py::arg("timeout") = py::none(),
            py::arg("connect_timeout") = py::none(), py::arg("name") = "",
-           py::arg("cuda_stream") = 0, py::arg("key_file") = "", py::kw_only(),
-           py::arg("group") = py::none(), py::arg("rank") = py::none(),
+           py::arg("cuda_stream") = 0, py::arg("key_file") = "", py::arg("device") = "cpu",
+           py::kw_only(), py::arg("group") = py::none(), py::arg("rank") = py::none(),
            py::arg("world_size") = py::none(),
            "group/rank/world_size: None = the launcher's (torchrun, SLURM), group '' = none")
       .def("next", &PyConsumer::Next, py::arg("cuda_stream") = py::none(),
@@ -236,6 +238,9 @@ void RegisterConsumer(py::module_& m) {
                              "[(name, dtype name, per-sample shape)] in ring order")
       .def_property_readonly("on_cuda", &PyConsumer::on_cuda,
                              "True when the ring (some field) is in CUDA device memory")
+      .def_property_readonly(
+          "ring_device", [](PyConsumer& c) { return DeviceName(c.get().device()); },
+          "where the fields are: 'cpu' or 'cuda:N' (the ring that serves this consumer)")
       .def_property_readonly("marker_epoch", &PyConsumer::marker_epoch)
       .def_property_readonly("marker_step", &PyConsumer::marker_step)
       .def_property_readonly("skipped", &PyConsumer::skipped)

@@ -296,7 +296,9 @@ void RegisterServer(py::module_& m) {
       .def_property_readonly("epoch_len", [](PyServer& s) { return s.get().epoch_len(); })
       .def_property_readonly("batch_size", [](PyServer& s) { return s.get().options().batch_size; })
       .def_property_readonly("window", [](PyServer& s) { return s.get().options().window; })
-      .def_property_readonly("device", [](PyServer& s) { return DeviceName(s.get().options().source.device); })
+      .def_property_readonly("device", [](PyServer& s) {
+        return FindServerOption("device")->get(s.get().options());  // "cuda:0,1" too
+      })
       .def_property_readonly("closed", &PyServer::closed)
       .def("begin_batch", &PyServer::BeginBatch, py::arg("epoch"), py::arg("indices"),
            py::arg("timeout") = py::none(),

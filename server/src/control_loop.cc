@@ -9,6 +9,7 @@
 #include "core/src/escape.h"
 #include "core/src/logging.h"
 #include "core/src/runtime_dir.h"
+#include "device_list.h"
 
 namespace batchcast {
 namespace {
@@ -53,15 +54,12 @@ void WakeFd::Drain() const {
   [[maybe_unused]] ssize_t n = read(fd_, &v, sizeof(v));
 }
 
-ControlLoop::ControlLoop(ControlLoopOptions options, Scheduler* scheduler)
-    : options_(std::move(options)),
-      scheduler_(scheduler),
-      endpoint_(options_.endpoint),
-      guard_(options_.peer_limits) {}
+ControlLoop::ControlLoop(ControlLoopOptions options)
+    : options_(std::move(options)), endpoint_(options_.endpoint), guard_(options_.peer_limits) {}
 
-Result<std::unique_ptr<ControlLoop>> ControlLoop::Create(ControlLoopOptions options,
-                                                         Scheduler* scheduler) {
-  std::unique_ptr<ControlLoop> loop(new ControlLoop(std::move(options), scheduler));
+Result<std::unique_ptr<ControlLoop>> ControlLoop::Create(ControlLoopOptions options) {
+  if (options.rings.empty()) return InternalError("a control loop without a ring");
+  std::unique_ptr<ControlLoop> loop(new ControlLoop(std::move(options)));
   if (!loop->wake_.ok()) return InternalError("eventfd failed");
   const std::string& endpoint = loop->options_.endpoint;
   zmq::socket_t& router = loop->router_.emplace(loop->context_, zmq::socket_type::router);
@@ -108,8 +106,41 @@ Result<std::unique_ptr<ControlLoop>> ControlLoop::Create(ControlLoopOptions opti
     }
   }
   const WakeFd* wake = &loop->wake_;
-  scheduler->set_wakeup([wake] { wake->Signal(); });
+  for (const ControlRing& r : loop->options_.rings) {
+    r.scheduler->set_wakeup([wake] { wake->Signal(); });
+  }
   return loop;
+}
+
+Scheduler* ControlLoop::RingOf(const std::string& identity) const {
+  for (const ControlRing& r : options_.rings) {
+    if (r.scheduler->HasConsumer(identity)) return r.scheduler;
+  }
+  return nullptr;
+}
+
+void ControlLoop::Remove(const std::string& identity, const std::string& reason) {
+  if (Scheduler* s = RingOf(identity)) s->Remove(identity, reason);
+}
+
+std::vector<std::string> ControlLoop::Identities() const {
+  std::vector<std::string> all;
+  for (const ControlRing& r : options_.rings) {
+    for (std::string& id : r.scheduler->Identities()) all.push_back(std::move(id));
+  }
+  return all;
+}
+
+bool ControlLoop::Finished() const {
+  bool any = false;
+  for (const ControlRing& r : options_.rings) {
+    if (r.scheduler->Finished()) {
+      any = true;
+    } else if (!r.scheduler->Unused()) {
+      return false;
+    }
+  }
+  return any;
 }
 
 ControlLoop::~ControlLoop() {
@@ -133,11 +164,11 @@ void ControlLoop::SendTo(const std::string& identity, const proto::Message& mess
     auto r2 = r1 ? router_->send(zmq::buffer(send_buffer_), zmq::send_flags::dontwait)
                  : zmq::send_result_t{};
     if (!r1 || !r2) {
-      scheduler_->Remove(identity, "its connection is not reading (send queue full)");
+      Remove(identity, "its connection is not reading (send queue full)");
     }
   } catch (const zmq::error_t& e) {
     if (e.num() == EHOSTUNREACH) {
-      scheduler_->Remove(identity, "its connection is gone");
+      Remove(identity, "its connection is gone");
     } else {
       BC_LOG_WARN("send to a consumer failed: {}", e.what());
     }
@@ -145,12 +176,14 @@ void ControlLoop::SendTo(const std::string& identity, const proto::Message& mess
 }
 
 void ControlLoop::FlushOutbox() {
-  scheduler_->TakeOutbox(outbox_);
-  for (const Outgoing& o : outbox_) SendTo(o.identity, o.message);
+  for (const ControlRing& r : options_.rings) {
+    r.scheduler->TakeOutbox(outbox_);
+    for (const Outgoing& o : outbox_) SendTo(o.identity, o.message);
+  }
 }
 
 void ControlLoop::Drop(const std::string& identity, const std::string& reason) {
-  scheduler_->Remove(identity, reason);
+  Remove(identity, reason);
   guard_.Forget(identity);
   SendTo(identity, proto::Error{0, StatusCode::kResourceExhausted,
                                 "the server dropped this connection: " + reason});
@@ -161,25 +194,37 @@ void ControlLoop::HandleHello(const std::string& identity, proto::Hello hello) {
   hello.name = EscapeText(hello.name, kMaxShownName);
   // So is the group's name (one escaping for every rank: they still match).
   hello.group = EscapeText(hello.group);
-  if (!hello.device.empty() && hello.device != options_.device_name) {
-    SendTo(identity, proto::Error{0, StatusCode::kInvalidArgument,
-                                  "this server's ring is on " + options_.device_name +
-                                      ", the consumer asked for " + EscapeText(hello.device, 64)});
-    return;
+  // Note [Rings per GPU]: the ring of the consumer's GPU (one it is already
+  // on, for a repeated HELLO).
+  Scheduler* scheduler = RingOf(identity);
+  const ControlRing* ring = nullptr;
+  for (const ControlRing& r : options_.rings) {
+    if (r.scheduler == scheduler) ring = &r;
+  }
+  if (ring == nullptr) {
+    std::vector<int> devices;
+    for (const ControlRing& r : options_.rings) devices.push_back(r.device);
+    Result<size_t> i = RingForConsumer(EscapeText(hello.device, 64), devices);
+    if (!i.ok()) {
+      SendTo(identity, proto::Error{0, i.status().code(), i.status().message()});
+      return;
+    }
+    ring = &options_.rings[*i];
+    scheduler = ring->scheduler;
   }
   // Note [Peer limits]: consumers that said nothing since their HELLO make
   // room for new ones.
   const std::string silent = "it said nothing after its HELLO while others waited to join";
-  if (!scheduler_->HasConsumer(identity) && guard_.UnconfirmedFull()) {
+  if (RingOf(identity) == nullptr && guard_.UnconfirmedFull()) {
     if (auto victim = guard_.TakeOldestUnconfirmed()) Drop(*victim, silent);
   }
   // Over ipc:// the consumer's pid is one of this machine's.
   const bool same_host = options_.endpoint.starts_with("ipc://");
-  Result<Scheduler::Admission> a = scheduler_->AddConsumer(identity, hello, same_host);
+  Result<Scheduler::Admission> a = scheduler->AddConsumer(identity, hello, same_host);
   if (!a.ok() && a.status().code() == StatusCode::kResourceExhausted) {
     if (auto victim = guard_.TakeOldestUnconfirmed()) {
       Drop(*victim, silent);
-      a = scheduler_->AddConsumer(identity, hello, same_host);
+      a = scheduler->AddConsumer(identity, hello, same_host);
     }
   }
   if (!a.ok()) {
@@ -189,7 +234,7 @@ void ControlLoop::HandleHello(const std::string& identity, proto::Hello hello) {
     return;
   }
   guard_.OnWelcomed(identity, Clock::now());
-  proto::Welcome w = options_.welcome;
+  proto::Welcome w = ring->welcome;
   w.consumer_id = a->consumer_id;
   w.batches_per_epoch = a->batches_per_epoch;
   SendTo(identity, w);
@@ -238,7 +283,8 @@ void ControlLoop::HandleMessage(const std::string& identity, std::span<const uin
     return;
   }
   guard_.OnConsumerMessage(identity);
-  if (!scheduler_->HasConsumer(identity)) {
+  Scheduler* const scheduler = RingOf(identity);
+  if (scheduler == nullptr) {
     if (!std::holds_alternative<proto::Bye>(m) && !std::holds_alternative<proto::Release>(m) &&
         !std::holds_alternative<proto::Heartbeat>(m)) {
       // Unavailable, as for a server that is gone: a consumer whose server
@@ -257,16 +303,16 @@ void ControlLoop::HandleMessage(const std::string& identity, std::span<const uin
         if constexpr (std::is_same_v<T, proto::Next>) {
           // Release, answer, and only then wake the producer, so that its
           // work does not delay the reply.
-          if (!msg.releases.empty()) scheduler_->Release(identity, msg.releases, false);
-          scheduler_->Next(identity, msg.request_id);
+          if (!msg.releases.empty()) scheduler->Release(identity, msg.releases, false);
+          scheduler->Next(identity, msg.request_id);
           FlushOutbox();
-          scheduler_->WakeProducer();
+          scheduler->WakeProducer();
         } else if constexpr (std::is_same_v<T, proto::Release>) {
-          scheduler_->Release(identity, msg.lease_ids);
+          scheduler->Release(identity, msg.lease_ids);
         } else if constexpr (std::is_same_v<T, proto::Heartbeat>) {
-          scheduler_->Touch(identity);
+          scheduler->Touch(identity);
         } else if constexpr (std::is_same_v<T, proto::Bye>) {
-          scheduler_->Bye(identity, msg.kept_leases);
+          scheduler->Bye(identity, msg.kept_leases);
         } else {
           SendTo(identity, proto::Error{0, StatusCode::kInvalidArgument,
                                         std::string("a consumer may not send ") +
@@ -304,7 +350,7 @@ void ControlLoop::ReceiveAll() {
 void ControlLoop::RunTimers() {
   const Clock::time_point now = Clock::now();
   if (now >= next_heartbeat_) {
-    for (const std::string& id : scheduler_->Identities()) SendTo(id, proto::Heartbeat{});
+    for (const std::string& id : Identities()) SendTo(id, proto::Heartbeat{});
     next_heartbeat_ = now + options_.heartbeat_period;
   }
   if (now >= next_tick_) {
@@ -313,7 +359,7 @@ void ControlLoop::RunTimers() {
                    " ms after its HELLO");
     }
     guard_.Prune(now);
-    scheduler_->Tick();
+    for (const ControlRing& r : options_.rings) r.scheduler->Tick();
     FlushOutbox();
     next_tick_ = now + kTickPeriod;
   }
@@ -327,7 +373,7 @@ void ControlLoop::Run() {
   }
   // Tell every consumer, so that nobody waits for a heartbeat timeout.
   CatchAll("the server's control thread", [this] {
-    for (const std::string& id : scheduler_->Identities()) {
+    for (const std::string& id : Identities()) {
       SendTo(id, proto::Error{0, StatusCode::kUnavailable,
                               "server '" + options_.server_name + "' stopped"});
     }
@@ -355,7 +401,7 @@ void ControlLoop::Serve() {
     ReceiveAll();
     FlushOutbox();
     RunTimers();
-    if (scheduler_->Finished()) {
+    if (Finished()) {
       BC_LOG_INFO("the stream ended and every consumer left: server '{}' is done",
                   options_.server_name);
       options_.finish(Status::Ok());

@@ -23,6 +23,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 #include <zmq.hpp>
 
 #include "batchcast/core/status.h"
@@ -50,17 +51,26 @@ class WakeFd {
   const int fd_;
 };
 
+// One ring of the server as the control loop serves it (several with
+// --device cuda:0,1: Note [Rings per GPU], device_list.h).
+struct ControlRing {
+  Scheduler* scheduler = nullptr;  // must outlive the loop
+  int device = -1;                 // the ring's GPU, -1 for a host ring
+  // WELCOME as every consumer of this ring gets it; consumer_id and
+  // batches_per_epoch are filled in per consumer.
+  proto::Welcome welcome;
+};
+
 struct ControlLoopOptions {
   std::string endpoint;     // where the ROUTER binds (ipc:// or tcp://)
   // tcp:// endpoints: the server's key (Note [Transport security]); required.
   std::optional<KeyFile> curve_key;
   std::string server_name;  // for logs and the shutdown notice
-  std::string device_name;  // the ring's device; a HELLO naming another is refused
   std::chrono::milliseconds heartbeat_period{250};
   PeerGuardLimits peer_limits;
-  // WELCOME as every consumer gets it; consumer_id and batches_per_epoch are
-  // filled in per consumer.
-  proto::Welcome welcome;
+  // At least one; a consumer is served from the ring of the device its HELLO
+  // names (RingForConsumer), and stays on it.
+  std::vector<ControlRing> rings;
   // The server's stats as JSON text (STATS).
   std::function<std::string()> stats_json;
   // Called on the control thread when it ends the server: OK when the stream
@@ -71,11 +81,10 @@ struct ControlLoopOptions {
 class ControlLoop {
  public:
   // Binds the ROUTER socket (replacing a socket file a dead server left,
-  // Note [Server instance lock]) and makes the scheduler's wake-ups reach
+  // Note [Server instance lock]) and makes the schedulers' wake-ups reach
   // it. Unavailable when the endpoint cannot be bound, or when another
-  // server listens on its ipc:// path. `scheduler` must outlive the loop.
-  static Result<std::unique_ptr<ControlLoop>> Create(ControlLoopOptions options,
-                                                     Scheduler* scheduler);
+  // server listens on its ipc:// path.
+  static Result<std::unique_ptr<ControlLoop>> Create(ControlLoopOptions options);
   // Closes the socket and removes its ipc:// file. REQUIRES: Run returned
   // (or never ran).
   ~ControlLoop();
@@ -92,7 +101,16 @@ class ControlLoop {
   uint64_t refused_connections() const { return curve_ ? curve_->refused() : 0; }
 
  private:
-  ControlLoop(ControlLoopOptions options, Scheduler* scheduler);
+  explicit ControlLoop(ControlLoopOptions options);
+  // The scheduler of the ring `identity` is a consumer of, or null.
+  Scheduler* RingOf(const std::string& identity) const;
+  // Removes `identity` from whichever ring has it.
+  void Remove(const std::string& identity, const std::string& reason);
+  // Identities of every connected consumer, of every ring.
+  std::vector<std::string> Identities() const;
+  // True once every ring that started is finished, at least one did, and
+  // no consumer is left (Note [Rings per GPU]).
+  bool Finished() const;
   // Reads and handles up to a bounded number of waiting messages.
   void ReceiveAll();
   // The loop itself (Run catches what escapes it).
@@ -109,7 +127,6 @@ class ControlLoop {
   void RunTimers();
 
   const ControlLoopOptions options_;
-  Scheduler* const scheduler_;
   std::string endpoint_;  // fixed once Create returned
   WakeFd wake_;
   std::atomic<bool> stopping_{false};

@@ -7,6 +7,8 @@
 #include <string>
 #include <type_traits>
 
+#include "device_list.h"
+
 namespace batchcast {
 namespace {
 
@@ -218,8 +220,11 @@ const ServerOption kOptions[] = {
   Text<&O::key_file>("key_file", G::kRing, "FILE",
       "tcp:// only: the CURVE key file (default: $BATCHCAST_KEY_FILE, else your key in the runtime directory)"),
   Flag<&O::allow_remote>("allow_remote", G::kRing, "let a tcp:// endpoint bind beyond loopback (tcp://*:PORT, a LAN address)"),
-  Choice<ParseDevice, DeviceName, &O::source, &S::device>("device", G::kRing, "cpu|cuda:N",
-      "where the ring lives (and, with cuda:N, where JPEGs are decoded)"),
+  {"device", G::kRing, OptionType::kText, "cpu|cuda:N|cuda:N,M,...|cuda:all",
+   "where the ring lives (and, with cuda:N, where JPEGs are decoded); several GPUs: a ring "
+   "and a producer per GPU, each consumer served from the ring of its own GPU",
+   [](O& o, V t) { return ParseDeviceOption(Trim(t), o); },
+   [](const O& o) { return DeviceOptionName(o); }},
   Integer<&O::batch_size>("batch_size", G::kRing, "producer batch (one ring slot)"),
   Integer<&O::window>("window", G::kRing, "ring slots"),
   Choice<ParseTransformKind, TransformKindName, &O::source, &S::transform>("transform", G::kSource, "train|eval",

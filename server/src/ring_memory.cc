@@ -37,7 +37,10 @@ Result<std::unique_ptr<RingMemory>> RingMemory::Create(const RingLayout& layout,
     a.bytes = bytes;
     a.device_index = cuda_device;
     BATCHCAST_ASSIGN_OR_RETURN(a.mem_handle, ring->device_.ExportIpc());
-    // Zero the ring once, so that no consumer can ever read uninitialized memory.
+    // Zero the ring once, so that no consumer can ever read uninitialized
+    // memory; with its device current (a server may hold rings on several).
+    cuda::DeviceGuard current(cuda_device);
+    BATCHCAST_RETURN_IF_ERROR(current.status());
     BATCHCAST_ASSIGN_OR_RETURN(cuda::Stream s, cuda::Stream::Create(cuda_device));
     BATCHCAST_RETURN_IF_ERROR(cuda::MemsetAsync(ring->device_.data(), 0, bytes, s.ref()));
     for (uint32_t k = 0; k < layout.window(); ++k) {

@@ -88,7 +88,7 @@ Result<Scheduler::Admission> Scheduler::AddConsumer(const std::string& identity,
                                           : ConsumerCursor::JoinStart(
                                                 hello.join, slots_.JoinFloor(), config_.epoch_len);
   Consumer c(ConsumerCursor(start, config_.epoch_len, hello.batch_size, hello.drop_last));
-  c.id = next_consumer_id_++;
+  c.id = config_.consumer_ids ? config_.consumer_ids->fetch_add(1) : next_consumer_id_++;
   c.identity = identity;
   c.name = hello.name;
   c.pid = static_cast<int>(hello.pid);
@@ -426,6 +426,11 @@ bool Scheduler::Finished() const {
   MutexLock lock(&mu_);
   return started_ && stream_end_ != UINT64_MAX && consumers_.empty() &&
          (slots_.published() >= stream_end_ || departed_cursor_ >= stream_end_);
+}
+
+bool Scheduler::Unused() const {
+  MutexLock lock(&mu_);
+  return !started_ && consumers_.empty();
 }
 
 }  // namespace batchcast

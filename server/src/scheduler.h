@@ -116,6 +116,7 @@
 // call (Commit, EndStream) queued something.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -159,6 +160,10 @@ struct SchedulerConfig {
   // epoch_len).
   std::chrono::milliseconds group_timeout{60000};
   uint64_t group_epoch_len = 0;
+  // Where consumer ids come from: a counter shared by the Schedulers of one
+  // server's rings (Note [Rings per GPU]), so ids are unique over the
+  // server; null = this Scheduler's own, from 1.
+  std::shared_ptr<std::atomic<uint64_t>> consumer_ids;
 };
 
 // A reply for the control thread to send to the peer `identity`.
@@ -221,6 +226,9 @@ class Scheduler {
   void TakeOutbox(std::vector<Outgoing>& out) BC_EXCLUDES(mu_);
   // True once the server may exit (Note [Producer start and stream end]).
   bool Finished() const BC_EXCLUDES(mu_);
+  // True while nothing ever started here and no consumer is attached (a ring
+  // of a several-GPU server that nobody used; Note [Rings per GPU]).
+  bool Unused() const BC_EXCLUDES(mu_);
   nlohmann::json Stats() const BC_EXCLUDES(mu_);
 
   // ---- producer (one thread at a time) ----

@@ -13,6 +13,7 @@
 #include "core/src/logging.h"
 #include "core/src/reclaim.h"
 #include "core/src/sampler.h"
+#include "device_list.h"
 #include "server_impl.h"
 
 namespace batchcast {
@@ -28,12 +29,18 @@ Clock::time_point DeadlineAfter(std::chrono::milliseconds timeout) {
   return now + timeout;
 }
 
+// The device of each ring (Note [Rings per GPU]); CUDA is asked for the
+// device count only for cuda:all.
+Result<std::vector<int>> ResolveRingDevices(const ServerOptions& options) {
+  return RingDevices(options, options.all_gpus ? cuda::DeviceCount() : Result<int>(0));
+}
+
 }  // namespace
 
 // ---- Server::Impl ----
 
 Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
-                          uint64_t group_epoch_len) {
+                          uint64_t group_epoch_len, const std::vector<int>& devices) {
   BATCHCAST_ASSIGN_OR_RETURN(InstanceLock l, InstanceLock::Acquire(options.name));
   lock.emplace(std::move(l));
   // What dead servers of this user left (Note [Server instance lock]).
@@ -61,32 +68,24 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
   if (endpoint.starts_with("tcp://")) {
     BATCHCAST_ASSIGN_OR_RETURN(curve_key, LoadServerKey(options.key_file));
   }
-  // --device cuda:N puts every field (labels too) in one device allocation.
-  const std::string device_name = DeviceName(options.source.device);
-  int cuda_device = -1;
-  if (options.source.device.is_cuda()) {
+  // --device cuda:N puts every field (labels too) in one device allocation
+  // per ring.
+  const bool on_cuda = devices.front() >= 0;
+  for (int device : devices) {
+    if (device < 0) continue;
+    const std::string name = DeviceName(Device::Cuda(device));
     if (!cuda::BuiltWithCuda()) {
       return InvalidArgumentError(
-          "--device " + device_name +
-          ": this build of batchcast has no CUDA support (use --device cpu)");
+          "--device " + name + ": this build of batchcast has no CUDA support (use --device cpu)");
     }
-    cuda_device = options.source.device.index;
-    BATCHCAST_RETURN_IF_ERROR(
-        cuda::CheckDevice(cuda_device).WithContext("--device " + device_name));
+    BATCHCAST_RETURN_IF_ERROR(cuda::CheckDevice(device).WithContext("--device " + name));
   }
-  const MemoryKind kind = cuda_device >= 0 ? MemoryKind::kCuda : MemoryKind::kHost;
+  const MemoryKind kind = on_cuda ? MemoryKind::kCuda : MemoryKind::kHost;
   for (FieldSpec& f : specs) f.memory = kind;
   fields = specs;
   BATCHCAST_ASSIGN_OR_RETURN(RingLayout l2,
                              RingLayout::Make(specs, options.window, options.batch_size));
   layout.emplace(std::move(l2));
-  BATCHCAST_ASSIGN_OR_RETURN(memory, RingMemory::Create(*layout, options.name, cuda_device));
-  if (cuda_device >= 0) {
-    BC_LOG_INFO("ring of {} MiB on {}: {}", layout->allocation_bytes(MemoryKind::kCuda) >> 20,
-                device_name, cuda::DeviceDescription(cuda_device));
-    mps = ProbeMps();  // mps_probe.h: a heuristic, said as such
-    BC_LOG_INFO("MPS {} for {} ({})", mps->name(), device_name, mps->reason);
-  }
 
   SchedulerConfig sc;
   sc.window = options.window;
@@ -101,49 +100,83 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
   sc.max_leases = options.max_leases;
   sc.group_timeout = options.group_timeout;
   sc.group_epoch_len = group_epoch_len;
-  scheduler = std::make_unique<Scheduler>(sc);
+  sc.consumer_ids = std::make_shared<std::atomic<uint64_t>>(1);
 
   ControlLoopOptions co;
   co.endpoint = endpoint;
   co.curve_key = std::move(curve_key);
   co.server_name = options.name;
-  co.device_name = device_name;
   co.heartbeat_period = options.heartbeat_period();
   // Note [Peer limits]: an unconfirmed consumer gets half the heartbeat
   // timeout (four heartbeat intervals by default) to say something.
   co.peer_limits.probation =
       std::max(options.heartbeat_timeout / 2, 2 * options.heartbeat_period());
   co.peer_limits.max_unconfirmed = std::max<size_t>(4, options.max_consumers / 4);
-  proto::Welcome& w = co.welcome;
+  proto::Welcome w;
   w.server_pid = static_cast<uint32_t>(getpid());
   w.server_name = options.name;
   w.window = options.window;
   w.producer_batch_size = options.batch_size;
   w.fields = fields;
-  w.allocations = memory->allocations();
   w.epoch_len = epoch_len;
   w.heartbeat_interval_ms = static_cast<uint32_t>(options.heartbeat_period().count());
   w.heartbeat_timeout_ms = static_cast<uint32_t>(options.heartbeat_timeout.count());
+  for (int device : devices) {
+    Ring& ring = rings.emplace_back();
+    ring.device = device;
+    BATCHCAST_ASSIGN_OR_RETURN(ring.memory, RingMemory::Create(*layout, options.name, device));
+    if (device >= 0) {
+      BC_LOG_INFO("ring of {} MiB on cuda:{}: {}",
+                  layout->allocation_bytes(MemoryKind::kCuda) >> 20, device,
+                  cuda::DeviceDescription(device));
+      if (!mps) {
+        mps = ProbeMps();  // mps_probe.h: a heuristic, said as such
+        BC_LOG_INFO("MPS {} ({})", mps->name(), mps->reason);
+      }
+    }
+    ring.scheduler = std::make_unique<Scheduler>(sc);
+    ControlRing& cr = co.rings.emplace_back();
+    cr.scheduler = ring.scheduler.get();
+    cr.device = device;
+    cr.welcome = w;
+    cr.welcome.allocations = ring.memory->allocations();
+  }
   co.stats_json = [this] { return StatsJson(); };
   co.finish = [this](Status s) { Finish(std::move(s)); };
-  BATCHCAST_ASSIGN_OR_RETURN(control, ControlLoop::Create(std::move(co), scheduler.get()));
+  BATCHCAST_ASSIGN_OR_RETURN(control, ControlLoop::Create(std::move(co)));
   endpoint = control->endpoint();  // tcp:// port 0 or *: the port it got
   return Status::Ok();
 }
 
 Status Server::Impl::StartThreads(SlotWriter writer, std::optional<Sampler> sampler) {
-  BATCHCAST_ASSIGN_OR_RETURN(publisher,
-                             MakeSlotPublisher(*memory, *layout, fields, *scheduler, writer));
-  if (sampler) {
-    producer = std::make_unique<ProducerLoop>(std::move(*sampler), source.get(), scheduler.get(),
-                                              publisher.get(), options.batch_size, options.epochs);
+  for (Ring& ring : rings) {
+    BATCHCAST_ASSIGN_OR_RETURN(
+        ring.publisher, MakeSlotPublisher(*ring.memory, *layout, fields, *ring.scheduler, writer));
+    if (sampler) {
+      // Every ring runs the same sampler: the same stream (Note [Rings per GPU]).
+      ring.producer =
+          std::make_unique<ProducerLoop>(*sampler, ring.source.get(), ring.scheduler.get(),
+                                         ring.publisher.get(), options.batch_size, options.epochs);
+    }
   }
   MutexLock l(&shutdown_mu);
   control_thread = std::thread([this] { control->Run(); });  // catches what escapes it
-  if (producer) {
-    producer_thread = std::thread([this] {
-      Status s = CatchAll("the producer thread", [this] { return producer->Run(); });
+  for (Ring& ring : rings) {
+    if (!ring.producer) continue;
+    producer_threads.emplace_back([this, &ring] {
+      Status s = CatchAll("the producer thread", [&ring]() -> Status {
+        // The ring's device is this thread's for its life: the source's
+        // kernels launch on its streams (Note [Server threads]).
+        std::optional<cuda::DeviceGuard> device;
+        if (ring.device >= 0) {
+          device.emplace(ring.device);
+          BATCHCAST_RETURN_IF_ERROR(device->status());
+        }
+        return ring.producer->Run();
+      });
       if (s.ok() || s.code() == StatusCode::kCancelled) return;
+      if (rings.size() > 1)
+        s = s.WithContext("the producer of cuda:" + std::to_string(ring.device));
       BC_LOG_ERROR("producer stopped: {}", s.ToString());
       Finish(std::move(s));
     });
@@ -158,7 +191,7 @@ void Server::Impl::Finish(Status status) {
     done = true;
     final_status = std::move(status);
   }
-  scheduler->Stop();
+  for (Ring& ring : rings) ring.scheduler->Stop();
   control->RequestStop();
   done_cv.SignalAll();
 }
@@ -174,8 +207,10 @@ bool Server::Impl::WaitDone(Clock::time_point deadline) {
 
 void Server::Impl::Shutdown() {
   MutexLock l(&shutdown_mu);
-  if (scheduler && control) Finish(Status::Ok());
-  if (producer_thread.joinable()) producer_thread.join();
+  if (!rings.empty() && control) Finish(Status::Ok());
+  for (std::thread& t : producer_threads) {
+    if (t.joinable()) t.join();
+  }
   if (control_thread.joinable()) control_thread.join();
 }
 
@@ -184,10 +219,59 @@ void Server::Impl::Shutdown() {
 std::string Server::Impl::StatsJson() const {
   constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
   Result<std::string> r = CatchAll("the stats", [this]() -> Result<std::string> {
-    nlohmann::json j = scheduler->Stats();
+    // One ring's counters, its source's included.
+    auto ring_stats = [](const Ring& ring) {
+      nlohmann::json j = ring.scheduler->Stats();
+      if (ring.source) {
+        j["source"] = ring.source->description();
+        nlohmann::json counters = nlohmann::json::object();
+        for (const auto& [k, v] : ring.source->counters()) counters[k] = v;
+        j["source_counters"] = counters;
+        // docs/stats.md producer_stage_s: the source's stages, then the wait
+        // for a free slot (the scheduler's producer_blocked_s).
+        nlohmann::json stages = nlohmann::json::object();
+        nlohmann::json threads = nlohmann::json::object();
+        for (const StageTime& t : ring.source->stage_times()) {
+          stages[t.name] = t.seconds;
+          threads[t.name] = t.threads;
+        }
+        stages["slot_wait"] = j.value("producer_blocked_s", 0.0);
+        threads["slot_wait"] = 1;
+        j["producer_stage_s"] = stages;
+        j["producer_stage_threads"] = threads;
+      }
+      return j;
+    };
+    nlohmann::json j = ring_stats(rings.front());
+    if (rings.size() > 1) {
+      // Note [Rings per GPU]: every consumer at the top level, each ring's own.
+      nlohmann::json all_consumers = nlohmann::json::array();
+      nlohmann::json per_ring = nlohmann::json::array();
+      for (const Ring& ring : rings) {
+        nlohmann::json rj = ring_stats(ring);
+        const std::string device = DeviceName(Device::Cuda(ring.device));
+        rj["device"] = device;
+        if (rj.contains("consumers")) {
+          for (nlohmann::json c : rj["consumers"]) {
+            c["device"] = device;
+            all_consumers.push_back(std::move(c));
+          }
+        }
+        per_ring.push_back(std::move(rj));
+      }
+      j["consumers"] = std::move(all_consumers);
+      j["rings"] = std::move(per_ring);
+    }
     j["name"] = options.name;
     j["endpoint"] = endpoint;
     j["device"] = DeviceName(options.source.device);
+    if (rings.size() > 1) {
+      ServerOptions listed = options;
+      listed.all_gpus = false;
+      listed.gpus.clear();
+      for (const Ring& ring : rings) listed.gpus.push_back(ring.device);
+      j["device"] = DeviceOptionName(listed);  // "cuda:0,1", also for cuda:all
+    }
     j["pid"] = getpid();
     j["refused_connections"] = control->refused_connections();
     if (mps) {
@@ -201,24 +285,6 @@ std::string Server::Impl::StatsJson() const {
     }
     if (shard) {
       j["shard"] = {{"rank", shard->rank}, {"num_shards", shard->count}, {"source", shard->source}};
-    }
-    if (source) {
-      j["source"] = source->description();
-      nlohmann::json counters = nlohmann::json::object();
-      for (const auto& [k, v] : source->counters()) counters[k] = v;
-      j["source_counters"] = counters;
-      // docs/stats.md producer_stage_s: the source's stages, then the wait
-      // for a free slot (the scheduler's producer_blocked_s).
-      nlohmann::json stages = nlohmann::json::object();
-      nlohmann::json threads = nlohmann::json::object();
-      for (const StageTime& t : source->stage_times()) {
-        stages[t.name] = t.seconds;
-        threads[t.name] = t.threads;
-      }
-      stages["slot_wait"] = j.value("producer_blocked_s", 0.0);
-      threads["slot_wait"] = 1;
-      j["producer_stage_s"] = stages;
-      j["producer_stage_threads"] = threads;
     }
     return j.dump(-1, ' ', false, kReplace);
   });
@@ -235,6 +301,42 @@ std::string Server::Impl::StatsJson() const {
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Server::~Server() { Stop(); }
 
+Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
+  return CatchAll("Server::Start", [&]() -> Result<std::unique_ptr<Server>> {
+    BATCHCAST_RETURN_IF_ERROR(options.Validate());
+    BATCHCAST_ASSIGN_OR_RETURN(std::vector<int> devices, ResolveRingDevices(options));
+    if (devices.size() == 1) {
+      BATCHCAST_ASSIGN_OR_RETURN(std::unique_ptr<Source> source, MakeSource(options.source));
+      return Start(std::move(options), std::move(source));
+    }
+    // Note [Rings per GPU]: a source per GPU, decoding there.
+    std::vector<std::unique_ptr<Source>> sources;
+    for (int device : devices) {
+      SourceOptions so = options.source;
+      so.device = Device::Cuda(device);
+      Result<std::unique_ptr<Source>> source = MakeSource(so);
+      if (!source.ok()) return source.status().WithContext("cuda:" + std::to_string(device));
+      sources.push_back(std::move(*source));
+    }
+    return StartRings(std::move(options), devices, std::move(sources));
+  });
+}
+
+Result<std::unique_ptr<Server>> Server::Start(ServerOptions options,
+                                              std::unique_ptr<Source> source) {
+  return CatchAll("Server::Start", [&]() -> Result<std::unique_ptr<Server>> {
+    BATCHCAST_RETURN_IF_ERROR(options.Validate());
+    BATCHCAST_ASSIGN_OR_RETURN(std::vector<int> devices, ResolveRingDevices(options));
+    if (devices.size() != 1) {
+      return InvalidArgumentError("--device " + DeviceOptionName(options) +
+                                  ": a server given its Source serves one device");
+    }
+    std::vector<std::unique_ptr<Source>> sources;
+    sources.push_back(std::move(source));
+    return StartRings(std::move(options), devices, std::move(sources));
+  });
+}
+
 // The samples of the smallest shard over all servers of `options`' shard
 // count (tar shards split whole files, so shards may differ by a file).
 static uint64_t SmallestShard(uint64_t dataset_size, SamplerOptions options) {
@@ -250,42 +352,37 @@ static uint64_t SmallestShard(uint64_t dataset_size, SamplerOptions options) {
   return smallest;
 }
 
-Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
-  return CatchAll("Server::Start", [&]() -> Result<std::unique_ptr<Server>> {
-    BATCHCAST_RETURN_IF_ERROR(options.Validate());
-    BATCHCAST_ASSIGN_OR_RETURN(std::unique_ptr<Source> source, MakeSource(options.source));
-    return Start(std::move(options), std::move(source));
-  });
-}
-
-Result<std::unique_ptr<Server>> Server::Start(ServerOptions options,
-                                              std::unique_ptr<Source> source) {
-  return CatchAll("Server::Start", [&]() -> Result<std::unique_ptr<Server>> {
-    BATCHCAST_RETURN_IF_ERROR(options.Validate());
-    auto impl = std::make_unique<Impl>();
-    impl->options = options;
-    BATCHCAST_ASSIGN_OR_RETURN(ServerOptions::ShardChoice shard, options.Shard());
-    SamplerOptions so{options.source.seed, options.shuffle, shard.rank, shard.count,
-                      source->sample_groups(), options.source.shuffle_buffer};
-    BATCHCAST_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Make(source->size(), so));
-    // Note [Consumer groups]: a group's rounds per epoch come from the
-    // smallest shard, so that every rank of every node gets the same count.
-    BATCHCAST_RETURN_IF_ERROR(
-        impl->Init(source->fields(), sampler.epoch_len(), SmallestShard(source->size(), so)));
-    impl->shard = shard;
-    impl->source = std::move(source);
-    BC_LOG_INFO(
-        "server '{}' on {}: {}, epoch of {} samples (shard {} of {}: {}), batch {}, "
-        "window {}, lag policy {}",
-        options.name, impl->endpoint, impl->source->description(), sampler.epoch_len(), shard.rank,
-        shard.count, shard.source, options.batch_size, options.window,
-        LagPolicyName(options.lag_policy));
-    const SlotWriter writer = impl->source->output_memory() == MemoryKind::kCuda
-                                  ? SlotWriter::kDeviceSource
-                                  : SlotWriter::kHostSource;
-    BATCHCAST_RETURN_IF_ERROR(impl->StartThreads(writer, std::move(sampler)));
-    return std::unique_ptr<Server>(new Server(std::move(impl)));
-  });
+// REQUIRES: options validated; one source per device, all of the same fields
+// and size.
+Result<std::unique_ptr<Server>> Server::StartRings(ServerOptions options,
+                                                   const std::vector<int>& devices,
+                                                   std::vector<std::unique_ptr<Source>> sources) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  const Source& first = *sources.front();
+  BATCHCAST_ASSIGN_OR_RETURN(ServerOptions::ShardChoice shard, options.Shard());
+  SamplerOptions so{options.source.seed, options.shuffle, shard.rank, shard.count,
+                    first.sample_groups(), options.source.shuffle_buffer};
+  BATCHCAST_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Make(first.size(), so));
+  // Note [Consumer groups]: a group's rounds per epoch come from the
+  // smallest shard, so that every rank of every node gets the same count.
+  BATCHCAST_RETURN_IF_ERROR(impl->Init(first.fields(), sampler.epoch_len(),
+                                       SmallestShard(first.size(), so), devices));
+  impl->shard = shard;
+  for (size_t i = 0; i < sources.size(); ++i) impl->rings[i].source = std::move(sources[i]);
+  const Source& source = *impl->rings.front().source;
+  BC_LOG_INFO("server '{}' on {}: {}, epoch of {} samples (shard {} of {}: {}), batch {}, "
+              "window {}, lag policy {}{}",
+              options.name, impl->endpoint, source.description(), sampler.epoch_len(), shard.rank,
+              shard.count, shard.source, options.batch_size, options.window,
+              LagPolicyName(options.lag_policy),
+              devices.size() > 1
+                  ? ", a ring and a producer on each of " + std::to_string(devices.size()) + " GPUs"
+                  : std::string());
+  const SlotWriter writer = source.output_memory() == MemoryKind::kCuda ? SlotWriter::kDeviceSource
+                                                                        : SlotWriter::kHostSource;
+  BATCHCAST_RETURN_IF_ERROR(impl->StartThreads(writer, std::move(sampler)));
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
 Result<std::unique_ptr<Server>> Server::StartExternal(ServerOptions options,
@@ -294,9 +391,14 @@ Result<std::unique_ptr<Server>> Server::StartExternal(ServerOptions options,
   return CatchAll("Server::StartExternal", [&]() -> Result<std::unique_ptr<Server>> {
     BATCHCAST_RETURN_IF_ERROR(options.Validate());
     if (epoch_len == 0) return InvalidArgumentError("epoch_len must be positive");
+    BATCHCAST_ASSIGN_OR_RETURN(std::vector<int> devices, ResolveRingDevices(options));
+    if (devices.size() != 1) {
+      return InvalidArgumentError("--device " + DeviceOptionName(options) +
+                                  ": an external producer serves one device");
+    }
     auto impl = std::make_unique<Impl>();
     impl->options = options;
-    BATCHCAST_RETURN_IF_ERROR(impl->Init(std::move(fields), epoch_len, epoch_len));
+    BATCHCAST_RETURN_IF_ERROR(impl->Init(std::move(fields), epoch_len, epoch_len, devices));
     BC_LOG_INFO("server '{}' on {}: external producer, epoch of {} samples, batch {}, window {}",
                 options.name, impl->endpoint, epoch_len, options.batch_size, options.window);
     BATCHCAST_RETURN_IF_ERROR(impl->StartThreads(SlotWriter::kExternal, std::nullopt));
@@ -306,22 +408,22 @@ Result<std::unique_ptr<Server>> Server::StartExternal(ServerOptions options,
 
 const std::string& Server::endpoint() const { return impl_->endpoint; }
 const ServerOptions& Server::options() const { return impl_->options; }
-uint64_t Server::epoch_len() const { return impl_->scheduler->config().epoch_len; }
+uint64_t Server::epoch_len() const { return impl_->scheduler().config().epoch_len; }
 std::string Server::StatsJson() const { return impl_->StatsJson(); }
 
 Result<SlotView> Server::BeginBatch(uint32_t epoch, std::span<const int64_t> indices,
                                     std::chrono::milliseconds timeout) {
-  if (impl_->producer) {
+  if (impl_->rings.front().producer) {
     return InvalidArgumentError(
         "BeginBatch is for servers started with StartExternal; this one has its own source");
   }
   BATCHCAST_ASSIGN_OR_RETURN(SlotGrant g,
-                             impl_->scheduler->BeginBatch(epoch, indices, DeadlineAfter(timeout)));
-  return impl_->publisher->Begin(g, epoch);
+                             impl_->scheduler().BeginBatch(epoch, indices, DeadlineAfter(timeout)));
+  return impl_->rings.front().publisher->Begin(g, epoch);
 }
 
 Status Server::CommitBatch(const SlotView& slot, CudaStreamRef cuda_stream) {
-  if (impl_->producer) {
+  if (impl_->rings.front().producer) {
     return InvalidArgumentError(
         "CommitBatch is for servers started with StartExternal; this one has its own source");
   }
@@ -329,10 +431,10 @@ Status Server::CommitBatch(const SlotView& slot, CudaStreamRef cuda_stream) {
   SlotView filled = slot;
   filled.stream = cuda_stream;  // Note [Device ring ordering], step 2
   // An external producer's slot is all samples (no holes).
-  return impl_->publisher->Publish(filled, static_cast<uint32_t>(filled.count()));
+  return impl_->rings.front().publisher->Publish(filled, static_cast<uint32_t>(filled.count()));
 }
 
-void Server::EndStream() { impl_->scheduler->EndStream(); }
+void Server::EndStream() { impl_->scheduler().EndStream(); }
 
 bool Server::WaitFor(std::chrono::milliseconds timeout) {
   return impl_->WaitDone(DeadlineAfter(timeout));

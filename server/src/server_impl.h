@@ -26,11 +26,15 @@
 // (done, final_status) under done_mu; everything else in Impl is set before
 // the threads start and immutable afterwards. Locks are never nested across
 // objects except shutdown_mu, taken before done_mu and before the Scheduler's.
-// Shutdown: Finish marks the outcome, stops the Scheduler (BeginBatch fails
+// With several GPUs (Note [Rings per GPU], device_list.h) there is one
+// producer thread per ring, each with its ring's device current for its whole
+// life (so its kernels launch there), and one control thread for all.
+// Shutdown: Finish marks the outcome, stops every Scheduler (BeginBatch fails
 // with Cancelled) and the control loop (which tells every consumer); Shutdown
-// then joins both threads. The members are destroyed in reverse order, so the
-// publisher (which waits for the producer's stream) goes before the ring, and
-// the control loop (which closes the socket) before the Scheduler.
+// then joins the threads. The members are destroyed in reverse order, so the
+// control loop (which closes the socket) goes before the rings, and in each
+// ring the publisher (which waits for the producer's stream) before the
+// memory.
 #pragma once
 
 #include <memory>
@@ -56,13 +60,29 @@ namespace batchcast {
 struct Server::Impl {
   ~Impl() { Shutdown(); }
 
-  // Takes the instance lock, makes the ring for `specs` (their memory kind
-  // set to the ring's), the Scheduler and the control loop (bound, not
-  // running).
+  // One ring per device (several with --device cuda:0,1: Note [Rings per
+  // GPU], device_list.h), each with its memory, Scheduler and, for
+  // Server::Start, its own source, publisher and producer thread. Members are
+  // destroyed in reverse order: the producer, then the publisher (which
+  // waits for the producer's stream), ..., the memory last.
+  struct Ring {
+    int device = -1;  // the ring's GPU, -1 for a host ring
+    std::unique_ptr<RingMemory> memory;
+    std::unique_ptr<Scheduler> scheduler;
+    std::unique_ptr<Source> source;  // null for external production
+    std::unique_ptr<SlotPublisher> publisher;
+    std::unique_ptr<ProducerLoop> producer;  // null for external production
+  };
+
+  // Takes the instance lock, makes a ring on each of `devices` (-1: host)
+  // for `specs` (their memory kind set to the rings'), the Schedulers and
+  // the control loop (bound, not running).
   // `group_epoch_len`: the smallest shard's epoch (SchedulerConfig).
-  Status Init(std::vector<FieldSpec> specs, uint64_t epoch_len, uint64_t group_epoch_len);
-  // Makes the publisher for `writer`, and the producer loop over `sampler`
-  // when a Source fills the ring; then starts the threads.
+  Status Init(std::vector<FieldSpec> specs, uint64_t epoch_len, uint64_t group_epoch_len,
+              const std::vector<int>& devices);
+  // Makes each ring's publisher for `writer`, and its producer loop over
+  // `sampler` when Sources fill the rings (rings[i].source set); then starts
+  // the threads.
   Status StartThreads(SlotWriter writer, std::optional<Sampler> sampler);
   // Records the outcome (the first call wins) and stops everything.
   void Finish(Status status) BC_EXCLUDES(done_mu);
@@ -72,6 +92,8 @@ struct Server::Impl {
   // Finish(OK) if not finished, then joins the threads. Idempotent.
   void Shutdown() BC_EXCLUDES(shutdown_mu, done_mu);
   std::string StatsJson() const;
+  // The first ring's Scheduler (the only one of a one-device server).
+  Scheduler& scheduler() const { return *rings.front().scheduler; }
 
   // Set before the threads start, immutable afterwards.
   ServerOptions options;
@@ -80,17 +102,13 @@ struct Server::Impl {
   std::string endpoint;
   std::vector<FieldSpec> fields;
   std::optional<RingLayout> layout;
-  std::unique_ptr<RingMemory> memory;
-  std::unique_ptr<Scheduler> scheduler;
-  std::unique_ptr<Source> source;  // null for external production
-  std::unique_ptr<SlotPublisher> publisher;
-  std::unique_ptr<ProducerLoop> producer;  // null for external production
+  std::vector<Ring> rings;  // at least one once Init succeeded
   std::unique_ptr<ControlLoop> control;
   std::optional<MpsState> mps;  // probed at start for a CUDA ring (mps_probe.h)
 
   Mutex shutdown_mu BC_ACQUIRED_BEFORE(done_mu);
   std::thread control_thread BC_GUARDED_BY(shutdown_mu);
-  std::thread producer_thread BC_GUARDED_BY(shutdown_mu);
+  std::vector<std::thread> producer_threads BC_GUARDED_BY(shutdown_mu);  // one per ring
 
   mutable Mutex done_mu;
   CondVar done_cv;  // with done_mu

@@ -80,6 +80,15 @@ Status ServerOptions::Validate() const {
   if (max_leases == 0) return bad("max_leases (--max-leases) must be positive");
   if (max_consumers == 0) return bad("max_consumers (--max-consumers) must be positive");
   if (group_timeout.count() <= 0) return bad("group_timeout (--group-timeout) must be positive");
+  if ((all_gpus || !gpus.empty()) &&
+      (!source.device.is_cuda() || (!gpus.empty() && gpus.front() != source.device.index))) {
+    return bad("device (--device): source.device must be the first of the GPUs listed");
+  }
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    if (std::find(gpus.begin() + i + 1, gpus.end(), gpus[i]) != gpus.end()) {
+      return bad("device (--device) names cuda:" + std::to_string(gpus[i]) + " twice");
+    }
+  }
   return Status::Ok();
 }
 

@@ -29,6 +29,12 @@
 //     So the producer's next writes never race with readers.
 // A staging buffer is refilled only after the copy out of it completed (an
 // event per buffer, two buffers so the copy of one overlaps filling the other).
+// Devices: each step runs with the ring's device current: the producer
+// thread keeps it current for its life (several rings, one per GPU: Note
+// [Rings per GPU], device_list.h), and the consumer's ring view makes it
+// current around its own calls (Note [Consumers on another GPU],
+// client/src/cuda_ring_view.cc), so a consumer on another GPU waits on the
+// same event in the ring device's context.
 //
 // Thread-safety: one writer thread at a time calls Begin and Publish, in
 // pairs (Begin, fill, Publish). The Scheduler it commits to is thread-safe.

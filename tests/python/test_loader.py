@@ -199,6 +199,29 @@ def test_batches_spanning_slots_are_private_copies(server):
     assert kinds == {True, False}
 
 
+def test_a_loader_naming_a_gpu_is_served_from_a_host_ring(server):
+    # A server's only ring serves every consumer, whatever GPU it names
+    # (Note [Rings per GPU]); the tensors say where they are.
+    loader = batchcast.Loader(server.endpoint, batch_size=48, device="cuda:3")
+    assert loader.ring_device == "cpu"
+    for _, (images, labels) in zip(range(4), loader):
+        assert images.device.type == "cpu"
+        H.check_synthetic_batch(images, labels, loader.indices, SIZE)
+    loader.close()
+    for bad in ("gpu1", "cuda:", "cuda:x", True, 1.5):
+        with pytest.raises(batchcast.InvalidArgument, match="device"):
+            batchcast.Loader(server.endpoint, batch_size=48, device=bad)
+
+
+def test_cuda_all_without_a_gpu_is_a_clear_error():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible")
+    with pytest.raises(batchcast.InvalidArgument, match="cuda:all: no GPU is visible"):
+        batchcast.Server(synthetic=100, size=8, device="cuda:all", name=H.unique_name("all"))
+    with pytest.raises(batchcast.InvalidArgument, match="names cuda:1 twice"):
+        batchcast.Server(synthetic=100, size=8, device="cuda:1,1", name=H.unique_name("twice"))
+
+
 def test_kept_tensor_keeps_its_values_while_the_producer_runs_on(server):
     a = batchcast.Loader(server.endpoint, batch_size=64)
     b = batchcast.Loader(server.endpoint, batch_size=32)

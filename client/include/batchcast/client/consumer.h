@@ -20,16 +20,22 @@
 // Unavailable within heartbeat_timeout (2 s by default).
 //
 // CUDA rings (server --device cuda:N): the client maps the server's device
-// allocation once (CUDA IPC) and hands out device pointers of the producer's
-// device N; see batch.h for stream ordering and leases. No host
-// synchronization happens in Next(). A consumer whose own work runs on another
-// GPU M of the node gets the same pointers, mapped with
-// cudaIpcMemLazyEnablePeerAccess: its kernels on M may read them directly when
-// M and N have peer access (NVLink or PCIe P2P; the mapping enables it), or it
-// copies the batch to M with cudaMemcpyPeerAsync / a device-to-device copy on
-// a stream of M (RecordStream() orders that stream after the batch). It is
-// never given a copy on M implicitly. Both processes must see the same GPUs
-// under the same numbers (the same CUDA_VISIBLE_DEVICES).
+// allocation once (CUDA IPC) and hands out device pointers of the ring's
+// device N (device()); see batch.h for stream ordering and leases. No host
+// synchronization happens in Next(). The consumer says which GPU it computes
+// on (ConsumerOptions::device, by default the current device at Connect): a
+// server with a ring per GPU (--device cuda:0,1 or cuda:all) serves it from
+// the ring of that GPU, so N is its own device. A consumer on a GPU M without
+// a ring of its own (a server on cuda:0 only, a consumer on cuda:1) is served
+// from the first ring: every batch size works (a batch spanning slots is
+// gathered on N, with N made current only inside the library), and the
+// fields are on N. It copies the batch to M itself: cudaMemcpyPeerAsync with
+// N current, on a stream of N ordered after the batch (the delivery stream, or one given to
+// RecordStream()); torch's `.to(M)` does exactly that. (Kernels on M should
+// not read the fields directly: a gathered batch lives in a stream-ordered
+// pool of N, which only N may access.) It is never given a copy on M
+// implicitly. Both processes must see the same GPUs under the same numbers
+// (the same CUDA_VISIBLE_DEVICES).
 //
 // Thread-safety: Next() and Stats() may be called from one thread at a time;
 // Batches may be destroyed on any thread. Batches may outlive the Consumer:
@@ -71,7 +77,13 @@ struct ConsumerOptions {
   // $BATCHCAST_KEY_FILE, else this user's key on this machine (what a server
   // of this user uses by default). Not for ipc:// endpoints.
   std::string key_file;
-  // CUDA rings: the stream (a cudaStream_t of the producer's device) on which
+  // The GPU this consumer computes on, told to the server (HELLO), which
+  // serves it from the ring of that GPU when it has one (--device cuda:0,1):
+  // "cuda:M"; "" = the calling thread's current CUDA device at Connect (none
+  // in a build without CUDA or without a visible GPU; this initializes the
+  // CUDA runtime); "cpu" = no GPU (the server's first ring; CUDA untouched).
+  std::string device;
+  // CUDA rings: the stream (a cudaStream_t of the ring's device) on which
   // batches are delivered and used; nullptr = that device's legacy default
   // stream. See batch.h.
   CudaStreamRef cuda_stream;
@@ -116,8 +128,8 @@ class Consumer {
   // Connects and joins the stream. NotFound when no server of that name runs
   // (or no key file for tcp://), Unavailable when it does not answer,
   // PermissionDenied when a tcp:// server refuses the key, InvalidArgument for
-  // options the server refuses (with its reason) or group fields ResolveGroup
-  // refuses.
+  // options the server refuses (with its reason), group fields ResolveGroup
+  // refuses, and a malformed `device`.
   static Result<std::unique_ptr<Consumer>> Connect(ConsumerOptions options);
 
   ~Consumer();  // leaves the stream (BYE)

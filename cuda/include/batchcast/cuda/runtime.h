@@ -52,6 +52,10 @@ bool BuiltWithNvJpeg();
 Result<int> DeviceCount();
 // OK when device `device` exists and can be used; Unavailable / InvalidArgument otherwise.
 Status CheckDevice(int device);
+// The calling thread's current device (cudaGetDevice). Initializes the CUDA
+// runtime (so a process that forks afterwards cannot use CUDA in the child);
+// an error when no device or no CUDA build.
+Result<int> CurrentDevice();
 // "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)" or the error text.
 std::string DeviceDescription(int device);
 

@@ -32,13 +32,17 @@ namespace batchcast {
 class Server {
  public:
   // Starts a server whose source is built from options.source (MakeSource).
+  // With several GPUs (options.gpus, all_gpus: --device cuda:0,1 or
+  // cuda:all) a ring, a source and a producer per GPU, each consumer served
+  // from the ring of its own GPU (Note [Rings per GPU] in
+  // server/src/device_list.h); InvalidArgument for cuda:all without a GPU.
   static Result<std::unique_ptr<Server>> Start(ServerOptions options);
-  // Starts a server over `source`.
+  // Starts a server over `source` (one device).
   static Result<std::unique_ptr<Server>> Start(ServerOptions options,
                                                std::unique_ptr<Source> source);
   // Starts a server with no pipeline: the caller produces batches of the given
   // fields with BeginBatch/CommitBatch; `epoch_len` samples make an epoch
-  // (every producer epoch must have exactly that many).
+  // (every producer epoch must have exactly that many). One device.
   static Result<std::unique_ptr<Server>> StartExternal(ServerOptions options,
                                                        std::vector<FieldSpec> fields,
                                                        uint64_t epoch_len);
@@ -86,6 +90,10 @@ class Server {
 
  private:
   explicit Server(std::unique_ptr<Impl> impl);
+  // A ring on each of `devices` filled by sources[i].
+  static Result<std::unique_ptr<Server>> StartRings(ServerOptions options,
+                                                    const std::vector<int>& devices,
+                                                    std::vector<std::unique_ptr<Source>> sources);
   std::unique_ptr<Impl> impl_;
 };
 

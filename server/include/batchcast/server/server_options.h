@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "batchcast/core/status.h"
 #include "batchcast/sources/source_options.h"
@@ -29,6 +30,14 @@ struct ServerOptions {
   // The samples: a dataset or synthetic data, its transforms, where it is
   // decoded, the ring's device (source.device) and the seed.
   SourceOptions source;
+
+  // Several GPUs (--device cuda:0,1,... or cuda:all): one ring, source and
+  // producer per GPU, each consumer served from its own GPU's ring (Note
+  // [Rings per GPU], server/src/device_list.h). `gpus` lists them in order
+  // (source.device is the first); empty with one device. `all_gpus`:
+  // cuda:all, every visible GPU, resolved when the server starts.
+  std::vector<int> gpus;
+  bool all_gpus = false;
 
   std::string name = "batchcast";  // names the endpoint, lock and shared memory
   std::string endpoint;            // "" = ipc://<runtime dir>/<name>.sock

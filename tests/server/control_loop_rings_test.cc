@@ -1,0 +1,126 @@
+// The control loop of a server with a ring per GPU (Note [Rings per GPU],
+// server/src/device_list.h), over a real socket but without GPUs: a HELLO
+// joins the ring of the device it names (or the first), its WELCOME is that
+// ring's, ids are unique over the rings, and later messages reach its ring.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <deque>
+#include <thread>
+#include <zmq.hpp>
+
+#include "core/src/protocol.h"
+#include "server/src/control_loop.h"
+
+namespace batchcast {
+namespace {
+
+class ControlLoopRings : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SchedulerConfig sc;
+    sc.epoch_len = 1000;
+    sc.consumer_ids = std::make_shared<std::atomic<uint64_t>>(1);
+    for (int i = 0; i < 2; ++i) schedulers_.push_back(std::make_unique<Scheduler>(sc));
+    ControlLoopOptions co;
+    endpoint_ = "ipc:///tmp/bc-rings-test-" + std::to_string(getpid()) + ".sock";
+    co.endpoint = endpoint_;
+    co.server_name = "rings";
+    co.stats_json = [] { return std::string("{}"); };
+    co.finish = [](Status) {};
+    for (int i = 0; i < 2; ++i) {
+      ControlRing r;
+      r.scheduler = schedulers_[i].get();
+      r.device = i;
+      r.welcome.window = 8;
+      r.welcome.producer_batch_size = 64;
+      r.welcome.epoch_len = 1000;
+      proto::Allocation a;
+      a.kind = MemoryKind::kCuda;
+      a.device_index = i;  // tells the test which ring answered
+      r.welcome.allocations.push_back(a);
+      co.rings.push_back(std::move(r));
+    }
+    auto loop = ControlLoop::Create(std::move(co));
+    ASSERT_TRUE(loop.ok()) << loop.status().ToString();
+    loop_ = std::move(*loop);
+    thread_ = std::thread([this] { loop_->Run(); });
+  }
+  void TearDown() override {
+    if (loop_) loop_->RequestStop();
+    if (thread_.joinable()) thread_.join();
+    loop_.reset();
+  }
+
+  // Says HELLO naming `device` on a new connection; returns the answer.
+  proto::Message Hello(const std::string& device) {
+    sockets_.emplace_back(ctx_, zmq::socket_type::dealer);
+    zmq::socket_t& s = sockets_.back();
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::rcvtimeo, 5000);
+    s.connect(endpoint_);
+    proto::Hello h;
+    h.name = "c";
+    h.pid = static_cast<uint32_t>(getpid());
+    h.batch_size = 16;
+    h.device = device;
+    const std::string frame = proto::Encode(h);
+    s.send(zmq::buffer(frame));
+    while (true) {
+      zmq::message_t m;
+      if (!s.recv(m)) return proto::Error{0, StatusCode::kDeadlineExceeded, "no answer"};
+      auto decoded =
+          proto::Decode({static_cast<const uint8_t*>(m.data()), static_cast<size_t>(m.size())});
+      if (!decoded.ok()) return proto::Error{0, StatusCode::kInternal, "undecodable"};
+      if (std::holds_alternative<proto::Heartbeat>(*decoded)) continue;
+      return *decoded;
+    }
+  }
+
+  std::vector<std::unique_ptr<Scheduler>> schedulers_;
+  std::string endpoint_;
+  std::unique_ptr<ControlLoop> loop_;
+  std::thread thread_;
+  zmq::context_t ctx_;
+  std::deque<zmq::socket_t> sockets_;
+};
+
+TEST_F(ControlLoopRings, EachHelloJoinsTheRingOfItsDevice) {
+  std::vector<uint64_t> ids;
+  // (device named, ring expected)
+  for (const auto& [device, ring] : std::vector<std::pair<std::string, int>>{
+           {"cuda:1", 1}, {"", 0}, {"cuda:0", 0}, {"cpu", 0}, {"cuda:7", 0}, {"cuda:1", 1}}) {
+    proto::Message m = Hello(device);
+    auto* w = std::get_if<proto::Welcome>(&m);
+    ASSERT_NE(w, nullptr) << device << ": " << proto::MessageName(m);
+    ASSERT_EQ(w->allocations.size(), 1u);
+    EXPECT_EQ(w->allocations[0].device_index, ring) << device;
+    ids.push_back(w->consumer_id);
+  }
+  EXPECT_EQ(schedulers_[0]->Identities().size(), 4u);
+  EXPECT_EQ(schedulers_[1]->Identities().size(), 2u);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(std::unique(ids.begin(), ids.end()), ids.end()) << "consumer ids repeat across rings";
+  // A consumer of ring 1 is served there: its NEXT is answered by ring 1's
+  // scheduler (which has nothing yet), a BYE removes it from ring 1.
+  zmq::socket_t& first = sockets_.front();
+  const std::string bye = proto::Encode(proto::Bye{});
+  first.send(zmq::buffer(bye));
+  for (int i = 0; i < 200 && schedulers_[1]->Identities().size() != 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(schedulers_[1]->Identities().size(), 1u);
+  EXPECT_EQ(schedulers_[0]->Identities().size(), 4u);
+}
+
+TEST_F(ControlLoopRings, AHelloNamingNoDeviceIsRefused) {
+  proto::Message m = Hello("tpu:0");
+  auto* e = std::get_if<proto::Error>(&m);
+  ASSERT_NE(e, nullptr) << proto::MessageName(m);
+  EXPECT_EQ(e->code, StatusCode::kInvalidArgument);
+  EXPECT_NE(e->message.find("not cpu or cuda:N"), std::string::npos) << e->message;
+}
+
+}  // namespace
+}  // namespace batchcast
