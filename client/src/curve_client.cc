@@ -67,6 +67,8 @@ TransportWatch::TransportWatch(TransportWatch&& other) noexcept
       key_path_(std::move(other.key_path_)),
       connected_(other.connected_),
       secured_(other.secured_),
+      unexplained_endings_(other.unexplained_endings_),
+      reconnecting_(other.reconnecting_),
       failed_(std::move(other.failed_)) {
   other.monitor_.reset();
 }
@@ -128,10 +130,17 @@ Status TransportWatch::Check() {
         secured_ = true;
         return failed_;
       case ZMQ_EVENT_CONNECT_RETRIED:
+        if (std::exchange(reconnecting_, false)) break;
         if (!connected_) failed_ = Failure(event, value);
         break;
       case ZMQ_EVENT_DISCONNECTED:  // after a failure event, or a server that went away
         connected_ = false;
+        reconnecting_ = true;
+        break;
+      case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+        // A server killed mid-handshake looks the same as one refusing the
+        // key: ZeroMQ reconnects, and the next attempt tells them apart.
+        if (++unexplained_endings_ >= 2) failed_ = Failure(event, value);
         break;
       default:
         failed_ = Failure(event, value);

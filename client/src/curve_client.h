@@ -56,6 +56,13 @@ class TransportWatch {
   std::string key_path_;
   bool connected_ = false;  // a TCP connection was made
   bool secured_ = false;    // the handshake succeeded: nothing more to watch
+  // Handshakes ended without a reason: a server refusing the key, or one
+  // killed mid-handshake (then the reconnection finds nothing listening, or
+  // its restart). Only a second one in a row is taken as a refusal.
+  int unexplained_endings_ = 0;
+  // A connection ended: the next CONNECT_RETRIED only schedules the
+  // reconnection (it is not a refused connection).
+  bool reconnecting_ = false;
   Status failed_;
 };
 
