@@ -98,6 +98,10 @@ class Chaos {
   std::string server_log_;
   int64_t server_up_ms_ = 0;
   int64_t last_death_ms_ = 0;  // when the last server was killed, stopped or died
+  // When that server was reaped: a consumer may still connect to a server
+  // between the signal and its end (it answers a HELLO while it stops, or
+  // before a SIGKILL lands), and must then lose it.
+  int64_t last_death_end_ms_ = 0;
   int64_t restart_at_ = -1;
   std::vector<Child> children_;
   std::vector<int64_t> spawn_at_;
@@ -137,6 +141,7 @@ void Chaos::StopServer(int sig) {
     if (c.connected && c.awaiting_loss_ms < 0) c.awaiting_loss_ms = t;
   }
   const int rc = Reap(*server_, Ms(sig == SIGKILL ? 10000 : 20000));
+  last_death_end_ms_ = NowMs();
   Log(std::string(sig == SIGKILL ? "kill -9 server" : "SIGTERM server") + ": status " +
       std::to_string(rc));
   if (sig == SIGKILL) {
@@ -207,8 +212,12 @@ void Chaos::HandleLine(Child& c, const std::string& line) {
     if (c.connected_before) ++reconnects_;
     c.connected = c.connected_before = true;
     c.progress_ms = now;
-    // Connected to a server that died before this line was read.
-    if (static_cast<int64_t>(r.U(2)) < last_death_ms_) c.awaiting_loss_ms = last_death_ms_;
+    // Connected to a server that died (or was dying) before this line was
+    // read: it must notice the loss, counted from the later of the two.
+    const auto connected_ms = static_cast<int64_t>(r.U(2));
+    if (connected_ms <= last_death_end_ms_) {
+      c.awaiting_loss_ms = std::max(connected_ms, last_death_ms_);
+    }
   } else if (r.kind == "PROGRESS") {
     if (server_ && c.connected && c.progress_ms >= server_up_ms_) {
       max_gap_ms_ = std::max(max_gap_ms_, now - c.progress_ms);
@@ -247,7 +256,7 @@ void Chaos::CheckChildren() {
     if (const int rc = Reap(*server_, Ms(0)); rc != -1) {
       Violation("the server exited by itself with status " + std::to_string(rc) + ": " +
                 Tail(server_log_, 1500));
-      last_death_ms_ = now;
+      last_death_ms_ = last_death_end_ms_ = now;
       server_.reset();
       restart_at_ = now;
     }

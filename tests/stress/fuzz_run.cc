@@ -1,6 +1,7 @@
 #include "fuzz_run.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -166,6 +167,9 @@ int FuzzTransport::Run() {
   }
   FuzzTarget target{endpoint_, static_cast<size_t>(o_.huge_mib) << 20, o_.connections};
   zmq::context_t context;
+  // ZeroMQ allows 1023 sockets per context by default; every worker may
+  // churn --connections at once.
+  context.set(zmq::ctxopt::max_sockets, o_.workers * std::max(10, o_.connections) + 256);
   std::vector<std::thread> workers;
   for (int w = 0; w < o_.workers; ++w) {
     workers.emplace_back([&, w] {
@@ -173,7 +177,14 @@ int FuzzTransport::Run() {
       while (!stop_attacks_) {
         // Only worker 0 may keep leases and go silent, so hostile leases pin
         // at most max_leases (4) of the 8 slots at any time.
-        RunAttack(PickAttack(fz), context, target, fz, tally_, w == 0);
+        try {
+          RunAttack(PickAttack(fz), context, target, fz, tally_, w == 0);
+        } catch (const zmq::error_t& e) {
+          // The attacker's own failure (no sockets or descriptors left): a
+          // broken run, said so, not an abort.
+          Fail(std::string("an attacking peer failed: ") + e.what());
+          break;
+        }
       }
     });
   }
@@ -243,6 +254,14 @@ void FuzzTransport::Summary(double seconds) const {
 }  // namespace
 
 int RunFuzz(const FuzzOptions& options) {
+  // Every attacking worker may hold --connections descriptors at once.
+  rlimit fds{};
+  const auto wanted =
+      static_cast<rlim_t>(options.workers * std::max(10, options.connections) + 1024);
+  if (getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur < wanted) {
+    fds.rlim_cur = std::min(wanted, fds.rlim_max);
+    setrlimit(RLIMIT_NOFILE, &fds);
+  }
   const std::string dir = LogDir(options.log_dir, "bc_fuzz_peer");
   std::printf("bc_fuzz_peer: seed %llu, %.0f s per transport, %d attacking threads; logs in %s\n",
               static_cast<unsigned long long>(options.seed), options.seconds, options.workers,
