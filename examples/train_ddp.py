@@ -45,7 +45,6 @@ data); rank 0 also prints the job's aggregate images/s.
 import argparse
 import datetime
 import os
-import time
 
 import torch
 import torch.distributed as dist
@@ -53,7 +52,7 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 # The single-process example's helpers (examples/ is this script's sys.path[0]).
-from train_resnet import MEAN, STD, epoch_figures, import_batchcast, model_input, sgd_step
+from train_resnet import MEAN, STD, epoch_figures, import_batchcast, train_epoch
 
 
 def parse_args():
@@ -144,25 +143,14 @@ def main():
     try:
         for epoch in range(args.epochs):
             model.train()
-            steps, images_seen, wait, loss_sum = 0, 0, 0.0, 0.0
             seen = []
-            start = t_wait = time.perf_counter()
             # Every rank gets the same number of batches; join() still covers
             # epochs shortened by files the servers could not decode.
             with model.join():
-                for images, labels in loader:
-                    wait += time.perf_counter() - t_wait
-                    if args.check_split:
-                        seen.append(loader.indices.clone())
-                    x, labels = model_input(images, labels, device, args.num_classes, mean, std)
-                    del images  # a batchcast batch's lease ends with its last tensor
-                    loss_sum += sgd_step(model, opt, loss_fn, x, labels)
-                    images_seen += labels.shape[0]
-                    steps += 1
-                    t_wait = time.perf_counter()
-                    if args.steps and steps >= args.steps:
-                        break
-            elapsed = time.perf_counter() - start
+                steps, images_seen, loss_sum, wait, elapsed = train_epoch(
+                    loader, model, opt, loss_fn, device, args.num_classes, mean, std, args.steps,
+                    on_batch=(lambda: seen.append(loader.indices.clone())) if args.check_split
+                    else None)
             print(f"[rank {rank}] epoch {epoch}: {steps} batches, "
                   f"{epoch_figures(images_seen, elapsed, loss_sum / max(steps, 1), wait)}", flush=True)
             report(epoch, steps, images_seen, elapsed, seen, args.check_split, rank, world, device)

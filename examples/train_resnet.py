@@ -109,6 +109,27 @@ def epoch_figures(images, elapsed, loss, wait):
             f"loss {loss:.3f}, waiting for data {100 * wait / max(elapsed, 1e-9):.0f}%")
 
 
+def train_epoch(batches, model, opt, loss_fn, device, num_classes, mean, std, max_steps=0,
+                on_batch=None):
+    """One pass over `batches`: (steps, images, loss sum, seconds waiting for data,
+    elapsed seconds). `on_batch()` is called before each batch is used."""
+    images_seen, steps, wait, loss_sum = 0, 0, 0.0, 0.0
+    start = t_wait = time.perf_counter()
+    for images, labels in batches:
+        wait += time.perf_counter() - t_wait
+        if on_batch is not None:
+            on_batch()
+        x, labels = model_input(images, labels, device, num_classes, mean, std)
+        del images  # a batchcast batch's lease ends with its last tensor
+        loss_sum += sgd_step(model, opt, loss_fn, x, labels)
+        images_seen += labels.shape[0]
+        steps += 1
+        t_wait = time.perf_counter()
+        if max_steps and steps >= max_steps:
+            break
+    return steps, images_seen, loss_sum, wait, time.perf_counter() - start
+
+
 def make_batches(args):
     """(iterable of (images, labels) per epoch, number of classes, cleanup)."""
     if args.data:
@@ -161,19 +182,8 @@ def main():
     try:
         for epoch in range(args.epochs):
             model.train()
-            images_seen, steps, wait, loss_sum = 0, 0, 0.0, 0.0
-            start = t_wait = time.perf_counter()
-            for images, labels in batches:
-                wait += time.perf_counter() - t_wait
-                x, labels = model_input(images, labels, device, num_classes, mean, std)
-                del images  # a batchcast batch's lease ends with its last tensor
-                loss_sum += sgd_step(model, opt, loss_fn, x, labels)
-                images_seen += labels.shape[0]
-                steps += 1
-                t_wait = time.perf_counter()
-                if args.steps and steps >= args.steps:
-                    break
-            elapsed = time.perf_counter() - start
+            steps, images_seen, loss_sum, wait, elapsed = train_epoch(
+                batches, model, opt, loss_fn, device, num_classes, mean, std, args.steps)
             print(f"epoch {epoch}: {steps} steps, "
                   f"{epoch_figures(images_seen, elapsed, loss_sum / max(steps, 1), wait)}", flush=True)
     finally:
