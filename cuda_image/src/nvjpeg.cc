@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 #include <nvjpeg.h>
 
+#include <algorithm>
 #include <mutex>
 #include <vector>
 
@@ -57,10 +58,23 @@ Status NvJpegStatus(int error, const char* expression, const char* file, int lin
 
 }  // namespace internal
 
+// Note [nvJPEG batch states]: nvjpegDecodeBatchedInitialize fixes a state's
+// batch size, and re-initializing it costs about as much as decoding the
+// batch; the hardware batch of a slot is the slot minus the files the engine
+// refuses, so its size changes from batch to batch. Each state slot therefore
+// keeps a few states, one per batch size recently used (least recently used
+// one re-initialized when all are taken).
+struct BatchState {
+  nvjpegJpegState_t state = nullptr;
+  int batch = 0;       // batch size it was initialized for (0: none)
+  uint64_t used = 0;   // last use (Impl::clock)
+};
+
 struct NvJpegDecoder::Impl {
+  static constexpr size_t kStatesPerSlot = 12;
   nvjpegHandle_t handle = nullptr;
-  std::vector<nvjpegJpegState_t> states;
-  std::vector<int> state_batch;  // batch size each state was initialized for
+  std::vector<std::vector<BatchState>> states;  // per state slot
+  uint64_t clock = 0;
   std::mutex probe_mu;
   nvjpegJpegStream_t probe = nullptr;
   std::vector<const unsigned char*> data;
@@ -69,7 +83,11 @@ struct NvJpegDecoder::Impl {
 
   ~Impl() {
     if (probe != nullptr) nvjpegJpegStreamDestroy(probe);
-    for (nvjpegJpegState_t s : states) nvjpegJpegStateDestroy(s);
+    for (const std::vector<BatchState>& slot : states) {
+      for (const BatchState& b : slot) {
+        if (b.state != nullptr) nvjpegJpegStateDestroy(b.state);
+      }
+    }
     if (handle != nullptr) nvjpegDestroy(handle);
   }
 };
@@ -101,10 +119,13 @@ Result<std::unique_ptr<NvJpegDecoder>> NvJpegDecoder::Create(int device, int sta
         NVJPEG_BACKEND_GPU_HYBRID, nullptr, nullptr, NVJPEG_FLAGS_DEFAULT, &impl.handle)));
     d->backend_ = Backend::kGpuHybrid;
   }
-  impl.states.resize(static_cast<size_t>(states), nullptr);
-  impl.state_batch.assign(static_cast<size_t>(states), 0);
-  for (nvjpegJpegState_t& s : impl.states) {
-    BATCHCAST_RETURN_IF_ERROR(BATCHCAST_NVJPEG_CHECK(nvjpegJpegStateCreate(impl.handle, &s)));
+  impl.states.resize(static_cast<size_t>(states));
+  for (std::vector<BatchState>& slot : impl.states) {
+    slot.resize(Impl::kStatesPerSlot);
+    for (BatchState& b : slot) {
+      BATCHCAST_RETURN_IF_ERROR(
+          BATCHCAST_NVJPEG_CHECK(nvjpegJpegStateCreate(impl.handle, &b.state)));
+    }
   }
   BATCHCAST_RETURN_IF_ERROR(
       BATCHCAST_NVJPEG_CHECK(nvjpegJpegStreamCreate(impl.handle, &impl.probe)));
@@ -148,12 +169,23 @@ Status NvJpegDecoder::DecodeBatch(int state, std::span<const std::span<const uin
   DeviceGuard g(device_);
   BATCHCAST_RETURN_IF_ERROR(g.status());
   const int n = static_cast<int>(jpegs.size());
-  nvjpegJpegState_t s = impl.states[static_cast<size_t>(state)];
-  if (impl.state_batch[static_cast<size_t>(state)] != n) {
-    BATCHCAST_RETURN_IF_ERROR(BATCHCAST_NVJPEG_CHECK(
-        nvjpegDecodeBatchedInitialize(impl.handle, s, n, 1, NVJPEG_OUTPUT_RGBI)));
-    impl.state_batch[static_cast<size_t>(state)] = n;
+  // Note [nvJPEG batch states]: the state of this slot for batch size n.
+  std::vector<BatchState>& slot = impl.states[static_cast<size_t>(state)];
+  BatchState* b = nullptr;
+  for (BatchState& c : slot) {
+    if (c.batch == n) b = &c;
   }
+  if (b == nullptr) {
+    b = &*std::min_element(slot.begin(), slot.end(), [](const BatchState& x, const BatchState& y) {
+      return x.used < y.used;
+    });
+    b->batch = 0;
+    BATCHCAST_RETURN_IF_ERROR(BATCHCAST_NVJPEG_CHECK(
+        nvjpegDecodeBatchedInitialize(impl.handle, b->state, n, 1, NVJPEG_OUTPUT_RGBI)));
+    b->batch = n;
+  }
+  b->used = ++impl.clock;
+  nvjpegJpegState_t s = b->state;
   impl.data.resize(jpegs.size());
   impl.lengths.resize(jpegs.size());
   impl.images.assign(jpegs.size(), nvjpegImage_t{});
@@ -167,7 +199,7 @@ Status NvJpegDecoder::DecodeBatch(int state, std::span<const std::span<const uin
                                                         impl.lengths.data(), impl.images.data(),
                                                         static_cast<cudaStream_t>(stream.handle())));
   if (!st.ok()) {
-    impl.state_batch[static_cast<size_t>(state)] = 0;  // re-initialize on the next use
+    b->batch = 0;  // re-initialize on the next use
     if (st.code() == StatusCode::kInternal || st.code() == StatusCode::kInvalidArgument) {
       return DataLossError(st.message());
     }
