@@ -96,7 +96,10 @@ run_thread() {
     tests/server_test --gtest_brief=1
     tests/client_test --gtest_brief=1
     tests/sources_test --gtest_brief=1
-    tests/engine_test --gtest_brief=1 --gtest_filter='*/cpu'
+    # The lag-policy cases time a 200 ms lag_timeout against an in-process
+    # "fast" consumer, which TSan's slowdown can make a laggard too (seen on
+    # CI: both evicted); their scheduler paths run under TSan in server_test.
+    tests/engine_test --gtest_brief=1 --gtest_filter='*/cpu:-*SkipPolicy*:*EvictPolicy*'
   ) || rc=$?
   finish "thread" "$reports" "$start" "$build_s" $rc
 }

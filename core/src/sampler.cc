@@ -66,7 +66,7 @@ Result<Sampler> Sampler::Make(uint64_t dataset_size, SamplerOptions options) {
                                 std::to_string(options.num_shards) + " of a dataset of " +
                                 std::to_string(dataset_size) + " samples is empty");
   }
-  return Sampler(dataset_size, std::move(options), len);
+  return Sampler(std::move(options), len);
 }
 
 std::vector<uint64_t> Sampler::GroupOrder(uint64_t epoch) const {

@@ -43,10 +43,9 @@ class Sampler {
   std::vector<uint64_t> GroupOrder(uint64_t epoch) const;
 
  private:
-  Sampler(uint64_t dataset_size, SamplerOptions options, uint64_t epoch_len)
-      : dataset_size_(dataset_size), options_(std::move(options)), epoch_len_(epoch_len) {}
+  Sampler(SamplerOptions options, uint64_t epoch_len)
+      : options_(std::move(options)), epoch_len_(epoch_len) {}
   std::vector<int64_t> GroupedEpochOrder(uint64_t epoch) const;
-  uint64_t dataset_size_;
   SamplerOptions options_;
   uint64_t epoch_len_;
 };

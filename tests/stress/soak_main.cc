@@ -139,7 +139,9 @@ void Soak::SampleMemory(bool warm) {
 
 int Soak::Run() {
   const uint64_t check_seed = o_.check_seed >= 0 ? static_cast<uint64_t>(o_.check_seed) : o_.seed;
-  Result<Sampler> sampler = Sampler::Make(o_.samples, SamplerOptions{check_seed, true, 0, 1});
+  SamplerOptions order;  // shuffled, one shard
+  order.seed = check_seed;
+  Result<Sampler> sampler = Sampler::Make(o_.samples, order);
   if (!sampler.ok()) return 2;
   sampler_.emplace(std::move(*sampler));
   const std::string dir = LogDir(o_.log_dir, "bc_soak");
