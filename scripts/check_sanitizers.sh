@@ -96,10 +96,13 @@ run_thread() {
     tests/server_test --gtest_brief=1
     tests/client_test --gtest_brief=1
     tests/sources_test --gtest_brief=1
-    # The lag-policy cases time a 200 ms lag_timeout against an in-process
-    # "fast" consumer, which TSan's slowdown can make a laggard too (seen on
-    # CI: both evicted); their scheduler paths run under TSan in server_test.
-    tests/engine_test --gtest_brief=1 --gtest_filter='*/cpu:-*SkipPolicy*:*EvictPolicy*'
+    # Cases that bound a latency to 200 ms (the lag policies' lag_timeout
+    # against an in-process "fast" consumer; a late joiner's first batch) are
+    # left out: TSan's slowdown alone breaks those bounds (seen: both lag
+    # consumers evicted; a 262 ms join). Their scheduler paths run under TSan
+    # in server_test, and their bounds are checked by the plain ctest run.
+    tests/engine_test --gtest_brief=1 \
+      --gtest_filter='*/cpu:-*SkipPolicy*:*EvictPolicy*:*LateImmediateJoin*'
   ) || rc=$?
   finish "thread" "$reports" "$start" "$build_s" $rc
 }
