@@ -54,13 +54,6 @@ def find_build(arg):
     sys.exit("no batchcast build found: set BATCHCAST_BUILD_DIR or --build")
 
 
-def cpu_seconds(pid):
-    """User + system CPU seconds of process `pid` (its threads included), from /proc."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def make_dataset(args, data):
     if os.path.isdir(data):
         return
@@ -111,6 +104,8 @@ class ServerProc:
         return self.batchcast.query_stats(self.name, timeout=5)
 
     def cpu(self):
+        from batchcast._proc import cpu_seconds  # the package's /proc reader
+
         return cpu_seconds(self.proc.pid)
 
     def stop(self):
