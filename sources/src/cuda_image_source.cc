@@ -63,18 +63,26 @@ uint64_t CountFlagged(const ImageDataset& dataset) {
 }
 
 // FillBatch, on the pipeline thread:
-//   1.+2. RunSplitDecode (split_decode.h, Note [Concurrent fallback decode]):
-//      the files of the batch found read ahead (or read now), the nvJPEG
-//      hardware batch into the arena submitted while the fallback pool
-//      decodes the other files on the CPU; a refused batch goes to the CPU.
+//   1.+2. SplitDecoder::Decode (split_decode.h, Note [Concurrent fallback
+//      decode] and Note [Fallback ahead]): the files the engine takes, found
+//      read ahead (or read now), go to the nvJPEG hardware batch into the
+//      arena; the other files were decoded on the CPU pool while the last
+//      batch's hardware call was in flight, and the fallback decodes of the
+//      next batch start now, beside this batch's hardware call; a refused
+//      batch goes to the CPU.
 //   3. UploadCpuDecoded: the CPU-decoded images into pinned memory, one copy
 //      to the device, and new cache entries into their places.
 //   4. LaunchAugment: one descriptor per sample kept and the labels, then the
 //      fused kernel into the slot, then the set's `done` event.
 // Every device operation is queued on SlotView::stream, in that order, so the
-// cache and arena writes precede the kernel that reads them.
+// cache and arena writes precede the kernel that reads them. The next batch's
+// fallback round and its read-ahead write only the other buffer set's host
+// vectors (`files` at distinct positions, `samples`), sized before they start.
+// With the device cache on, the fallback decodes run in their own batch
+// (RunSplitDecode's way): whether a sample is a hardware candidate then
+// depends on what the pipeline thread has put in the cache.
 // Dropped samples (Note [Dropped files]): every failure is known after
-// RunSplitDecode (a read or CPU decode fails; nvJPEG itself fails whole
+// stage 2 (a read or CPU decode fails; nvJPEG itself fails whole
 // batches only), so stage 4 gives the kept samples consecutive output
 // positions (KeepInOrder: the kernel's `out` and the label copy) instead of
 // moving data, and compacts SlotView::indices.
@@ -87,16 +95,23 @@ class CudaImageSource : public Source {
       : dataset_(std::move(dataset)),
         device_(device),
         decoder_(std::move(decoder)),
-        pool_(1 + workers),
-        stages_({{"read", 2 + workers},  // the pool and the read-ahead thread
+        pool_(workers),
+        stages_({{"read", 1 + workers},  // the pool and the read-ahead thread
                  {"hw_decode", 1},
-                 {"fallback_decode", 1 + workers},
+                 {"fallback_decode", workers},
                  {"augment", 1},
-                 {"gpu_wait", 1}}),
+                 {"gpu_wait", 1},
+                 {"fallback_wait", 1}}),
         cache_(*dataset_, cache_bytes),
         router_(*dataset_, cache_, pool_.size()),
         gpu_files_(CountFlagged(*dataset_)),
-        prefetcher_(*dataset_, true, &stages_, kRead) {
+        fallback_ahead_(cache_bytes == 0),
+        prefetcher_(*dataset_, true, &stages_, kRead),
+        split_(pool_, &stages_,
+               {.read = kRead,
+                .hw_decode = kHwDecode,
+                .fallback_decode = kFallbackDecode,
+                .fallback_wait = kFallbackWait}) {
     const image::TransformOptions& t = dataset_->transform();
     params_.size = t.size;
     params_.dtype = t.dtype;
@@ -109,6 +124,7 @@ class CudaImageSource : public Source {
 
   ~CudaImageSource() override {
     prefetcher_.Stop();
+    split_.Collect();
     for (BatchBuffers& s : sets_) {
       if (s.done.valid()) (void)s.done.Synchronize();
     }
@@ -160,7 +176,7 @@ class CudaImageSource : public Source {
 
  private:
   // Stage indices of stages_ (docs/stats.md producer_stage_s).
-  enum Stage : size_t { kRead, kHwDecode, kFallbackDecode, kAugment, kGpuWait };
+  enum Stage : size_t { kRead, kHwDecode, kFallbackDecode, kAugment, kGpuWait, kFallbackWait };
   class BatchOps;
 
   // Submits nvJPEG's batched decode of the samples `ids` (routed kNvJpeg) of
@@ -175,48 +191,63 @@ class CudaImageSource : public Source {
   cuda::AugmentParams params_;
   const int device_;
   const std::unique_ptr<cuda::NvJpegDecoder> decoder_;
-  ThreadPool pool_;  // the pipeline thread (worker 0) and the fallback decoders
+  ThreadPool pool_;  // the fallback decoders (worker 0: the calling thread)
   StageTimes stages_;
   CpuFileCache cache_;  // Note [CPU-decoded file cache]
   SampleRouter router_;
   const uint64_t gpu_files_;
   BatchBuffers sets_[2];  // nvJPEG decode state k works for sets_[k]
   int next_set_ = 0;
+  const bool fallback_ahead_;  // Note [Fallback ahead] (not with the device cache)
   FilePrefetcher prefetcher_;  // writes sets_[k].files: declared after sets_
+  SplitDecoder split_;         // its rounds use the members above: declared last
   // Counters, read by counters() on other threads.
   std::atomic<int64_t> gpu_decoded_{0};
   std::atomic<int64_t> cpu_decoded_{0};
   std::atomic<int64_t> gpu_batch_failures_{0};
 };
 
-// The GPU source's side of Note [Concurrent fallback decode].
+// The GPU source's side of Note [Concurrent fallback decode]: the samples of
+// one batch, decoded into buffer set `state`.
 class CudaImageSource::BatchOps : public SplitDecodeOps {
  public:
-  BatchOps(CudaImageSource& source, const SlotView& slot, BatchBuffers& set, int state)
-      : src_(source), slot_(slot), set_(set), state_(state) {}
+  // The batch in `slot`.
+  BatchOps(CudaImageSource& source, const SlotView& slot, int state)
+      : src_(source), slot_(&slot), epoch_(slot.epoch), indices_(slot.indices), state_(state) {}
+  // The batch expected next (Note [Fallback ahead]): its fallback decodes only.
+  BatchOps(CudaImageSource& source, uint32_t epoch, std::span<const int64_t> indices, int state)
+      : src_(source),
+        slot_(nullptr),
+        epoch_(epoch),
+        owned_(indices.begin(), indices.end()),
+        indices_(owned_),
+        state_(state) {}
   bool HardwareCandidate(size_t i) const override {
-    const int64_t index = slot_.indices[i];
+    const int64_t index = indices_[i];
     return src_.dataset_->file(index).flag ||
            (src_.cache_.has_place(index) && src_.cache_.holds(index));
   }
   Status Route(int worker, size_t i, bool force_cpu) override {
-    return src_.router_
-        .Route(worker, slot_.epoch, slot_.indices[i], set_.files[i], set_.samples[i], force_cpu)
+    BatchBuffers& set = src_.sets_[state_];
+    return src_.router_.Route(worker, epoch_, indices_[i], set.files[i], set.samples[i], force_cpu)
         .status();
   }
   Status DecodeHardware(std::span<const size_t> ids) override {
-    return src_.DecodeOnGpu(slot_, set_, state_, ids);
+    if (slot_ == nullptr) return InternalError("a batch read ahead has no slot to decode into");
+    return src_.DecodeOnGpu(*slot_, src_.sets_[state_], state_, ids);
   }
-  const GpuSample& sample(size_t i) const override { return set_.samples[i]; }
+  const GpuSample& sample(size_t i) const override { return src_.sets_[state_].samples[i]; }
   uint64_t FallbackCost(size_t i) const override {
-    const image::JpegInfo& info = src_.dataset_->file(slot_.indices[i]).info;
+    const image::JpegInfo& info = src_.dataset_->file(indices_[i]).info;
     return static_cast<uint64_t>(info.width) * static_cast<uint64_t>(info.height);
   }
 
  private:
   CudaImageSource& src_;
-  const SlotView& slot_;
-  BatchBuffers& set_;
+  const SlotView* const slot_;
+  const uint32_t epoch_;
+  const std::vector<int64_t> owned_;
+  const std::span<const int64_t> indices_;
   const int state_;
 };
 
@@ -229,10 +260,26 @@ Result<uint32_t> CudaImageSource::FillBatch(const SlotView& slot, const ReadAhea
   const int state = next_set_;
   BatchBuffers& set = sets_[state];
   next_set_ ^= 1;
-  // The files of this batch were (most likely) read during the last call;
-  // the next batch's are read while this one decodes.
+  BatchBuffers& ahead_set = sets_[next_set_];
+  // The files of this batch were (most likely) read during the last call, and
+  // its fallback decodes done (Note [Fallback ahead]); the next batch's are
+  // read and decoded while this one decodes, into the other set, sized now.
   prefetcher_.Wait();
-  prefetcher_.Start(&sets_[next_set_].files, next.indices);
+  split_.Collect();
+  const bool ahead = fallback_ahead_ && !next.indices.empty();
+  std::vector<int64_t> reads(next.indices.begin(), next.indices.end());
+  if (ahead) {
+    if (ahead_set.files.size() < reads.size()) ahead_set.files.resize(reads.size());
+    if (ahead_set.samples.size() < reads.size()) ahead_set.samples.resize(reads.size());
+    for (int64_t& index : reads) {
+      // The fallback round reads its own files.
+      if (index >= 0 && static_cast<uint64_t>(index) < dataset_->size() &&
+          !dataset_->file(index).flag) {
+        index = -1;
+      }
+    }
+  }
+  prefetcher_.Start(&ahead_set.files, reads);
   {
     // The previous batch that used this set is done with its buffers.
     StageTimes::Scope timed(&stages_, kGpuWait);
@@ -242,11 +289,16 @@ Result<uint32_t> CudaImageSource::FillBatch(const SlotView& slot, const ReadAhea
   if (set.files.size() < n) set.files.resize(n);
   if (set.samples.size() < n) set.samples.resize(n);
 
-  BatchOps ops(*this, slot, set, state);
+  BatchOps ops(*this, slot, state);
+  AheadBatch ahead_batch;
+  if (ahead) {
+    ahead_batch.epoch = next.epoch;
+    ahead_batch.indices.assign(next.indices.begin(), next.indices.end());
+    ahead_batch.ops = std::make_unique<BatchOps>(*this, next.epoch, next.indices, next_set_);
+  }
   BATCHCAST_ASSIGN_OR_RETURN(
       const SplitDecodeResult decoded,
-      RunSplitDecode(pool_, n, ops, &stages_,
-                     {.read = kRead, .hw_decode = kHwDecode, .fallback_decode = kFallbackDecode}));
+      split_.Decode(BatchKey{slot.epoch, slot.indices}, ops, std::move(ahead_batch)));
   if (decoded.hw_refused) {
     gpu_batch_failures_.fetch_add(1);
     BC_LOG_WARN_LIMITED("nvJPEG rejected a batch ({}); decoded its files on the CPU",

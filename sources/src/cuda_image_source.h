@@ -13,10 +13,11 @@
 // are decoded on the CPU: whole, once, into Note [CPU-decoded file cache]
 // while it has room, else their DCT-scaled crop every time, as the CPU path
 // does. Each sample's DecodeRoute (decode_route.h) says which. If nvJPEG
-// rejects a batch, its files are decoded on the CPU one by one. CPU work
-// (reading files, CPU decodes) uses at most `workers` threads (default 2, the
-// pipeline's own thread included; one of them reads the next batch's files
-// ahead, file_prefetcher.h).
+// rejects a batch, its files are decoded on the CPU one by one. CPU decodes
+// run on `workers` threads (default 2), one batch ahead (Note [Fallback
+// ahead], split_decode.h); besides them the pipeline thread (nvJPEG calls,
+// uploads, the kernel launch) and one thread that reads the next batch's
+// files ahead (file_prefetcher.h).
 //
 // Output (Source::output_memory() == kCuda): FillBatch queues everything on
 // SlotView::stream and returns without waiting; two sets of buffers

@@ -29,17 +29,40 @@
 // tests drive this with a fake that refuses files and takes time
 // (tests/sources/split_decode_test.cc).
 //
-// Thread-safety: RunSplitDecode is called by one thread at a time (the
-// pipeline's); it calls Route on several threads at once, for distinct
-// samples and distinct `worker` numbers, and DecodeHardware on the calling
-// thread only.
+// Note [Fallback ahead]
+// With RunSplitDecode alone the pipeline thread, after its hardware call,
+// waits for the batch's last fallback decodes (milliseconds each): the engine
+// idles meanwhile. SplitDecoder takes them off the batch's critical path:
+// while batch k's hardware call is in flight, the fallback decodes of batch
+// k+1 (the producer's read-ahead hint, ReadAhead) run on the pool, in the
+// background (BackgroundTask); Decode(k+1) then only collects them (the wait
+// is the `fallback_wait` stage: the pool does not keep up when it grows) and
+// routes k+1's hardware candidates. The batch a round was started for is
+// named by (epoch, indices); a Decode for any other batch (the first one, a
+// wrong hint) discards the round and decodes the batch's fallback samples on
+// the pool first (or, with no round to start, as RunSplitDecode does). The
+// round's split
+// (which samples are fallback) is the one Decode uses for that batch, so
+// every sample is still routed exactly once per step. The round writes only
+// the next batch's samples and files (the other buffer set; host memory), and
+// uses the pool while the pipeline thread does not: Decode routes the
+// candidates before it starts the round, and a refused batch waits for the
+// round before it uses the pool.
+//
+// Thread-safety: RunSplitDecode and SplitDecoder::Decode are called by one
+// thread at a time (the pipeline's); they call Route on several threads at
+// once, for distinct samples and distinct `worker` numbers, and
+// DecodeHardware on the calling thread only.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "background_task.h"
 #include "batchcast/core/status.h"
 #include "decode_route.h"
 #include "stage_times.h"
@@ -71,6 +94,7 @@ struct SplitDecodeStages {
   size_t read = 0;
   size_t hw_decode = 1;
   size_t fallback_decode = 2;
+  size_t fallback_wait = 3;  // SplitDecoder only (Note [Fallback ahead])
 };
 
 struct SplitDecodeResult {
@@ -85,6 +109,56 @@ struct SplitDecodeResult {
 // than DataLoss. `times` may be null.
 Result<SplitDecodeResult> RunSplitDecode(ThreadPool& pool, size_t n, SplitDecodeOps& ops,
                                          StageTimes* times, SplitDecodeStages stages = {});
+
+// A batch, as the producer names it: its epoch and its samples in order.
+struct BatchKey {
+  uint32_t epoch = 0;
+  std::span<const int64_t> indices;
+};
+
+// The batch expected next, for Note [Fallback ahead]: its key and the ops of
+// its samples (owning what they refer to until the round is collected).
+struct AheadBatch {
+  uint32_t epoch = 0;
+  std::vector<int64_t> indices;
+  std::unique_ptr<SplitDecodeOps> ops;  // null: no batch ahead
+};
+
+class SplitDecoder {
+ public:
+  // `times` may be null. The pool must outlive the decoder.
+  SplitDecoder(ThreadPool& pool, StageTimes* times, SplitDecodeStages stages = {});
+  ~SplitDecoder();  // Collect()s the round in flight
+  SplitDecoder(const SplitDecoder&) = delete;
+  SplitDecoder& operator=(const SplitDecoder&) = delete;
+
+  // Decodes batch `key` through `ops` (as RunSplitDecode; its fallback
+  // decodes come from the round started by the last call when that round
+  // was for `key`) and starts the round of `next` (when next.ops is set).
+  // Errors: as RunSplitDecode, and the round's error when it was for `key`.
+  // REQUIRES: ops covers key.indices.size() samples.
+  Result<SplitDecodeResult> Decode(const BatchKey& key, SplitDecodeOps& ops, AheadBatch next = {});
+
+  // Waits for the round in flight, if any, keeping its result for Decode;
+  // afterwards the caller may touch the buffers the round writes. Timed as
+  // fallback_wait.
+  void Collect();
+
+ private:
+  // A started round and what it found; `ready` once Collect()ed.
+  struct Round {
+    AheadBatch batch;
+    std::vector<size_t> fallback;  // the round's split: the samples it routes
+    Status status;
+    bool ready = false;
+  };
+
+  ThreadPool& pool_;
+  StageTimes* const times_;
+  const SplitDecodeStages stages_;
+  std::unique_ptr<Round> round_;  // the last round started (null: none)
+  BackgroundTask task_;           // last: its thread runs rounds that use the fields above
+};
 
 // The compaction of the batch: the positions of the samples not dropped, in
 // order (sample positions[k] goes to output position k).

@@ -65,8 +65,15 @@ struct Output {
   nlohmann::json counters;
 };
 
+// The read-ahead hint RunSource gives FillBatch: none, the batch that comes
+// next (as the server does), or that one except for every third batch, whose
+// hint names other samples (Note [Fallback ahead]: a wrong hint is decoded
+// in its own batch).
+enum class Hints { kNone, kRight, kSomeWrong };
+
 // Runs `source` over dataset indices [0, count) in batches, epoch `epoch`.
-Output RunSource(Source& source, uint32_t epoch, int64_t count, int batch) {
+Output RunSource(Source& source, uint32_t epoch, int64_t count, int batch,
+                 Hints hints = Hints::kNone) {
   Output out;
   const std::vector<FieldSpec> fields = source.fields();
   out.per_sample = fields[0].bytes_per_sample();
@@ -100,7 +107,13 @@ Output RunSource(Source& source, uint32_t epoch, int64_t count, int batch) {
     } else {
       t.field_data = {host_img.data(), reinterpret_cast<uint8_t*>(host_lab.data())};
     }
-    Result<uint32_t> kept = source.FillBatch(t, ReadAhead{});
+    std::vector<int64_t> ahead;
+    const int64_t next_n = std::min<int64_t>(batch, std::max<int64_t>(0, count - off - n));
+    for (int64_t i = 0; i < next_n && hints != Hints::kNone; ++i) ahead.push_back(off + n + i);
+    if (hints == Hints::kSomeWrong && (off / batch) % 3 == 2 && !ahead.empty()) {
+      for (int64_t& i : ahead) i = (i + 1) % count;
+    }
+    Result<uint32_t> kept = source.FillBatch(t, ReadAhead{ahead, epoch});
     EXPECT_TRUE(kept.ok()) << kept.status().ToString();
     // Dropped files (Note [Dropped files]): the kept samples come first and
     // t.indices names them; the rest of this batch's places are marked -1.
@@ -179,7 +192,10 @@ TEST_F(GpuImageTest, CpuAndGpuPathsAgree) {
     const int64_t count = static_cast<int64_t>((*cpu)->size());
     const std::vector<bool> fallback = CpuDecodedFiles(count);
     const Output a = RunSource(**cpu, 3, count, 32);
-    const Output b = RunSource(**gpu, 3, count, 32);
+    // The GPU source as the server drives it (read-ahead hints, the next
+    // batch's fallback decodes ahead), and with some wrong hints.
+    const Output b = RunSource(**gpu, 3, count, 32,
+                               std::string(transform) == "train" ? Hints::kSomeWrong : Hints::kRight);
     ASSERT_EQ(a.indices, b.indices) << "both paths drop the same files";
     const size_t elems = a.per_sample / 4;
     double sum = 0, sum_fb = 0, max_abs = 0, worst_sample = 0;
@@ -359,7 +375,7 @@ void CheckDroppedFilesOnDeviceRing(DecodeMode decode) {
   // cache off by default, and the MPS probe of a CUDA ring.
   const std::vector<std::string> stages =
       decode == DecodeMode::kGpu
-          ? std::vector<std::string>{"read",    "hw_decode", "fallback_decode",
+          ? std::vector<std::string>{"read",    "hw_decode", "fallback_decode", "fallback_wait",
                                      "augment", "gpu_wait",  "slot_wait"}
           : std::vector<std::string>{"read", "decode_augment", "slot_wait"};
   for (const std::string& stage : stages) {
@@ -397,7 +413,7 @@ TEST_F(GpuImageTest, ShardsGiveTheFolderPixels) {
   ASSERT_EQ((*tars)->size(), static_cast<uint64_t>(n));
   for (uint32_t epoch = 0; epoch < 2; ++epoch) {
     Output a = RunSource(**folder, epoch, n, 16);
-    Output b = RunSource(**tars, epoch, n, 16);
+    Output b = RunSource(**tars, epoch, n, 16, Hints::kRight);
     EXPECT_EQ(a.indices, b.indices);
     EXPECT_EQ(a.labels, b.labels);
     EXPECT_TRUE(a.image == b.image) << "epoch " << epoch;

@@ -11,6 +11,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
+#include <numeric>
 #include <mutex>
 #include <set>
 #include <vector>
@@ -51,6 +53,7 @@ class FakeOps : public SplitDecodeOps {
   // must run while it is in flight.
   Status DecodeHardware(std::span<const size_t> ids) override {
     hw_batches_.push_back(std::vector<size_t>(ids.begin(), ids.end()));
+    if (during_hw) during_hw();
     {
       std::unique_lock l(mu_);
       hw_in_flight_ = true;
@@ -67,6 +70,14 @@ class FakeOps : public SplitDecodeOps {
 
   std::set<size_t> refuse;  // a batch with one of these is refused (DataLoss)
   int wait_for_cpu = 0;
+  std::function<void()> during_hw;  // runs inside the hardware call
+
+  // Waits (with a deadline only a regression reaches) until `n` CPU decodes
+  // of this batch are done; false on the deadline.
+  bool WaitForCpuDecodes(int n) {
+    std::unique_lock l(mu_);
+    return cv_.wait_for(l, 10s, [&] { return cpu_done_ >= n; });
+  }
 
   std::vector<bool> hw_;
   std::set<size_t> bad_;
@@ -199,6 +210,131 @@ TEST(SplitDecode, ErrorsStopTheBatch) {
     }
   } failing_route(EveryFourthOnCpu(8), {});
   EXPECT_EQ(RunSplitDecode(pool, 8, failing_route, nullptr).status().code(), StatusCode::kDataLoss);
+}
+
+// ---- SplitDecoder: Note [Fallback ahead] ----
+
+// The decoder owns the ops of the batch ahead; the test keeps the FakeOps
+// (the source's ops are likewise views of its buffer sets).
+class Forward : public SplitDecodeOps {
+ public:
+  explicit Forward(FakeOps* to) : to_(to) {}
+  bool HardwareCandidate(size_t i) const override { return to_->HardwareCandidate(i); }
+  Status Route(int w, size_t i, bool f) override { return to_->Route(w, i, f); }
+  Status DecodeHardware(std::span<const size_t> ids) override { return to_->DecodeHardware(ids); }
+  const GpuSample& sample(size_t i) const override { return to_->sample(i); }
+
+ private:
+  FakeOps* to_;
+};
+
+std::vector<int64_t> Indices(int64_t first, size_t n) {
+  std::vector<int64_t> v(n);
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+AheadBatch Ahead(uint32_t epoch, std::vector<int64_t> indices, FakeOps* ops) {
+  return AheadBatch{epoch, std::move(indices), std::make_unique<Forward>(ops)};
+}
+
+// Batch B's fallback decodes run while batch A's hardware call is in flight
+// (A's call returns only once they are done), and Decode(B) uses them
+// without routing those samples again.
+TEST(SplitDecoder, NextBatchFallbackRunsBesideThisHardwareCall) {
+  ThreadPool pool(2);
+  StageTimes times({{"read", 3}, {"hw_decode", 1}, {"fallback_decode", 2}, {"fallback_wait", 1}});
+  SplitDecoder decoder(pool, &times);
+  const std::vector<int64_t> a_idx = Indices(0, 16), b_idx = Indices(16, 16);
+  FakeOps a(std::vector<bool>(16, true), {});
+  FakeOps b(EveryFourthOnCpu(16), {});
+  bool b_done_during_a = false;
+  a.during_hw = [&] { b_done_during_a = b.WaitForCpuDecodes(4); };
+  auto ra = decoder.Decode(BatchKey{0, a_idx}, a, Ahead(0, b_idx, &b));
+  ASSERT_TRUE(ra.ok()) << ra.status().ToString();
+  EXPECT_TRUE(b_done_during_a) << "the next batch's fallback decodes did not run beside this "
+                                  "batch's hardware call";
+  EXPECT_EQ(ra->hw_decoded, 16u);
+  auto rb = decoder.Decode(BatchKey{0, b_idx}, b);
+  ASSERT_TRUE(rb.ok()) << rb.status().ToString();
+  EXPECT_EQ(rb->hw_decoded, 12u);
+  EXPECT_EQ(rb->cpu_decoded, 4u);
+  ASSERT_EQ(b.hw_batches_.size(), 1u);
+  EXPECT_EQ(b.hw_batches_[0], (std::vector<size_t>{1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15}));
+  for (size_t i = 0; i < 16; ++i) EXPECT_EQ(b.routes_[i].load(), 1) << "sample " << i;
+  const std::vector<StageTime> t = times.Read();
+  ASSERT_EQ(t.size(), 4u);
+  EXPECT_EQ(t[3].name, "fallback_wait");
+}
+
+// A hint that turns out wrong: the round is discarded and the batch that
+// came is decoded whole, each of its samples routed once.
+TEST(SplitDecoder, WrongHintIsDecodedInItsOwnBatch) {
+  ThreadPool pool(3);
+  SplitDecoder decoder(pool, nullptr);
+  FakeOps a(EveryFourthOnCpu(8), {}), b(EveryFourthOnCpu(8), {}), c(EveryFourthOnCpu(8), {});
+  ASSERT_TRUE(decoder.Decode(BatchKey{0, Indices(0, 8)}, a, Ahead(0, Indices(8, 8), &b)).ok());
+  // Same indices, other epoch: not the batch the round was for.
+  auto rc = decoder.Decode(BatchKey{1, Indices(8, 8)}, c);
+  ASSERT_TRUE(rc.ok()) << rc.status().ToString();
+  EXPECT_EQ(rc->hw_decoded, 6u);
+  EXPECT_EQ(rc->cpu_decoded, 2u);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(c.routes_[i].load(), 1) << "sample " << i;
+  ASSERT_EQ(c.hw_batches_.size(), 1u);
+  EXPECT_EQ(c.hw_batches_[0], (std::vector<size_t>{1, 2, 3, 5, 6, 7}));
+}
+
+// A refused batch waits for the round before it uses the pool; the round's
+// work is still used by its batch.
+TEST(SplitDecoder, RefusedBatchWithARoundInFlight) {
+  ThreadPool pool(2);
+  SplitDecoder decoder(pool, nullptr);
+  FakeOps a(EveryFourthOnCpu(8), {}), b(EveryFourthOnCpu(8), /*bad=*/{4});
+  a.refuse = {1};
+  auto ra = decoder.Decode(BatchKey{0, Indices(0, 8)}, a, Ahead(0, Indices(8, 8), &b));
+  ASSERT_TRUE(ra.ok()) << ra.status().ToString();
+  EXPECT_TRUE(ra->hw_refused);
+  EXPECT_EQ(ra->cpu_decoded, 8u);
+  auto rb = decoder.Decode(BatchKey{0, Indices(8, 8)}, b);
+  ASSERT_TRUE(rb.ok()) << rb.status().ToString();
+  EXPECT_EQ(rb->cpu_decoded, 1u);  // 0 (4 is dropped)
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(b.routes_[i].load(), 1) << "sample " << i;
+  EXPECT_EQ(KeepInOrder(b.samples_), (std::vector<size_t>{0, 1, 2, 3, 5, 6, 7}));
+}
+
+// A round's error (on_error=fail) is its batch's, not the batch decoding
+// while it ran; a round for a batch that never comes is dropped unseen.
+TEST(SplitDecoder, RoundErrorBelongsToItsBatch) {
+  class FailingRoute : public FakeOps {
+   public:
+    using FakeOps::FakeOps;
+    Status Route(int w, size_t i, bool f) override {
+      if (i == 4) return DataLossError("bad file, on_error=fail");
+      return FakeOps::Route(w, i, f);
+    }
+  };
+  ThreadPool pool(2);
+  {
+    SplitDecoder decoder(pool, nullptr);
+    FakeOps a(EveryFourthOnCpu(8), {});
+    FailingRoute b(EveryFourthOnCpu(8), {});
+    ASSERT_TRUE(decoder.Decode(BatchKey{0, Indices(0, 8)}, a, Ahead(0, Indices(8, 8), &b)).ok());
+    EXPECT_EQ(decoder.Decode(BatchKey{0, Indices(8, 8)}, b).status().code(),
+              StatusCode::kDataLoss);
+  }
+  {
+    SplitDecoder decoder(pool, nullptr);
+    FakeOps a(EveryFourthOnCpu(8), {}), c(EveryFourthOnCpu(8), {});
+    FailingRoute b(EveryFourthOnCpu(8), {});
+    ASSERT_TRUE(decoder.Decode(BatchKey{0, Indices(0, 8)}, a, Ahead(0, Indices(8, 8), &b)).ok());
+    EXPECT_TRUE(decoder.Decode(BatchKey{0, Indices(16, 8)}, c).ok());
+  }
+  {
+    // Destroyed with a round in flight: it is waited for.
+    SplitDecoder decoder(pool, nullptr);
+    FakeOps a(EveryFourthOnCpu(8), {}), b(EveryFourthOnCpu(8), {});
+    ASSERT_TRUE(decoder.Decode(BatchKey{0, Indices(0, 8)}, a, Ahead(0, Indices(8, 8), &b)).ok());
+  }
 }
 
 }  // namespace
