@@ -30,9 +30,11 @@ std::optional<std::vector<std::string>> MpsProcesses(const std::string& proc) {
   return found;
 }
 
-bool IsFifo(const std::string& path) {
+// The control daemon's endpoint: a named pipe, or (as some driver versions
+// make it) a Unix socket.
+bool IsControlEndpoint(const std::string& path) {
   struct stat st {};
-  return stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
+  return stat(path.c_str(), &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
 }
 
 }  // namespace
@@ -61,7 +63,7 @@ MpsState ProbeMps(const MpsProbeRoots& roots) {
   const std::string pipe_dir = roots.pipe_dir_env.value_or(roots.default_pipe_dir);
   const std::string where = roots.pipe_dir_env ? "CUDA_MPS_PIPE_DIRECTORY=" + pipe_dir
                                                : pipe_dir + " (the default pipe directory)";
-  const bool pipe = IsFifo(pipe_dir + "/control");
+  const bool pipe = IsControlEndpoint(pipe_dir + "/control");
   const std::optional<std::vector<std::string>> procs = MpsProcesses(roots.proc);
   if (!procs) {
     return {MpsState::Kind::kUnknown,

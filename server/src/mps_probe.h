@@ -5,7 +5,8 @@
 // heuristic (CUDA MPS docs: a client connects to the control daemon through
 // the named pipe `control` in CUDA_MPS_PIPE_DIRECTORY, default
 // /tmp/nvidia-mps):
-//   on       the pipe directory this process uses has a `control` FIFO and an
+//   on       the pipe directory this process uses has a `control` FIFO (or
+//            Unix socket) and an
 //            nvidia-cuda-mps-control or -server process is visible in /proc;
 //   off      no `control` FIFO there (MPS processes running elsewhere, with
 //            another pipe directory, do not serve this process: the reason

@@ -2,9 +2,12 @@
 #include "server/src/mps_probe.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -69,6 +72,23 @@ TEST_F(MpsProbeTest, ThePipeDirectoryOfTheEnvironmentIsTheOneThatCounts) {
   EXPECT_NE(s.reason.find("CUDA_MPS_PIPE_DIRECTORY="), std::string::npos) << s.reason;
   ControlPipe(root_ / "private");
   s = ProbeMps(roots_);
+  EXPECT_EQ(s.kind, MpsState::Kind::kOn) << s.reason;
+}
+
+// Some driver versions make `control` a Unix socket rather than a FIFO.
+TEST_F(MpsProbeTest, ControlSocketCountsAsThePipe) {
+  const fs::path dir = root_ / "pipes";
+  const std::string path = (dir / "control").string();
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(path.size(), sizeof(addr.sun_path)) << path;
+  std::copy(path.begin(), path.end(), addr.sun_path);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << path;
+  Process(777, "nvidia-cuda-mps");
+  const MpsState s = ProbeMps(roots_);
+  close(fd);
   EXPECT_EQ(s.kind, MpsState::Kind::kOn) << s.reason;
 }
 
