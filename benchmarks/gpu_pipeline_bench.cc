@@ -12,8 +12,6 @@
 //    server's pipeline thread calls it, without consumers.
 // Prints one JSON object per mode: images/s, and the process CPU time per
 // wall second (cores used).
-#include <sys/resource.h>
-
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -24,34 +22,19 @@
 #include "batchcast/cuda_image/nvjpeg.h"
 #include "batchcast/image/jpeg.h"
 #include "batchcast/sources/make_source.h"
+#include "benchmarks/bench_util.h"
 #include "sources/src/image_source.h"
 #include "tools/server_options_cli.h"
 
 namespace {
 
+using batchcast::bench::CpuSeconds;
+using batchcast::bench::ReadAll;
 using Clock = std::chrono::steady_clock;
-
-double CpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + u.ru_stime.tv_sec +
-         u.ru_stime.tv_usec * 1e-6;
-}
 
 void Die(const batchcast::Status& s) {
   std::cerr << s.ToString() << "\n";
   std::exit(1);
-}
-
-std::vector<uint8_t> ReadAll(const std::string& path) {
-  std::vector<uint8_t> out;
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return out;
-  uint8_t buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.insert(out.end(), buf, buf + n);
-  std::fclose(f);
-  return out;
 }
 
 }  // namespace
