@@ -254,6 +254,9 @@ const ServerOption kOptions[] = {
       "CPU decode threads (0 = one per core; with GPU decode: 2 for the files nvJPEG's hardware refuses)"),
   Integer<&O::source, &S::device_cache_mb>("device_cache_mb", G::kSource,
       "GPU decode: MiB of device memory caching the CPU-decoded files (0 = off)"),
+  Integer<&O::source, &S::transcode_cache_mb>("transcode_cache_mb", G::kSource,
+      "GPU decode: MiB of host memory keeping progressive JPEGs re-encoded as baseline for the "
+      "hardware engine (0 = off)"),
   Choice<ParseDecodeMode, DecodeModeName, &O::source, &S::decode>("decode", G::kSource, "auto|cpu|gpu",
       "where JPEGs are decoded"),
   Choice<ParseErrorPolicy, ErrorPolicyName, &O::source, &S::on_error>("on_error", G::kSource, "skip|fail",

@@ -20,6 +20,7 @@
 #include "split_decode.h"
 #include "stage_times.h"
 #include "thread_pool.h"
+#include "transcode_cache.h"
 
 namespace batchcast {
 namespace {
@@ -91,7 +92,8 @@ class CudaImageSource : public Source {
   // `workers` fallback decoders besides the pipeline thread; a device cache
   // of `cache_bytes` (0: none).
   CudaImageSource(std::unique_ptr<ImageDataset> dataset, int device,
-                  std::unique_ptr<cuda::NvJpegDecoder> decoder, int workers, size_t cache_bytes)
+                  std::unique_ptr<cuda::NvJpegDecoder> decoder, int workers, size_t cache_bytes,
+                  size_t transcode_bytes)
       : dataset_(std::move(dataset)),
         device_(device),
         decoder_(std::move(decoder)),
@@ -103,7 +105,10 @@ class CudaImageSource : public Source {
                  {"gpu_wait", 1},
                  {"fallback_wait", 1}}),
         cache_(*dataset_, cache_bytes),
-        router_(*dataset_, cache_, pool_.size()),
+        // Transcoding needs the next batch's round (Note [Fallback ahead]).
+        transcode_(dataset_->size(), cache_bytes == 0 ? transcode_bytes : 0),
+        router_(*dataset_, cache_, pool_.size(), &transcode_,
+                [d = decoder_.get()](std::span<const uint8_t> jpeg) { return d->Supports(jpeg); }),
         gpu_files_(CountFlagged(*dataset_)),
         fallback_ahead_(cache_bytes == 0),
         prefetcher_(*dataset_, true, &stages_, kRead),
@@ -137,8 +142,17 @@ class CudaImageSource : public Source {
     return cache_.Allocate(device_);
   }
 
-  // The start log line of Note [CPU-decoded file cache].
+  // The start log lines of Note [CPU-decoded file cache] and Note
+  // [Transcoded progressive files].
   void LogDeviceCache() const {
+    if (transcode_.enabled()) {
+      BC_LOG_INFO("transcode cache: progressive JPEGs re-encoded as baseline for the hardware "
+                  "engine, up to {} MiB of host memory (--transcode-cache-mb)",
+                  transcode_.budget() >> 20);
+    } else {
+      BC_LOG_INFO("transcode cache: off ({})", cache_.bytes() > 0 ? "the device cache is on"
+                                                                : "--transcode-cache-mb 0");
+    }
     if (cache_.bytes() == 0) {
       BC_LOG_INFO("device cache of CPU-decoded files: off (--device-cache-mb 0)");
     } else {
@@ -156,7 +170,10 @@ class CudaImageSource : public Source {
     return dataset_->Describe(
         decoder_->backend_name() + " on cuda:" + std::to_string(device_) + ", " +
         std::to_string(dataset_->size() - gpu_files_) + " files decoded on the CPU, device cache " +
-        (cache_.bytes() > 0 ? std::to_string(cache_.bytes() >> 20) + " MiB" : std::string("off")));
+        (cache_.bytes() > 0 ? std::to_string(cache_.bytes() >> 20) + " MiB" : std::string("off")) +
+        ", transcode cache " +
+        (transcode_.enabled() ? std::to_string(transcode_.budget() >> 20) + " MiB"
+                              : std::string("off")));
   }
 
   std::vector<std::pair<std::string, int64_t>> counters() const override {
@@ -167,7 +184,12 @@ class CudaImageSource : public Source {
                            {"gpu_batch_failures", gpu_batch_failures_.load()},
                            {"device_cache_on", cache_.bytes() > 0 ? 1 : 0},
                            {"cpu_file_cache_bytes", static_cast<int64_t>(cache_.bytes())},
-                           {"cpu_file_cache_hits", cache_.hits()}});
+                           {"cpu_file_cache_hits", cache_.hits()},
+                           {"transcoded", router_.transcoded()},
+                           {"transcode_cache_files", transcode_.files()},
+                           {"transcode_cache_bytes", static_cast<int64_t>(transcode_.bytes())},
+                           {"transcode_cache_hits", transcode_.hits()},
+                           {"transcode_refused", transcode_.refused_files()}});
     return out;
   }
   std::vector<StageTime> stage_times() const override { return stages_.Read(); }
@@ -194,6 +216,7 @@ class CudaImageSource : public Source {
   ThreadPool pool_;  // the fallback decoders (worker 0: the calling thread)
   StageTimes stages_;
   CpuFileCache cache_;  // Note [CPU-decoded file cache]
+  TranscodeCache transcode_;  // Note [Transcoded progressive files]
   SampleRouter router_;
   const uint64_t gpu_files_;
   BatchBuffers sets_[2];  // nvJPEG decode state k works for sets_[k]
@@ -227,9 +250,9 @@ class CudaImageSource::BatchOps : public SplitDecodeOps {
     return src_.dataset_->file(index).flag ||
            (src_.cache_.has_place(index) && src_.cache_.holds(index));
   }
-  Status Route(int worker, size_t i, bool force_cpu) override {
+  Status Route(int worker, size_t i, RouteFor mode) override {
     BatchBuffers& set = src_.sets_[state_];
-    return src_.router_.Route(worker, epoch_, indices_[i], set.files[i], set.samples[i], force_cpu)
+    return src_.router_.Route(worker, epoch_, indices_[i], set.files[i], set.samples[i], mode)
         .status();
   }
   Status DecodeHardware(std::span<const size_t> ids) override {
@@ -453,7 +476,8 @@ Result<std::unique_ptr<Source>> MakeCudaImageSource(const SourceOptions& options
   BC_LOG_INFO("{} files for {}, {} for the CPU decoder ({} fallback threads beside it)", gpu,
               decoder->backend_name(), dataset->size() - gpu, workers);
   auto source = std::make_unique<CudaImageSource>(std::move(dataset), device, std::move(decoder),
-                                                  workers, options.device_cache_mb << 20);
+                                                  workers, options.device_cache_mb << 20,
+                                                  options.transcode_cache_mb << 20);
   BATCHCAST_RETURN_IF_ERROR(source->Init());
   source->LogDeviceCache();
   return std::unique_ptr<Source>(std::move(source));

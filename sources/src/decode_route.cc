@@ -1,6 +1,9 @@
 #include "decode_route.h"
 
 #include <cstring>
+#include <utility>
+
+#include "batchcast/image/transcode.h"
 
 namespace batchcast {
 namespace {
@@ -16,24 +19,65 @@ void PackRgb(const image::DecodedImage& img, std::vector<uint8_t>& out) {
 
 }  // namespace
 
-SampleRouter::SampleRouter(ImageDataset& dataset, CpuFileCache& cache, int workers)
-    : dataset_(dataset), cache_(cache), decoders_(static_cast<size_t>(workers)) {}
+SampleRouter::SampleRouter(ImageDataset& dataset, CpuFileCache& cache, int workers,
+                           TranscodeCache* transcode, HardwareSupports supports)
+    : dataset_(dataset),
+      cache_(cache),
+      decoders_(static_cast<size_t>(workers)),
+      transcode_(transcode != nullptr && transcode->enabled() ? transcode : nullptr),
+      supports_(std::move(supports)) {}
 
 Result<SampleFill> SampleRouter::Route(int worker, uint32_t epoch, int64_t index, FileBuffer& file,
-                                       GpuSample& sample, bool force_cpu) {
+                                       GpuSample& sample, RouteFor mode) {
   BATCHCAST_ASSIGN_OR_RETURN(const SampleFill fill, dataset_.Decode(index, [&](int64_t i) {
-    return RouteOnce(worker, epoch, i, file, sample, force_cpu);
+    return RouteOnce(worker, epoch, i, file, sample, mode);
   }));
   if (fill == SampleFill::kDropped) sample.route = DecodeRoute::kDropped;
   return fill;
 }
 
+bool SampleRouter::Transcoded(int64_t index, FileBuffer& file) {
+  const image::JpegInfo& info = dataset_.file(index).info;
+  using CS = image::JpegInfo::ColorSpace;
+  if (!info.progressive || (info.color != CS::kYCbCr && info.color != CS::kGray) ||
+      transcode_->refused(index)) {
+    return false;
+  }
+  if (transcode_->Get(index, &file.bytes)) {
+    file.index = index;
+    return true;
+  }
+  if (file.index != index) {
+    if (!file.Read(dataset_.reader(), index).ok()) return false;  // the CPU route reports it
+  }
+  // Only while the budget has room: beyond it the file is decoded on the CPU
+  // (transcoding it again every epoch would cost about as much).
+  if (!transcode_->HasRoom(file.bytes.size())) return false;
+  Result<std::vector<uint8_t>> baseline =
+      image::TranscodeToBaseline(file.bytes, image::EffectiveMaxPixels(dataset_.transform()));
+  if (!baseline.ok() || (supports_ && !supports_(*baseline))) {
+    transcode_->MarkRefused(index);  // corrupt (the CPU decoder reports it), or still refused
+    return false;
+  }
+  (void)transcode_->Put(index, *baseline);
+  file.bytes = std::move(*baseline);
+  transcoded_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 Status SampleRouter::RouteOnce(int worker, uint32_t epoch, int64_t index, FileBuffer& file,
-                               GpuSample& sample, bool force_cpu) {
+                               GpuSample& sample, RouteFor mode) {
+  const bool force_cpu = mode == RouteFor::kForceCpu;
   const bool cacheable = !force_cpu && cache_.has_place(index);
   if (cacheable && cache_.holds(index)) {
     cache_.CountHit();
     sample.route = DecodeRoute::kCachedFullImage;
+    sample.plan = PlanFromScan(epoch, index);
+    return Status::Ok();
+  }
+  if (mode == RouteFor::kHardware && transcode_ != nullptr && !dataset_.file(index).flag &&
+      Transcoded(index, file)) {
+    sample.route = DecodeRoute::kNvJpeg;  // Note [Transcoded progressive files]
     sample.plan = PlanFromScan(epoch, index);
     return Status::Ok();
   }

@@ -26,8 +26,11 @@
 // distinct `worker` numbers and distinct samples.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <vector>
 
 #include "batchcast/image/crop_planner.h"
@@ -35,6 +38,7 @@
 #include "cpu_file_cache.h"
 #include "file_prefetcher.h"
 #include "image_dataset.h"
+#include "transcode_cache.h"
 
 namespace batchcast {
 
@@ -55,6 +59,19 @@ inline bool DecodedOnCpu(DecodeRoute r) {
   return r == DecodeRoute::kCpuFullForCache || r == DecodeRoute::kCpuCropped;
 }
 
+// What SampleRouter::Route may do with a sample, by when it is routed
+// relative to its batch's hardware call.
+enum class RouteFor : uint8_t {
+  // Before the hardware call: a file the engine takes is only read (kNvJpeg);
+  // a progressive one may be transcoded and join the hardware batch (Note
+  // [Transcoded progressive files]); the others are decoded on the CPU.
+  kHardware,
+  // Beside the hardware call (already submitted): decoded on the CPU.
+  kCpu,
+  // The engine refused the batch: decoded on the CPU whatever the file.
+  kForceCpu,
+};
+
 // One sample's state inside a batch.
 struct GpuSample {
   DecodeRoute route = DecodeRoute::kCpuCropped;
@@ -73,22 +90,34 @@ struct GpuSample {
 
 class SampleRouter {
  public:
+  // Whether the hardware engine takes a JPEG (NvJpegDecoder::Supports).
+  using HardwareSupports = std::function<bool(std::span<const uint8_t>)>;
+
   // `workers` CPU decoders, for Route calls with worker in [0, workers).
-  // The dataset and the cache must outlive the router.
-  SampleRouter(ImageDataset& dataset, CpuFileCache& cache, int workers);
+  // `transcode` (Note [Transcoded progressive files]; null or disabled: none)
+  // with `supports` to check its results. The dataset and the caches must
+  // outlive the router.
+  SampleRouter(ImageDataset& dataset, CpuFileCache& cache, int workers,
+               TranscodeCache* transcode = nullptr, HardwareSupports supports = {});
 
   // Routes sample `index` of `epoch` into `sample`: reads its file into `file`
   // unless `file` holds it already (or the route needs no bytes), and decodes
-  // it on the CPU when the route says so. A file that fails follows Note
-  // [Dropped files] (image_dataset.h): kDropped (sample.route too) with
-  // on_error=skip, its error with fail. force_cpu: the route is kCpuCropped
-  // whatever the file (nvJPEG rejected its batch).
+  // it on the CPU when the route says so (`mode`, above). A file that fails
+  // follows Note [Dropped files] (image_dataset.h): kDropped (sample.route
+  // too) with on_error=skip, its error with fail. A transcoded file's route
+  // is kNvJpeg and `file` holds its baseline bytes.
   Result<SampleFill> Route(int worker, uint32_t epoch, int64_t index, FileBuffer& file,
-                           GpuSample& sample, bool force_cpu);
+                           GpuSample& sample, RouteFor mode);
+
+  // Files transcoded (and sent to the engine) so far, kept or not.
+  int64_t transcoded() const { return transcoded_.load(std::memory_order_relaxed); }
 
  private:
   Status RouteOnce(int worker, uint32_t epoch, int64_t index, FileBuffer& file, GpuSample& sample,
-                   bool force_cpu);
+                   RouteFor mode);
+  // Note [Transcoded progressive files]: true when `file` now holds baseline
+  // bytes of `index` the engine takes (kept, or transcoded now).
+  bool Transcoded(int64_t index, FileBuffer& file);
   Status DecodeFull(image::JpegDecoder& decoder, uint32_t epoch, int64_t index,
                     const FileBuffer& file, GpuSample& sample);
   Status DecodeCrop(image::JpegDecoder& decoder, uint32_t epoch, int64_t index,
@@ -98,6 +127,9 @@ class SampleRouter {
   ImageDataset& dataset_;
   CpuFileCache& cache_;
   std::vector<image::JpegDecoder> decoders_;  // one per worker
+  TranscodeCache* const transcode_;           // null: none
+  const HardwareSupports supports_;
+  std::atomic<int64_t> transcoded_{0};
 };
 
 }  // namespace batchcast

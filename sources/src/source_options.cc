@@ -59,6 +59,9 @@ Status SourceOptions::Validate() const {
   if (device_cache_mb > (uint64_t{1} << 24)) {
     return bad("device_cache_mb (--device-cache-mb) must be at most 16777216 (16 TiB)");
   }
+  if (transcode_cache_mb > (uint64_t{1} << 24)) {
+    return bad("transcode_cache_mb (--transcode-cache-mb) must be at most 16777216 (16 TiB)");
+  }
   if (max_pixels == 0) return bad("max_pixels (--max-pixels) must be positive");
   if (shuffle_buffer > 10'000'000) return bad("shuffle_buffer (--shuffle-buffer) must be at most 10000000");
   return Status::Ok();

@@ -1,6 +1,7 @@
 #include "split_decode.h"
 
 #include <algorithm>
+#include <numeric>
 
 namespace batchcast {
 namespace {
@@ -17,18 +18,18 @@ void SplitSamples(size_t n, const SplitDecodeOps& ops, std::vector<size_t>* cand
 
 // Routes the samples `ids` on the pool, each timed as `stage`.
 Status RouteOnPool(ThreadPool& pool, const std::vector<size_t>& ids, SplitDecodeOps& ops,
-                   StageTimes* times, size_t stage, bool force_cpu) {
+                   StageTimes* times, size_t stage, RouteFor mode) {
   return pool.TryParallelFor(static_cast<int64_t>(ids.size()), [&](int worker, int64_t k) {
     StageTimes::Scope t(times, stage);
-    return ops.Route(worker, ids[static_cast<size_t>(k)], force_cpu);
+    return ops.Route(worker, ids[static_cast<size_t>(k)], mode);
   });
 }
 
-// The candidates their route sends to the hardware (not dropped, not cached).
-std::vector<size_t> RoutedToHardware(const std::vector<size_t>& candidates,
-                                     const SplitDecodeOps& ops) {
+// The samples of `ids` that their route sends to the hardware (not dropped,
+// not cached, not decoded on the CPU), in order.
+std::vector<size_t> RoutedToHardware(const std::vector<size_t>& ids, const SplitDecodeOps& ops) {
   std::vector<size_t> hw;
-  for (size_t i : candidates) {
+  for (size_t i : ids) {
     if (ops.sample(i).route == DecodeRoute::kNvJpeg) hw.push_back(i);
   }
   return hw;
@@ -49,7 +50,7 @@ Result<SplitDecodeResult> Finish(ThreadPool& pool, size_t n, SplitDecodeOps& ops
     result.hw_error = hw_status;
     if (before_pool) before_pool();
     BATCHCAST_RETURN_IF_ERROR(
-        RouteOnPool(pool, hw, ops, times, stages.fallback_decode, /*force_cpu=*/true));
+        RouteOnPool(pool, hw, ops, times, stages.fallback_decode, RouteFor::kForceCpu));
   } else {
     return hw_status;
   }
@@ -64,7 +65,8 @@ Result<SplitDecodeResult> RunSplitDecode(ThreadPool& pool, size_t n, SplitDecode
   std::vector<size_t> candidates, fallback;
   SplitSamples(n, ops, &candidates, &fallback);
   // 1. Route the candidates (reads only: nothing here decodes).
-  BATCHCAST_RETURN_IF_ERROR(RouteOnPool(pool, candidates, ops, times, stages.read, false));
+  BATCHCAST_RETURN_IF_ERROR(
+      RouteOnPool(pool, candidates, ops, times, stages.read, RouteFor::kHardware));
   const std::vector<size_t> hw = RoutedToHardware(candidates, ops);
 
   // 2. The hardware batch on this thread, the fallback decodes beside it.
@@ -73,7 +75,7 @@ Result<SplitDecodeResult> RunSplitDecode(ThreadPool& pool, size_t n, SplitDecode
       static_cast<int64_t>(fallback.size()),
       [&](int worker, int64_t k) {
         StageTimes::Scope t(times, stages.fallback_decode);
-        return ops.Route(worker, fallback[static_cast<size_t>(k)], /*force_cpu=*/false);
+        return ops.Route(worker, fallback[static_cast<size_t>(k)], RouteFor::kCpu);
       },
       [&]() -> Status {
         if (hw.empty()) return Status::Ok();
@@ -112,7 +114,7 @@ Result<SplitDecodeResult> SplitDecoder::Decode(const BatchKey& key, SplitDecodeO
     SplitSamples(r->batch.indices.size(), *r->batch.ops, &candidates, &r->fallback);
     task_.Start([this, r] {
       return RouteOnPool(pool_, r->fallback, *r->batch.ops, times_, stages_.fallback_decode,
-                         /*force_cpu=*/false);
+                         RouteFor::kHardware);
     });
   };
   const bool matched = round != nullptr && round->ready && round->batch.epoch == key.epoch &&
@@ -132,7 +134,7 @@ Result<SplitDecodeResult> SplitDecoder::Decode(const BatchKey& key, SplitDecodeO
     std::vector<size_t> unused;
     SplitSamples(n, ops, &unused, &fallback);
     BATCHCAST_RETURN_IF_ERROR(
-        RouteOnPool(pool_, fallback, ops, times_, stages_.fallback_decode, /*force_cpu=*/false));
+        RouteOnPool(pool_, fallback, ops, times_, stages_.fallback_decode, RouteFor::kHardware));
   }
   // The fallback samples are routed; the others are the candidates.
   std::vector<bool> routed(n, false);
@@ -141,8 +143,11 @@ Result<SplitDecodeResult> SplitDecoder::Decode(const BatchKey& key, SplitDecodeO
   for (size_t i = 0; i < n; ++i) {
     if (!routed[i]) candidates.push_back(i);
   }
-  BATCHCAST_RETURN_IF_ERROR(RouteOnPool(pool_, candidates, ops, times_, stages_.read, false));
-  const std::vector<size_t> hw = RoutedToHardware(candidates, ops);
+  BATCHCAST_RETURN_IF_ERROR(
+      RouteOnPool(pool_, candidates, ops, times_, stages_.read, RouteFor::kHardware));
+  std::vector<size_t> all(n);
+  std::iota(all.begin(), all.end(), size_t{0});
+  const std::vector<size_t> hw = RoutedToHardware(all, ops);
   start_next();  // the pool is the round's until Collect()
   Status hw_status;
   if (!hw.empty()) {

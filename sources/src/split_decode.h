@@ -43,7 +43,10 @@
 // the pool first (or, with no round to start, as RunSplitDecode does). The
 // round's split
 // (which samples are fallback) is the one Decode uses for that batch, so
-// every sample is still routed exactly once per step. The round writes only
+// every sample is still routed exactly once per step. As the round routes
+// before the hardware call, its samples may join that call (Note
+// [Transcoded progressive files]): the hardware batch is every sample routed
+// kNvJpeg, in the batch's order. The round writes only
 // the next batch's samples and files (the other buffer set; host memory), and
 // uses the pool while the pipeline thread does not: Decode routes the
 // candidates before it starts the round, and a refused batch waits for the
@@ -75,10 +78,12 @@ class SplitDecodeOps {
   virtual ~SplitDecodeOps() = default;
   // Sample i goes to the hardware engine or needs no decoding (cached).
   virtual bool HardwareCandidate(size_t i) const = 0;
-  // Routes sample i into sample(i) (SampleRouter::Route): reads its file if
-  // needed and decodes it on the CPU when its route says so; a bad file is
-  // dropped (route kDropped) or its error returned (on_error=fail).
-  virtual Status Route(int worker, size_t i, bool force_cpu) = 0;
+  // Routes sample i into sample(i) (SampleRouter::Route, with `mode`):
+  // reads its file if needed and decodes it on the CPU when its route says
+  // so; a bad file is dropped (route kDropped) or its error returned
+  // (on_error=fail). Routed with kHardware, a fallback sample may come out
+  // kNvJpeg (Note [Transcoded progressive files]): it joins the hardware batch.
+  virtual Status Route(int worker, size_t i, RouteFor mode) = 0;
   // Submits the hardware batch of the samples `ids` (all routed kNvJpeg).
   // DataLoss: the engine refused the batch.
   virtual Status DecodeHardware(std::span<const size_t> ids) = 0;

@@ -99,7 +99,7 @@ TEST(SampleRouter, RoutesByScanAndCachePlace) {
   FileBuffer file;
   GpuSample s;
   int64_t index = 0;
-  ASSERT_TRUE(router.Route(0, epoch, index, file, s, false).ok());
+  ASSERT_TRUE(router.Route(0, epoch, index, file, s, RouteFor::kHardware).ok());
   EXPECT_EQ(s.route, DecodeRoute::kNvJpeg);
   EXPECT_EQ(file.index, 0);
   EXPECT_EQ(file.bytes, f.Bytes(0));
@@ -107,7 +107,7 @@ TEST(SampleRouter, RoutesByScanAndCachePlace) {
 
   // A cache place, not filled yet: decoded whole, for the cache.
   index = 1;
-  ASSERT_TRUE(router.Route(0, epoch, index, file, s, false).ok());
+  ASSERT_TRUE(router.Route(0, epoch, index, file, s, RouteFor::kHardware).ok());
   EXPECT_EQ(s.route, DecodeRoute::kCpuFullForCache);
   EXPECT_EQ(file.index, 1);
   auto full = reference.DecodeRgb(f.Bytes(1), 0);
@@ -116,12 +116,12 @@ TEST(SampleRouter, RoutesByScanAndCachePlace) {
   ExpectPlan(s.plan, image::PlanCrop(t, epoch, 1, 40, 30));
 
   // The same file when nvJPEG rejected its batch: its crop, on the CPU.
-  ASSERT_TRUE(router.Route(0, epoch, index, file, s, /*force_cpu=*/true).ok());
+  ASSERT_TRUE(router.Route(0, epoch, index, file, s, RouteFor::kForceCpu).ok());
   EXPECT_EQ(s.route, DecodeRoute::kCpuCropped);
 
   // No place: the DCT-scaled crop, as the CPU path decodes it.
   index = 2;
-  ASSERT_TRUE(router.Route(0, epoch, index, file, s, false).ok());
+  ASSERT_TRUE(router.Route(0, epoch, index, file, s, RouteFor::kHardware).ok());
   EXPECT_EQ(s.route, DecodeRoute::kCpuCropped);
   const image::CropPlan plan = image::PlanCrop(t, epoch, 2, 400, 300);
   ExpectPlan(s.plan, plan);
@@ -137,7 +137,7 @@ TEST(SampleRouter, RoutesByScanAndCachePlace) {
 
   // A bad file: Note [Dropped files], no sample (and no other index instead).
   index = 3;
-  auto fill = router.Route(0, epoch, index, file, s, false);
+  auto fill = router.Route(0, epoch, index, file, s, RouteFor::kHardware);
   ASSERT_TRUE(fill.ok()) << fill.status().ToString();
   EXPECT_EQ(*fill, SampleFill::kDropped);
   EXPECT_EQ(s.route, DecodeRoute::kDropped);
@@ -146,7 +146,7 @@ TEST(SampleRouter, RoutesByScanAndCachePlace) {
   // In a later epoch it is dropped without being read.
   FileBuffer untouched;
   GpuSample later;
-  fill = router.Route(0, epoch + 1, index, untouched, later, false);
+  fill = router.Route(0, epoch + 1, index, untouched, later, RouteFor::kHardware);
   ASSERT_TRUE(fill.ok());
   EXPECT_EQ(*fill, SampleFill::kDropped);
   EXPECT_EQ(later.route, DecodeRoute::kDropped);
@@ -164,7 +164,7 @@ TEST(SampleRouter, AFileReadAheadIsNotReadAgain) {
   file.index = 0;  // as if the prefetcher had read index 0
   GpuSample s;
   int64_t index = 0;
-  ASSERT_TRUE(router.Route(0, 0, index, file, s, false).ok());
+  ASSERT_TRUE(router.Route(0, 0, index, file, s, RouteFor::kHardware).ok());
   EXPECT_EQ(s.route, DecodeRoute::kNvJpeg);
   EXPECT_EQ(file.bytes, (std::vector<uint8_t>{1, 2, 3}));
 }

@@ -26,16 +26,24 @@ using namespace std::chrono_literals;
 class FakeOps : public SplitDecodeOps {
  public:
   FakeOps(std::vector<bool> hw, std::set<size_t> bad)
-      : hw_(std::move(hw)), bad_(std::move(bad)), samples_(hw_.size()), routes_(hw_.size()) {}
+      : hw_(std::move(hw)),
+        bad_(std::move(bad)),
+        samples_(hw_.size()),
+        routes_(hw_.size()),
+        modes_(hw_.size()) {}
 
   bool HardwareCandidate(size_t i) const override { return hw_[i]; }
-  Status Route(int, size_t i, bool force_cpu) override {
+  Status Route(int, size_t i, RouteFor mode) override {
     routes_[i].fetch_add(1);
+    modes_[i] = mode;
     GpuSample& s = samples_[i];
+    const bool force_cpu = mode == RouteFor::kForceCpu;
     if (bad_.count(i) != 0) {
       s.route = DecodeRoute::kDropped;
     } else if (hw_[i] && !force_cpu) {
       s.route = DecodeRoute::kNvJpeg;  // read only
+    } else if (mode == RouteFor::kHardware && transcodable.count(i) != 0) {
+      s.route = DecodeRoute::kNvJpeg;  // transcoded: joins the hardware batch
     } else {
       s.route = DecodeRoute::kCpuCropped;  // a CPU decode
       std::unique_lock l(mu_);
@@ -69,6 +77,7 @@ class FakeOps : public SplitDecodeOps {
   const GpuSample& sample(size_t i) const override { return samples_[i]; }
 
   std::set<size_t> refuse;  // a batch with one of these is refused (DataLoss)
+  std::set<size_t> transcodable;  // CPU files that join the hardware batch when they can
   int wait_for_cpu = 0;
   std::function<void()> during_hw;  // runs inside the hardware call
 
@@ -83,6 +92,7 @@ class FakeOps : public SplitDecodeOps {
   std::set<size_t> bad_;
   std::vector<GpuSample> samples_;
   std::vector<std::atomic<int>> routes_;
+  std::vector<RouteFor> modes_;  // the last Route's mode per sample
   std::vector<std::vector<size_t>> hw_batches_;
   std::atomic<bool> hw_in_flight_{false};
   std::atomic<int> overlapped_{0};
@@ -164,7 +174,7 @@ TEST(SplitDecode, FallbackStartsWithTheCostliest) {
    public:
     using FakeOps::FakeOps;
     uint64_t FallbackCost(size_t i) const override { return i == 3 ? 1 : (i == 5 ? 9 : 4); }
-    Status Route(int w, size_t i, bool f) override {
+    Status Route(int w, size_t i, RouteFor f) override {
       if (!hw_[i]) order.push_back(i);
       return FakeOps::Route(w, i, f);
     }
@@ -204,7 +214,7 @@ TEST(SplitDecode, ErrorsStopTheBatch) {
   class FailingRoute : public FakeOps {
    public:
     using FakeOps::FakeOps;
-    Status Route(int w, size_t i, bool f) override {
+    Status Route(int w, size_t i, RouteFor f) override {
       if (i == 4) return DataLossError("bad file, on_error=fail");
       return FakeOps::Route(w, i, f);
     }
@@ -220,7 +230,7 @@ class Forward : public SplitDecodeOps {
  public:
   explicit Forward(FakeOps* to) : to_(to) {}
   bool HardwareCandidate(size_t i) const override { return to_->HardwareCandidate(i); }
-  Status Route(int w, size_t i, bool f) override { return to_->Route(w, i, f); }
+  Status Route(int w, size_t i, RouteFor f) override { return to_->Route(w, i, f); }
   Status DecodeHardware(std::span<const size_t> ids) override { return to_->DecodeHardware(ids); }
   const GpuSample& sample(size_t i) const override { return to_->sample(i); }
 
@@ -267,6 +277,52 @@ TEST(SplitDecoder, NextBatchFallbackRunsBesideThisHardwareCall) {
   EXPECT_EQ(t[3].name, "fallback_wait");
 }
 
+// Note [Transcoded progressive files]: fallback samples routed before the
+// hardware call (the round, or the first batch's own) may join it; beside the
+// call (RunSplitDecode) they are decoded on the CPU.
+TEST(SplitDecoder, TranscodedFallbackSamplesJoinTheHardwareBatch) {
+  ThreadPool pool(2);
+  SplitDecoder decoder(pool, nullptr);
+  FakeOps a(EveryFourthOnCpu(8), {}), b(EveryFourthOnCpu(8), {});
+  a.transcodable = {0};  // the first batch: its fallback is routed before the call too
+  b.transcodable = {4};
+  auto ra = decoder.Decode(BatchKey{0, Indices(0, 8)}, a, Ahead(0, Indices(8, 8), &b));
+  ASSERT_TRUE(ra.ok()) << ra.status().ToString();
+  ASSERT_EQ(a.hw_batches_.size(), 1u);
+  EXPECT_EQ(a.hw_batches_[0], (std::vector<size_t>{0, 1, 2, 3, 5, 6, 7}));
+  EXPECT_EQ(ra->hw_decoded, 7u);
+  EXPECT_EQ(ra->cpu_decoded, 1u);
+  auto rb = decoder.Decode(BatchKey{0, Indices(8, 8)}, b);
+  ASSERT_TRUE(rb.ok()) << rb.status().ToString();
+  ASSERT_EQ(b.hw_batches_.size(), 1u);
+  EXPECT_EQ(b.hw_batches_[0], (std::vector<size_t>{1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(b.modes_[4], RouteFor::kHardware);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(b.routes_[i].load(), 1) << "sample " << i;
+
+  FakeOps c(EveryFourthOnCpu(8), {});
+  c.transcodable = {0, 4};
+  auto rc = RunSplitDecode(pool, 8, c, nullptr);
+  ASSERT_TRUE(rc.ok());
+  EXPECT_EQ(c.modes_[0], RouteFor::kCpu) << "beside the call a sample cannot join it";
+  EXPECT_EQ(rc->cpu_decoded, 2u);
+  EXPECT_EQ(c.hw_batches_[0], (std::vector<size_t>{1, 2, 3, 5, 6, 7}));
+}
+
+// A refused batch with transcoded samples: all of its samples go to the CPU.
+TEST(SplitDecoder, RefusedBatchTakesTranscodedSamplesToo) {
+  ThreadPool pool(2);
+  SplitDecoder decoder(pool, nullptr);
+  FakeOps a(EveryFourthOnCpu(8), {}), b(EveryFourthOnCpu(8), {});
+  a.transcodable = {4};
+  a.refuse = {2};
+  auto ra = decoder.Decode(BatchKey{0, Indices(0, 8)}, a, Ahead(0, Indices(8, 8), &b));
+  ASSERT_TRUE(ra.ok()) << ra.status().ToString();
+  EXPECT_TRUE(ra->hw_refused);
+  EXPECT_EQ(ra->cpu_decoded, 8u);
+  EXPECT_EQ(a.modes_[4], RouteFor::kForceCpu);
+  EXPECT_EQ(a.routes_[4].load(), 2);
+}
+
 // A hint that turns out wrong: the round is discarded and the batch that
 // came is decoded whole, each of its samples routed once.
 TEST(SplitDecoder, WrongHintIsDecodedInItsOwnBatch) {
@@ -308,7 +364,7 @@ TEST(SplitDecoder, RoundErrorBelongsToItsBatch) {
   class FailingRoute : public FakeOps {
    public:
     using FakeOps::FakeOps;
-    Status Route(int w, size_t i, bool f) override {
+    Status Route(int w, size_t i, RouteFor f) override {
       if (i == 4) return DataLossError("bad file, on_error=fail");
       return FakeOps::Route(w, i, f);
     }

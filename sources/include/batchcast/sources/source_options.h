@@ -79,6 +79,10 @@ struct SourceOptions {
   // GPU decode: MiB of device memory for Note [CPU-decoded file cache]; 0
   // (the default) = no cache.
   uint64_t device_cache_mb = 0;
+  // GPU decode: MiB of host memory for Note [Transcoded progressive files]
+  // (progressive JPEGs re-encoded as baseline once, then decoded by the
+  // hardware engine); 0 = off. Not with the device cache.
+  uint64_t transcode_cache_mb = 1024;
   // Tar shards: samples of the shuffle buffer that mixes the shards' streams
   // (core/src/sampler.h); the source holds at most about this many encoded
   // samples plus one batch in memory (Note [Shard reads]). 0 or 1: no mixing.
