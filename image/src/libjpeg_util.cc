@@ -1,7 +1,5 @@
 #include "libjpeg_util.h"
 
-#include <jerror.h>
-
 #include <cstring>
 #include <string_view>
 

@@ -14,6 +14,7 @@
 // clang-format off
 #include <cstdio>  // jpeglib.h needs FILE and size_t first
 #include <jpeglib.h>
+#include <jerror.h>  // ERREXIT, JERR_* and JWRN_* codes
 // clang-format on
 
 #include <csetjmp>

@@ -1,7 +1,5 @@
 #include "batchcast/image/transcode.h"
 
-#include <jerror.h>  // after jpeglib.h (libjpeg_util.h)
-
 #include <cstring>
 #include <new>
 #include <string>
