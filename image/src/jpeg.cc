@@ -1,121 +1,14 @@
 #include "batchcast/image/jpeg.h"
 
-// clang-format off
-#include <cstdio>  // jpeglib.h needs FILE and size_t first
-#include <jpeglib.h>
-#include <jerror.h>
-// clang-format on
-
 #include <algorithm>
-#include <csetjmp>
 #include <cstring>
 #include <string>
 
 #include "batchcast/core/check.h"
+#include "libjpeg_util.h"
 
 namespace batchcast::image {
 namespace {
-
-// libjpeg reports errors through this manager. error_exit and fatal warnings
-// longjmp back to the setjmp in the Guarded* function that called libjpeg; those
-// functions hold only trivially destructible locals, so the jump skips no
-// destructor.
-struct ErrorManager {
-  jpeg_error_mgr pub;  // first member: libjpeg sees a jpeg_error_mgr*
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
-
-ErrorManager* GetErrorManager(j_common_ptr cinfo) {
-  return reinterpret_cast<ErrorManager*>(cinfo->err);
-}
-
-[[noreturn]] void OnErrorExit(j_common_ptr cinfo) {
-  ErrorManager* err = GetErrorManager(cinfo);
-  (*cinfo->err->format_message)(cinfo, err->message);
-  std::longjmp(err->jump, 1);
-}
-
-// Warnings that mean the decoded pixels are not the encoded ones.
-bool IsFatalWarning(int code) {
-  switch (code) {
-    case JWRN_JPEG_EOF:
-    case JWRN_HIT_MARKER:
-    case JWRN_HUFF_BAD_CODE:
-    case JWRN_ARITH_BAD_CODE:
-    case JWRN_MUST_RESYNC:
-    case JWRN_BOGUS_PROGRESSION:
-    case JWRN_NOT_SEQUENTIAL:
-      return true;
-    default:
-      return false;
-  }
-}
-
-void OnEmitMessage(j_common_ptr cinfo, int msg_level) {
-  if (msg_level >= 0) return;  // trace messages
-  cinfo->err->num_warnings++;
-  if (IsFatalWarning(cinfo->err->msg_code)) {
-    ErrorManager* err = GetErrorManager(cinfo);
-    (*cinfo->err->format_message)(cinfo, err->message);
-    std::longjmp(err->jump, 2);
-  }
-}
-
-void OnOutputMessage(j_common_ptr) {}  // never print to stderr
-
-void SetMessage(ErrorManager* err, const char* message) {
-  std::snprintf(err->message, sizeof(err->message), "%s", message);
-}
-
-JpegInfo::ColorSpace ToColorSpace(J_COLOR_SPACE space) {
-  switch (space) {
-    case JCS_GRAYSCALE:
-      return JpegInfo::ColorSpace::kGray;
-    case JCS_YCbCr:
-      return JpegInfo::ColorSpace::kYCbCr;
-    case JCS_RGB:
-      return JpegInfo::ColorSpace::kRGB;
-    case JCS_CMYK:
-      return JpegInfo::ColorSpace::kCMYK;
-    case JCS_YCCK:
-      return JpegInfo::ColorSpace::kYCCK;
-    default:
-      return JpegInfo::ColorSpace::kUnknown;
-  }
-}
-
-std::string DescribeNonJpeg(std::span<const uint8_t> b) {
-  auto starts_with = [&](std::string_view magic, size_t offset = 0) {
-    return b.size() >= offset + magic.size() &&
-           std::memcmp(b.data() + offset, magic.data(), magic.size()) == 0;
-  };
-  const char* format = nullptr;
-  if (starts_with("\x89PNG\r\n\x1a\n")) {
-    format = "PNG";
-  } else if (starts_with("GIF87a") || starts_with("GIF89a")) {
-    format = "GIF";
-  } else if (starts_with("RIFF") && starts_with("WEBP", 8)) {
-    format = "WebP";
-  } else if (starts_with(std::string_view("II*\0", 4)) ||
-             starts_with(std::string_view("MM\0*", 4))) {
-    format = "TIFF";
-  } else if (starts_with("BM")) {
-    format = "BMP";
-  }
-  if (format != nullptr) {
-    return std::string("not a JPEG: the data is a ") + format + " image";
-  }
-  char buf[96];
-  if (b.size() == 1) {
-    std::snprintf(buf, sizeof(buf), "not a JPEG: 1 byte (0x%02x)", b[0]);
-  } else {
-    std::snprintf(buf, sizeof(buf),
-                  "not a JPEG: starts with 0x%02x 0x%02x instead of the SOI marker 0xff 0xd8", b[0],
-                  b[1]);
-  }
-  return buf;
-}
 
 // Pillow's MULDIV255: a * b / 255, rounded.
 inline int MulDiv255(int a, int b) {
@@ -318,11 +211,7 @@ int ScaledDimension(int dim, int scale_denom) {
 
 JpegDecoder::JpegDecoder() : impl_(std::make_unique<Impl>()) {
   std::memset(&impl_->cinfo, 0, sizeof(impl_->cinfo));
-  impl_->cinfo.err = jpeg_std_error(&impl_->err.pub);
-  impl_->err.pub.error_exit = OnErrorExit;
-  impl_->err.pub.emit_message = OnEmitMessage;
-  impl_->err.pub.output_message = OnOutputMessage;
-  impl_->err.message[0] = '\0';
+  impl_->cinfo.err = InitErrorManager(&impl_->err);
   const int rc = GuardedCreate(&impl_->cinfo, &impl_->err);
   BATCHCAST_CHECK(rc == 0) << "jpeg_create_decompress failed: " << impl_->err.message;
 }

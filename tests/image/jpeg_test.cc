@@ -346,10 +346,7 @@ TEST(JpegDecoder, CorruptedBytesNeverCrash) {
   for (bool progressive : {false, true}) {
     const auto jpeg = EncodeJpeg(src, 85, TJSAMP_420, progressive);
     for (int iter = 0; iter < 300; ++iter) {
-      std::vector<uint8_t> bad = jpeg;
-      const int flips = 1 + static_cast<int>(rng() % 8);
-      for (int i = 0; i < flips; ++i) bad[rng() % bad.size()] = static_cast<uint8_t>(rng());
-      if (iter % 3 == 0) bad.resize(rng() % bad.size());
+      const std::vector<uint8_t> bad = Corrupt(jpeg, rng, iter % 3 == 0);
       auto info = decoder.ReadHeader(bad, 1u << 22);
       if (!info.ok()) {
         ++failures;

@@ -151,6 +151,17 @@ inline std::vector<uint8_t> EncodeCmykJpeg(const Image& stored, bool ycck, int q
       });
 }
 
+// `jpeg` with 1 to 8 random bytes overwritten, then cut at a random length
+// when `truncate`.
+inline std::vector<uint8_t> Corrupt(const std::vector<uint8_t>& jpeg, std::mt19937& rng,
+                                    bool truncate) {
+  std::vector<uint8_t> bad = jpeg;
+  const int flips = 1 + static_cast<int>(rng() % 8);
+  for (int i = 0; i < flips; ++i) bad[rng() % bad.size()] = static_cast<uint8_t>(rng());
+  if (truncate) bad.resize(rng() % bad.size());
+  return bad;
+}
+
 // Rewrites the dimensions in the SOF marker of a JPEG. Returns false if none.
 inline bool PatchSofDimensions(std::vector<uint8_t>& jpeg, uint16_t width, uint16_t height) {
   for (size_t i = 2; i + 9 < jpeg.size();) {
