@@ -149,8 +149,10 @@ SourceOptions Options(const std::string& transform, const std::string& device,
   return o;
 }
 
-// Files the GPU path sends to the CPU decoder too (by their header).
-std::vector<bool> CpuDecodedFiles(int64_t count) {
+// Files the GPU path sends to the CPU decoder too (by their header): with
+// `transcode` (Note [Transcoded progressive files]) the progressive YCbCr and
+// gray files go to the hardware engine as baseline bytes instead.
+std::vector<bool> CpuDecodedFiles(int64_t count, bool transcode) {
   auto entries = ListImageDataset(Dataset());
   EXPECT_TRUE(entries.ok());
   std::vector<bool> out;
@@ -165,7 +167,8 @@ std::vector<bool> CpuDecodedFiles(int64_t count) {
     auto info = image::ReadJpegInfo(bytes);
     if (!info.ok()) continue;  // dropped at scan by both paths
     using CS = image::JpegInfo::ColorSpace;
-    out.push_back(info->progressive || (info->color != CS::kYCbCr && info->color != CS::kGray));
+    const bool odd_color = info->color != CS::kYCbCr && info->color != CS::kGray;
+    out.push_back(odd_color || (info->progressive && !transcode));
   }
   EXPECT_EQ(static_cast<int64_t>(out.size()), count);
   return out;
@@ -183,14 +186,19 @@ class GpuImageTest : public ::testing::Test {
 TEST_F(GpuImageTest, CpuAndGpuPathsAgree) {
   for (const char* transform : {"eval", "train"}) {
     SCOPED_TRACE(transform);
+    // eval: progressive files transcoded for the engine (the default); train:
+    // decoded on the CPU pool (--transcode-cache-mb 0).
+    const bool transcode = std::string(transform) == "eval";
+    SourceOptions gpu_options = Options(transform, "cuda:0");
+    if (!transcode) gpu_options.transcode_cache_mb = 0;
     auto cpu = MakeSource(Options(transform, "cpu"));
-    auto gpu = MakeSource(Options(transform, "cuda:0"));
+    auto gpu = MakeSource(gpu_options);
     ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
     ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
     ASSERT_EQ((*gpu)->output_memory(), MemoryKind::kCuda) << (*gpu)->description();
     ASSERT_EQ((*cpu)->size(), (*gpu)->size());
     const int64_t count = static_cast<int64_t>((*cpu)->size());
-    const std::vector<bool> fallback = CpuDecodedFiles(count);
+    const std::vector<bool> fallback = CpuDecodedFiles(count, transcode);
     const Output a = RunSource(**cpu, 3, count, 32);
     // The GPU source as the server drives it (read-ahead hints, the next
     // batch's fallback decodes ahead), and with some wrong hints.
@@ -230,6 +238,14 @@ TEST_F(GpuImageTest, CpuAndGpuPathsAgree) {
     RecordProperty(std::string(transform) + "_mean_abs_diff", std::to_string(mean));
     EXPECT_LT(mean, kMeanAbsBound);
     EXPECT_GT(b.counters.value("gpu_decoded", 0), count / 2) << "nvJPEG decoded too few files";
+    const int64_t cpu_files = std::count(fallback.begin(), fallback.end(), true);
+    if (transcode) {
+      EXPECT_GT(b.counters.value("transcoded", 0), 0) << "the dataset's progressive files";
+      EXPECT_EQ(b.counters.value("transcode_cache_files", 0), b.counters.value("transcoded", 0));
+    } else {
+      EXPECT_EQ(b.counters.value("transcoded", 0), 0);
+      EXPECT_GT(cpu_files, 0) << "the dataset's progressive files, on the CPU pool";
+    }
     if (n_fb > 0) EXPECT_LT(sum_fb / n_fb, kFallbackMeanAbsBound);
   }
 }
