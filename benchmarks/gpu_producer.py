@@ -3,7 +3,7 @@
 
 On the GPU host (about 5 minutes on an H100; everything in one run):
 
-  python3 benchmarks/gpu_producer.py --out OUT [--data DIR] [--workers 2] [--mps on] [--handoff]
+  python3 benchmarks/gpu_producer.py --out OUT [--data DIR] [--workers 2] [--mps on] [--handoff] [--interference]
 
   1. dataset: tools/make_dataset.py (100 classes x 40 images, ~500x375; 5 %
      progressive, 5 % grayscale, 4:4:4 and 4:2:2 sampling: on an H100 about
@@ -286,6 +286,10 @@ def summary(r):
         lines.append(f"ResNet-18 bs {r['args']['train_batch']} bf16 channels_last: synthetic "
                      f"{s:,.0f} img/s, fed by the server {f:,.0f} img/s = {f / s:.2f} "
                      "(goal >= 0.90; >= 0.95 under MPS)")
+        if "train_synthetic_beside_decode_only" in r:
+            x = r["train_synthetic_beside_decode_only"]
+            lines.append(f"  synthetic beside an nvJPEG decode-only process (no server): "
+                         f"{x:,.0f} img/s = {x / s:.2f}")
         if "train_fed_synthetic_server" in r:
             h = r["train_fed_synthetic_server"]
             lines.append(f"  fed by a --synthetic server (hand-off only, no decoding): "
@@ -311,6 +315,8 @@ def main(argv=None):
     p.add_argument("--handoff", action="store_true",
                    help="also: ResNet-18 fed by a --synthetic server (the hand-off without "
                         "the server's decoding)")
+    p.add_argument("--interference", action="store_true",
+                   help="also: ResNet-18 on synthetic data beside an nvJPEG decode-only process")
     p.add_argument("--warmup", type=float, default=5)
     p.add_argument("--measure", type=float, default=15)
     args = p.parse_args(argv)
@@ -355,6 +361,19 @@ def run(args, build, data, t_start):
             result["train_fed"] = train_rate(args, server.name)
     finally:
         server.stop()
+    if args.interference and not args.smoke:
+        # The same trainer on synthetic data while another process runs the
+        # nvJPEG hardware decode-only loop: what the engine's work alone costs it.
+        bench = subprocess.Popen(
+            [os.path.join(build, "benchmarks", "gpu_pipeline_bench"), data, "--batch",
+             str(args.server_batch), "--seconds", str(args.warmup + args.measure + 10), "--modes",
+             "decode"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(3)  # its files loaded, decoding
+            result["train_synthetic_beside_decode_only"] = train_rate(args)
+        finally:
+            bench.kill()
+            bench.wait()
     if args.handoff and not args.smoke:
         # Where a fed trainer loses its time: the same trainer fed by a
         # server that only copies synthetic samples into the device ring.
