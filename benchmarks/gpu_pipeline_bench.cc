@@ -118,39 +118,42 @@ int main(int argc, char** argv) {
         w.done.push_back(std::move(*e));
       }
     }
-    auto run = [&](double secs) {
-      std::atomic<size_t> images{0};
-      const auto t0 = Clock::now();
-      const double c0 = CpuSeconds();
-      std::vector<std::thread> threads;
-      for (size_t t = 0; t < workers.size(); ++t) {
-        threads.emplace_back([&, t] {
-          Worker& w = workers[t];
-          size_t next = t * 997;  // threads start at different files
-          int k = 0;
-          while (std::chrono::duration<double>(Clock::now() - t0).count() < secs) {
-            if (Status s = w.done[k].Synchronize(); !s.ok()) Die(s);
-            std::vector<std::span<const uint8_t>> jpegs;
-            std::vector<cuda::NvJpegDecoder::Output> outs;
-            for (int i = 0; i < batch; ++i) {
-              const size_t f = next++ % files.size();
-              jpegs.emplace_back(files[f].data(), files[f].size());
-              outs.push_back({w.arenas[k].data() + max_bytes * i, size_t(dims[f].first) * 3});
-            }
-            if (Status s = w.dec->DecodeBatch(k, jpegs, outs, w.stream->ref()); !s.ok()) Die(s);
-            (void)w.done[k].Record(w.stream->ref());
-            images += batch;
-            k ^= 1;
+    // Each thread warms up for a second and then measures, on the same
+    // thread throughout (a decoder stays on the thread that first used it).
+    std::atomic<size_t> images{0};
+    const auto t_start = Clock::now();
+    const auto t0 = t_start + std::chrono::seconds(1);
+    const auto t_end = t0 + std::chrono::duration_cast<Clock::duration>(
+                                std::chrono::duration<double>(seconds));
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < workers.size(); ++t) {
+      threads.emplace_back([&, t] {
+        Worker& w = workers[t];
+        size_t next = t * 997;  // threads start at different files
+        int k = 0;
+        while (Clock::now() < t_end) {
+          if (Status s = w.done[k].Synchronize(); !s.ok()) Die(s);
+          std::vector<std::span<const uint8_t>> jpegs;
+          std::vector<cuda::NvJpegDecoder::Output> outs;
+          for (int i = 0; i < batch; ++i) {
+            const size_t f = next++ % files.size();
+            jpegs.emplace_back(files[f].data(), files[f].size());
+            outs.push_back({w.arenas[k].data() + max_bytes * i, size_t(dims[f].first) * 3});
           }
-          (void)w.stream->Synchronize();
-        });
-      }
-      for (std::thread& th : threads) th.join();
-      const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-      return std::make_tuple(images.load() / wall, (CpuSeconds() - c0) / wall);
-    };
-    run(1.0);  // warm up
-    auto [rate, cores] = run(seconds);
+          if (Status s = w.dec->DecodeBatch(k, jpegs, outs, w.stream->ref()); !s.ok()) Die(s);
+          (void)w.done[k].Record(w.stream->ref());
+          if (Clock::now() >= t0) images += batch;
+          k ^= 1;
+        }
+        (void)w.stream->Synchronize();
+      });
+    }
+    std::this_thread::sleep_until(t0);
+    const double c0 = CpuSeconds();
+    for (std::thread& th : threads) th.join();
+    const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double rate = images.load() / wall;
+    const double cores = (CpuSeconds() - c0) / wall;
     nlohmann::json j = {{"mode", "decode_only"},  {"backend", workers[0].dec->backend_name()},
                         {"decode_threads", workers.size()},
                         {"files", files.size()},  {"files_not_supported", skipped},

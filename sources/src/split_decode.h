@@ -141,7 +141,8 @@ class SplitDecoder {
   // decodes come from the round started by the last call when that round
   // was for `key`) and starts the round of `next` (when next.ops is set).
   // Errors: as RunSplitDecode, and the round's error when it was for `key`.
-  // REQUIRES: ops covers key.indices.size() samples.
+  // REQUIRES: ops covers key.indices.size() samples; what next.ops refers to
+  // outlives the round (the next Decode or Collect, or the destructor).
   Result<SplitDecodeResult> Decode(const BatchKey& key, SplitDecodeOps& ops, AheadBatch next = {});
 
   // Waits for the round in flight, if any, keeping its result for Decode;

@@ -225,7 +225,9 @@ TEST(SplitDecode, ErrorsStopTheBatch) {
 // ---- SplitDecoder: Note [Fallback ahead] ----
 
 // The decoder owns the ops of the batch ahead; the test keeps the FakeOps
-// (the source's ops are likewise views of its buffer sets).
+// (the source's ops are likewise views of its buffer sets). The FakeOps are
+// declared before the decoder, so they outlive it: its destructor waits for a
+// round still in flight, which uses them.
 class Forward : public SplitDecodeOps {
  public:
   explicit Forward(FakeOps* to) : to_(to) {}
@@ -254,10 +256,10 @@ AheadBatch Ahead(uint32_t epoch, std::vector<int64_t> indices, FakeOps* ops) {
 TEST(SplitDecoder, NextBatchFallbackRunsBesideThisHardwareCall) {
   ThreadPool pool(2);
   StageTimes times({{"read", 3}, {"hw_decode", 1}, {"fallback_decode", 2}, {"fallback_wait", 1}});
-  SplitDecoder decoder(pool, &times);
   const std::vector<int64_t> a_idx = Indices(0, 16), b_idx = Indices(16, 16);
   FakeOps a(std::vector<bool>(16, true), {});
   FakeOps b(EveryFourthOnCpu(16), {});
+  SplitDecoder decoder(pool, &times);
   bool b_done_during_a = false;
   a.during_hw = [&] { b_done_during_a = b.WaitForCpuDecodes(4); };
   auto ra = decoder.Decode(BatchKey{0, a_idx}, a, Ahead(0, b_idx, &b));
@@ -282,10 +284,10 @@ TEST(SplitDecoder, NextBatchFallbackRunsBesideThisHardwareCall) {
 // call (RunSplitDecode) they are decoded on the CPU.
 TEST(SplitDecoder, TranscodedFallbackSamplesJoinTheHardwareBatch) {
   ThreadPool pool(2);
-  SplitDecoder decoder(pool, nullptr);
   FakeOps a(EveryFourthOnCpu(8), {}), b(EveryFourthOnCpu(8), {});
   a.transcodable = {0};  // the first batch: its fallback is routed before the call too
   b.transcodable = {4};
+  SplitDecoder decoder(pool, nullptr);
   auto ra = decoder.Decode(BatchKey{0, Indices(0, 8)}, a, Ahead(0, Indices(8, 8), &b));
   ASSERT_TRUE(ra.ok()) << ra.status().ToString();
   ASSERT_EQ(a.hw_batches_.size(), 1u);
@@ -311,10 +313,10 @@ TEST(SplitDecoder, TranscodedFallbackSamplesJoinTheHardwareBatch) {
 // A refused batch with transcoded samples: all of its samples go to the CPU.
 TEST(SplitDecoder, RefusedBatchTakesTranscodedSamplesToo) {
   ThreadPool pool(2);
-  SplitDecoder decoder(pool, nullptr);
   FakeOps a(EveryFourthOnCpu(8), {}), b(EveryFourthOnCpu(8), {});
   a.transcodable = {4};
   a.refuse = {2};
+  SplitDecoder decoder(pool, nullptr);
   auto ra = decoder.Decode(BatchKey{0, Indices(0, 8)}, a, Ahead(0, Indices(8, 8), &b));
   ASSERT_TRUE(ra.ok()) << ra.status().ToString();
   EXPECT_TRUE(ra->hw_refused);
@@ -327,8 +329,8 @@ TEST(SplitDecoder, RefusedBatchTakesTranscodedSamplesToo) {
 // came is decoded whole, each of its samples routed once.
 TEST(SplitDecoder, WrongHintIsDecodedInItsOwnBatch) {
   ThreadPool pool(3);
-  SplitDecoder decoder(pool, nullptr);
   FakeOps a(EveryFourthOnCpu(8), {}), b(EveryFourthOnCpu(8), {}), c(EveryFourthOnCpu(8), {});
+  SplitDecoder decoder(pool, nullptr);
   ASSERT_TRUE(decoder.Decode(BatchKey{0, Indices(0, 8)}, a, Ahead(0, Indices(8, 8), &b)).ok());
   // Same indices, other epoch: not the batch the round was for.
   auto rc = decoder.Decode(BatchKey{1, Indices(8, 8)}, c);
@@ -344,9 +346,9 @@ TEST(SplitDecoder, WrongHintIsDecodedInItsOwnBatch) {
 // work is still used by its batch.
 TEST(SplitDecoder, RefusedBatchWithARoundInFlight) {
   ThreadPool pool(2);
-  SplitDecoder decoder(pool, nullptr);
   FakeOps a(EveryFourthOnCpu(8), {}), b(EveryFourthOnCpu(8), /*bad=*/{4});
   a.refuse = {1};
+  SplitDecoder decoder(pool, nullptr);
   auto ra = decoder.Decode(BatchKey{0, Indices(0, 8)}, a, Ahead(0, Indices(8, 8), &b));
   ASSERT_TRUE(ra.ok()) << ra.status().ToString();
   EXPECT_TRUE(ra->hw_refused);
@@ -371,24 +373,24 @@ TEST(SplitDecoder, RoundErrorBelongsToItsBatch) {
   };
   ThreadPool pool(2);
   {
-    SplitDecoder decoder(pool, nullptr);
     FakeOps a(EveryFourthOnCpu(8), {});
     FailingRoute b(EveryFourthOnCpu(8), {});
+    SplitDecoder decoder(pool, nullptr);
     ASSERT_TRUE(decoder.Decode(BatchKey{0, Indices(0, 8)}, a, Ahead(0, Indices(8, 8), &b)).ok());
     EXPECT_EQ(decoder.Decode(BatchKey{0, Indices(8, 8)}, b).status().code(),
               StatusCode::kDataLoss);
   }
   {
-    SplitDecoder decoder(pool, nullptr);
     FakeOps a(EveryFourthOnCpu(8), {}), c(EveryFourthOnCpu(8), {});
     FailingRoute b(EveryFourthOnCpu(8), {});
+    SplitDecoder decoder(pool, nullptr);
     ASSERT_TRUE(decoder.Decode(BatchKey{0, Indices(0, 8)}, a, Ahead(0, Indices(8, 8), &b)).ok());
     EXPECT_TRUE(decoder.Decode(BatchKey{0, Indices(16, 8)}, c).ok());
   }
   {
     // Destroyed with a round in flight: it is waited for.
-    SplitDecoder decoder(pool, nullptr);
     FakeOps a(EveryFourthOnCpu(8), {}), b(EveryFourthOnCpu(8), {});
+    SplitDecoder decoder(pool, nullptr);
     ASSERT_TRUE(decoder.Decode(BatchKey{0, Indices(0, 8)}, a, Ahead(0, Indices(8, 8), &b)).ok());
   }
 }
