@@ -65,6 +65,43 @@ bool QuantTablesFitBaseline(JQUANT_TBL* const tables[NUM_QUANT_TBLS]) {
   return true;
 }
 
+// True when the block's coefficients have codes in the standard Huffman
+// tables: a quantized DC value in [-1024, 1023] (so DC differences need at
+// most 11 bits) and AC values in [-1023, 1023] (10 bits).
+bool BlockFitsStandardTables(const JCOEF* c) {
+  if (c[0] < -1024 || c[0] > 1023) return false;
+  for (int k = 1; k < DCTSIZE2; ++k) {
+    if (c[k] < -1023 || c[k] > 1023) return false;
+  }
+  return true;
+}
+
+// True when every block fits the standard tables, as in any 8-bit JPEG whose
+// data is not corrupt. libjpeg-turbo's encoder does not check this with the
+// standard tables (it would write a broken file); corrupt progressive data can
+// decode to larger values. Runs under the caller's setjmp (access_virt_barray
+// may fail); only the real blocks are encoded (edge padding is made anew).
+bool CoefficientsFitStandardTables(j_decompress_ptr src, jvirt_barray_ptr* coefficients) {
+  for (int ci = 0; ci < src->num_components; ++ci) {
+    const jpeg_component_info& comp = src->comp_info[ci];
+    for (JDIMENSION row = 0; row < comp.height_in_blocks; ++row) {
+      JBLOCKARRAY blocks = (*src->mem->access_virt_barray)(reinterpret_cast<j_common_ptr>(src),
+                                                           coefficients[ci], row, 1, FALSE);
+      for (JDIMENSION col = 0; col < comp.width_in_blocks; ++col) {
+        const JCOEF* c = blocks[0][col];
+        // |c| <= 1023 for all 64 (a fixed count: this loop vectorizes); the
+        // exact test only for the rare block that fails it.
+        uint16_t outside = 0;
+        for (int k = 0; k < DCTSIZE2; ++k) {
+          outside |= static_cast<uint16_t>(static_cast<uint16_t>(c[k] + 1023) > 2046);
+        }
+        if (outside != 0 && !BlockFitsStandardTables(c)) return false;
+      }
+    }
+  }
+  return true;
+}
+
 // The libjpeg state of one call.
 struct Transcoder {
   jpeg_decompress_struct src;
@@ -89,15 +126,24 @@ int GuardedReadHeader(Transcoder* t, const uint8_t* data, size_t size) {
 }
 
 // Reads the coefficients and writes them as baseline into t->dest. 0 on
-// success; 3 when the tables in effect do not fit baseline.
+// success; 3 when the tables in effect do not fit baseline; 1 on a libjpeg
+// error or coefficients out of range.
 int GuardedTranscode(Transcoder* t) {
   if (setjmp(t->err.jump)) return 1;
   jvirt_barray_ptr* coefficients = jpeg_read_coefficients(&t->src);  // reads through EOI
   jpeg_copy_critical_parameters(&t->src, &t->dst);  // also: JFIF header, input's density
   if (!QuantTablesFitBaseline(t->dst.quant_tbl_ptrs)) return 3;
-  // Optimized Huffman tables (a second pass over the coefficients): smaller
-  // output than the standard tables (measured in benchmarks/cpu_pipeline_cost).
-  t->dst.optimize_coding = TRUE;
+  // The standard Huffman tables, not optimized ones: on the progressive files
+  // of tools/make_dataset.py (benchmarks/cpu_pipeline_cost --progressive),
+  // optimizing made the output 1.012x-1.044x the input's size instead of
+  // 1.047x-1.098x, but cost a second pass over the coefficients: 1.66-2.2 ms
+  // of CPU per file instead of 1.1-1.45 ms. CPU is the scarce resource here.
+  // The standard tables need the range check below (~10-20 us per file).
+  t->dst.optimize_coding = FALSE;
+  if (!CoefficientsFitStandardTables(&t->src, coefficients)) {
+    SetMessage(&t->err, "DCT coefficient out of range");
+    return 1;
+  }
   t->dst.dest = &t->dest.pub;
   jpeg_write_coefficients(&t->dst, coefficients);  // no jpeg_simple_progression: sequential
   jpeg_finish_compress(&t->dst);

@@ -5,10 +5,11 @@
 // TranscodeToBaseline reads the input's quantized DCT coefficients
 // (jpeg_read_coefficients) and writes them again with the same quantization
 // tables, sampling factors and colour space, as one sequential Huffman-coded
-// scan per component set (SOF0, one interleaved scan) with optimized Huffman
-// tables. Only the entropy coding changes, so decoding the result gives
-// exactly the pixels of decoding the input with the same decoder (same IDCT
-// and upsampling). No marker is copied except a JFIF APP0 header (with the
+// scan (SOF0, one interleaved scan) with libjpeg's standard Huffman tables
+// (not optimized: the output is about 5% larger than the progressive input,
+// and a third cheaper to make). Only the entropy coding changes, so decoding
+// the result gives exactly the pixels of decoding the input with the same
+// decoder (same IDCT and upsampling). No marker is copied except a JFIF APP0 header (with the
 // input's density when it had one): EXIF, ICC profiles, comments, ... are
 // dropped (batchcast does not use them).
 //
@@ -28,10 +29,10 @@
 //   DataLoss: a corrupt or truncated JPEG (header or entropy-coded data; the
 //     same libjpeg warnings as JpegDecoder's count as errors).
 //
-// Cost: about one entropy decode plus one entropy encode (two, counting the
-// Huffman-optimizing pass over the coefficients): no IDCT, no colour
-// conversion; memory: the whole coefficient image (2 bytes per pixel and
-// component at full sampling) plus the output.
+// Cost: one entropy decode plus one entropy encode, no IDCT and no colour
+// conversion; for progressive files about as much CPU as decoding them (whose
+// cost is mostly the progressive entropy decode): see benchmarks/RESULTS.md.
+// Memory: the whole coefficient image (2 bytes per sample) plus the output.
 //
 // Thread-safety: a pure function; each call has its own libjpeg objects, so
 // calls on several threads at once are independent.
