@@ -1,6 +1,6 @@
 // gpu_pipeline_bench: the GPU path's producer side on one dataset, side by side.
 //
-//   gpu_pipeline_bench DATA [--batch 256] [--seconds 10] [--size 224] [--decode-threads 1]
+//   gpu_pipeline_bench DATA [--batch 256] [--seconds 10] [--size 224]
 //                      [--dtype float16] [--layout nchw] [--transform train]
 //                      [--modes decode,fill] [--workers N] [--device-cache-mb N]
 //
@@ -13,9 +13,6 @@
 // Prints one JSON object per mode: images/s, and the process CPU time per
 // wall second (cores used).
 #include <CLI/CLI.hpp>
-#include <atomic>
-#include <optional>
-#include <thread>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -50,9 +47,6 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch);
   app.add_option("--seconds", seconds);
   std::string modes = "decode,fill";
-  int decode_threads = 1;
-  app.add_option("--decode-threads", decode_threads,
-                 "decode-only: threads, each with its own nvJPEG decoder and stream");
   app.add_option("--modes", modes, "decode (decode-only), fill, or both");
   // The source options as batchcast-server spells and parses them.
   ServerOptions server_options;
@@ -87,75 +81,45 @@ int main(int argc, char** argv) {
     }
     size_t max_bytes = 0;
     for (auto [w, h] : dims) max_bytes = std::max<size_t>(max_bytes, size_t(w) * h * 3);
-    // One decoder per thread (--decode-threads), each with its own stream, two
-    // states and two arenas, decoding whole batches of its own.
-    struct Worker {
-      std::unique_ptr<cuda::NvJpegDecoder> dec;
-      std::optional<cuda::Stream> stream;
-      std::vector<cuda::DeviceBuffer> arenas;
-      std::vector<cuda::Event> done;
-    };
-    std::vector<Worker> workers(static_cast<size_t>(std::max(1, decode_threads)));
-    for (size_t t = 0; t < workers.size(); ++t) {
-      Worker& w = workers[t];
-      if (t == 0) {
-        w.dec = std::move(*dec);
-      } else {
-        auto d = cuda::NvJpegDecoder::Create(0, 2);
-        if (!d.ok()) Die(d.status());
-        w.dec = std::move(*d);
-      }
-      auto stream = cuda::Stream::Create(0);
-      if (!stream.ok()) Die(stream.status());
-      w.stream.emplace(std::move(*stream));
-      for (int k = 0; k < 2; ++k) {
-        auto a = cuda::DeviceBuffer::Create(0, max_bytes * batch);
-        if (!a.ok()) Die(a.status());
-        w.arenas.push_back(std::move(*a));
-        auto e = cuda::Event::Create(0, false, true);
-        if (!e.ok()) Die(e.status());
-        (void)e->Record(w.stream->ref());
-        w.done.push_back(std::move(*e));
-      }
+    auto stream = cuda::Stream::Create(0);
+    if (!stream.ok()) Die(stream.status());
+    std::vector<cuda::DeviceBuffer> arenas;
+    std::vector<cuda::Event> done;
+    for (int k = 0; k < 2; ++k) {
+      auto a = cuda::DeviceBuffer::Create(0, max_bytes * batch);
+      if (!a.ok()) Die(a.status());
+      arenas.push_back(std::move(*a));
+      auto e = cuda::Event::Create(0, false, true);
+      if (!e.ok()) Die(e.status());
+      (void)e->Record(stream->ref());
+      done.push_back(std::move(*e));
     }
-    // Each thread warms up for a second and then measures, on the same
-    // thread throughout (a decoder stays on the thread that first used it).
-    std::atomic<size_t> images{0};
-    const auto t_start = Clock::now();
-    const auto t0 = t_start + std::chrono::seconds(1);
-    const auto t_end = t0 + std::chrono::duration_cast<Clock::duration>(
-                                std::chrono::duration<double>(seconds));
-    std::vector<std::thread> threads;
-    for (size_t t = 0; t < workers.size(); ++t) {
-      threads.emplace_back([&, t] {
-        Worker& w = workers[t];
-        size_t next = t * 997;  // threads start at different files
-        int k = 0;
-        while (Clock::now() < t_end) {
-          if (Status s = w.done[k].Synchronize(); !s.ok()) Die(s);
-          std::vector<std::span<const uint8_t>> jpegs;
-          std::vector<cuda::NvJpegDecoder::Output> outs;
-          for (int i = 0; i < batch; ++i) {
-            const size_t f = next++ % files.size();
-            jpegs.emplace_back(files[f].data(), files[f].size());
-            outs.push_back({w.arenas[k].data() + max_bytes * i, size_t(dims[f].first) * 3});
-          }
-          if (Status s = w.dec->DecodeBatch(k, jpegs, outs, w.stream->ref()); !s.ok()) Die(s);
-          (void)w.done[k].Record(w.stream->ref());
-          if (Clock::now() >= t0) images += batch;
-          k ^= 1;
+    auto run = [&](double secs) {
+      size_t next = 0, images = 0;
+      int k = 0;
+      const auto t0 = Clock::now();
+      const double c0 = CpuSeconds();
+      while (std::chrono::duration<double>(Clock::now() - t0).count() < secs) {
+        if (Status s = done[k].Synchronize(); !s.ok()) Die(s);
+        std::vector<std::span<const uint8_t>> jpegs;
+        std::vector<cuda::NvJpegDecoder::Output> outs;
+        for (int i = 0; i < batch; ++i) {
+          const size_t f = next++ % files.size();
+          jpegs.emplace_back(files[f].data(), files[f].size());
+          outs.push_back({arenas[k].data() + max_bytes * i, size_t(dims[f].first) * 3});
         }
-        (void)w.stream->Synchronize();
-      });
-    }
-    std::this_thread::sleep_until(t0);
-    const double c0 = CpuSeconds();
-    for (std::thread& th : threads) th.join();
-    const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-    const double rate = images.load() / wall;
-    const double cores = (CpuSeconds() - c0) / wall;
-    nlohmann::json j = {{"mode", "decode_only"},  {"backend", workers[0].dec->backend_name()},
-                        {"decode_threads", workers.size()},
+        if (Status s = (*dec)->DecodeBatch(k, jpegs, outs, stream->ref()); !s.ok()) Die(s);
+        (void)done[k].Record(stream->ref());
+        images += batch;
+        k ^= 1;
+      }
+      (void)stream->Synchronize();
+      const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+      return std::make_tuple(images / wall, (CpuSeconds() - c0) / wall);
+    };
+    run(1.0);  // warm up
+    auto [rate, cores] = run(seconds);
+    nlohmann::json j = {{"mode", "decode_only"},  {"backend", (*dec)->backend_name()},
                         {"files", files.size()},  {"files_not_supported", skipped},
                         {"batch", batch},         {"images_per_s", rate},
                         {"cpu_cores_used", cores}};
