@@ -53,7 +53,8 @@ int main(int argc, char** argv) {
   server_options.source.dtype = DType::kFloat16;
   std::vector<Status> option_errors;
   AddServerOptions(&app, server_options, option_errors,
-                   {"data", "size", "dtype", "layout", "transform", "workers", "device_cache_mb"});
+                   {"data", "size", "dtype", "layout", "transform", "workers", "device_cache_mb",
+                    "transcode_cache_mb"});
   app.get_option("data")->required();
   CLI11_PARSE(app, argc, argv);
   for (const Status& e : option_errors) Die(e);
