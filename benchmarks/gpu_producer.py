@@ -3,14 +3,17 @@
 
 On the GPU host (about 5 minutes on an H100; everything in one run):
 
-  python3 benchmarks/gpu_producer.py --out OUT [--data DIR] [--workers 2] [--mps on] [--handoff] [--interference]
+  python3 benchmarks/gpu_producer.py --out OUT [--data DIR] [--workers 2] [--mps on]
+      [--transcode-cache-mb 1024] [--handoff] [--interference]
 
   1. dataset: tools/make_dataset.py (100 classes x 40 images, ~500x375; 5 %
      progressive, 5 % grayscale, 4:4:4 and 4:2:2 sampling: on an H100 about
      7-8 % of the files are refused by the nvJPEG hardware engine), or --data;
      read once so that the page cache holds it;
   2. the reference: nvJPEG hardware decode-only rate of the files it takes
-     (benchmarks/gpu_pipeline_bench --modes decode: in memory, no I/O);
+     (benchmarks/gpu_pipeline_bench --modes decode: in memory, no I/O), run
+     before and after step 3; the higher of the two counts (the engine's rate
+     moves between runs and hosts);
   3. one server (batchcast-server serve, --device cuda:0 --decode gpu, train
      224 float16, batch 256, window 8, --device-cache-mb 0: the cache is OFF,
      so every epoch costs what the first does) and one Loader reading as fast
@@ -21,7 +24,10 @@ On the GPU host (about 5 minutes on an H100; everything in one run):
      data, then the same fed by a Loader of that server: images/s and the
      ratio (goal >= 0.9; >= 0.95 under MPS: --mps on starts a private MPS
      daemon for the server and the trainer; the summary reports the server's
-     own MPS probe).
+     own MPS probe);
+  5. with --interference, the same trainer on synthetic data beside an nvJPEG
+     decode-only process; with --handoff, fed by a --synthetic server (the
+     hand-off alone, no decoding): where a fed trainer loses its time.
 
 Prints a summary and writes OUT/gpu_producer.json. Every figure says the
 device cache is off.
@@ -95,7 +101,8 @@ class ServerProc:
         elif synthetic:
             cmd += ["--device", "cuda:0"]
         else:
-            cmd += ["--device", "cuda:0", "--decode", "gpu", "--device-cache-mb", "0"]
+            cmd += ["--device", "cuda:0", "--decode", "gpu", "--device-cache-mb", "0",
+                    "--transcode-cache-mb", str(args.transcode_cache_mb)]
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 300
@@ -271,9 +278,11 @@ def summary(r):
                      "hardware engine")
     rd = r["read"]
     ref = r.get("decode_only", {}).get("images_per_s")
+    runs = ", ".join(f"{x:,.0f}" for x in r.get("decode_only_runs", []))
     lines.append(f"server -> one Loader: {rd['images_per_s']:,.0f} img/s"
                  + (f" = {rd['images_per_s'] / ref:.2f} of nvJPEG decode-only "
-                    f"{ref:,.0f} img/s (goal >= 0.90)" if ref else ""))
+                    f"{ref:,.0f} img/s (the higher of {runs}, before and after; goal >= 0.90)"
+                    if ref else ""))
     lines.append(f"server CPU: {rd['server_cores']:.2f} cores (goal <= 2)")
     threads = rd["stage_threads"]
     lines.append("stages (share of wall time; pool stages are summed over their threads): "
@@ -312,6 +321,8 @@ def main(argv=None):
     p.add_argument("--train-batch", type=int, default=128)
     p.add_argument("--mps", choices=("off", "on"), default="off",
                    help="on: start NVIDIA MPS (batchcast._mps) for the server and the trainer")
+    p.add_argument("--transcode-cache-mb", type=int, default=1024,
+                   help="the server's (0: progressive files decoded on the CPU pool)")
     p.add_argument("--handoff", action="store_true",
                    help="also: ResNet-18 fed by a --synthetic server (the hand-off without "
                         "the server's decoding)")
@@ -357,6 +368,14 @@ def run(args, build, data, t_start):
     try:
         result["read"] = read_rate(server, args, "reader")
         if not args.smoke:
+            # The reference again, right after: the engine's rate moves between
+            # runs and hosts (12k-33k img/s seen on H100s); the higher of the
+            # two is the reference (the conservative ratio).
+            after = decode_only(build, data, args)
+            result["decode_only_runs"] = [result["decode_only"]["images_per_s"],
+                                          after["images_per_s"]]
+            if after["images_per_s"] > result["decode_only"]["images_per_s"]:
+                result["decode_only"] = after
             result["train_synthetic"] = train_rate(args)
             result["train_fed"] = train_rate(args, server.name)
     finally:
