@@ -61,9 +61,14 @@ Status NvJpegStatus(int error, const char* expression, const char* file, int lin
 // Note [nvJPEG batch states]: nvjpegDecodeBatchedInitialize fixes a state's
 // batch size, and re-initializing it costs about as much as decoding the
 // batch; the hardware batch of a slot is the slot minus the files the engine
-// refuses, so its size changes from batch to batch. Each state slot therefore
-// keeps a few states, one per batch size recently used (least recently used
-// one re-initialized when all are taken).
+// refuses or that were dropped, so its size may change from batch to batch.
+// Each state slot therefore keeps a few states, one per batch size recently
+// used (least recently used one re-initialized when all are taken). States
+// are created when first needed: each holds engine resources, and creating
+// many at once (several decoders in one process, several processes) failed
+// on an H100 with NVJPEG_STATUS_ALLOCATOR_FAILURE. Since progressive files
+// are transcoded (Note [Transcoded progressive files]) the size is almost
+// always the slot's, so few are needed.
 struct BatchState {
   nvjpegJpegState_t state = nullptr;
   int batch = 0;       // batch size it was initialized for (0: none)
@@ -71,7 +76,7 @@ struct BatchState {
 };
 
 struct NvJpegDecoder::Impl {
-  static constexpr size_t kStatesPerSlot = 12;
+  static constexpr size_t kStatesPerSlot = 4;
   nvjpegHandle_t handle = nullptr;
   std::vector<std::vector<BatchState>> states;  // per state slot
   uint64_t clock = 0;
@@ -120,13 +125,7 @@ Result<std::unique_ptr<NvJpegDecoder>> NvJpegDecoder::Create(int device, int sta
     d->backend_ = Backend::kGpuHybrid;
   }
   impl.states.resize(static_cast<size_t>(states));
-  for (std::vector<BatchState>& slot : impl.states) {
-    slot.resize(Impl::kStatesPerSlot);
-    for (BatchState& b : slot) {
-      BATCHCAST_RETURN_IF_ERROR(
-          BATCHCAST_NVJPEG_CHECK(nvjpegJpegStateCreate(impl.handle, &b.state)));
-    }
-  }
+  for (std::vector<BatchState>& slot : impl.states) slot.resize(Impl::kStatesPerSlot);
   BATCHCAST_RETURN_IF_ERROR(
       BATCHCAST_NVJPEG_CHECK(nvjpegJpegStreamCreate(impl.handle, &impl.probe)));
   return d;
@@ -180,6 +179,10 @@ Status NvJpegDecoder::DecodeBatch(int state, std::span<const std::span<const uin
       return x.used < y.used;
     });
     b->batch = 0;
+    if (b->state == nullptr) {
+      BATCHCAST_RETURN_IF_ERROR(
+          BATCHCAST_NVJPEG_CHECK(nvjpegJpegStateCreate(impl.handle, &b->state)));
+    }
     BATCHCAST_RETURN_IF_ERROR(BATCHCAST_NVJPEG_CHECK(
         nvjpegDecodeBatchedInitialize(impl.handle, b->state, n, 1, NVJPEG_OUTPUT_RGBI)));
     b->batch = n;

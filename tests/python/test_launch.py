@@ -31,13 +31,13 @@ p.add_argument("--ignore-sigint", action="store_true")
 a = p.parse_args()
 if a.ignore_sigint:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-import batchcast
-loader = batchcast.Loader(a.shared, batch_size=16, timeout=30)
-print(f"pid {os.getpid()} rank {a.rank} lr {a.lr} job {os.environ['BATCHCAST_JOB']} of "
-      f"{os.environ['BATCHCAST_JOBS']} server {os.environ['BATCHCAST_SERVER']} group {loader.group} "
-      f"len {len(loader)} local_rank {os.environ.get('LOCAL_RANK')}")
 n = 0
-try:
+try:  # from the start: a SIGINT while batchcast loads (a loaded machine) is seen too
+    import batchcast
+    loader = batchcast.Loader(a.shared, batch_size=16, timeout=30)
+    print(f"pid {os.getpid()} rank {a.rank} lr {a.lr} job {os.environ['BATCHCAST_JOB']} of "
+          f"{os.environ['BATCHCAST_JOBS']} server {os.environ['BATCHCAST_SERVER']} "
+          f"group {loader.group} len {len(loader)} local_rank {os.environ.get('LOCAL_RANK')}")
     while a.forever or n < a.batches:
         for images, labels in loader:
             assert images.shape == (16, 3, 8, 8), images.shape
