@@ -87,7 +87,8 @@ class ServerProc:
         self.batchcast = batchcast
         self.name = name
         cmd = [os.path.join(build, "tools", "batchcast-server"), "serve", "--name", name,
-               "--batch-size", str(args.server_batch), "--window", "8", "--size", str(args.size),
+               "--batch-size", str(args.server_batch), "--window", str(args.window), "--size",
+               str(args.size),
                "--status-interval", "0"]
         if synthetic:
             # The hand-off alone: no decoding, no kernels of the server's (its
@@ -306,7 +307,7 @@ def summary(r):
     return "\n".join(lines)
 
 
-def main(argv=None):
+def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True)
     p.add_argument("--data", help="an ImageFolder to use instead of making one")
@@ -317,6 +318,7 @@ def main(argv=None):
     p.add_argument("--workers", type=int, default=2, help="the server's fallback decoders")
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--server-batch", type=int, default=256)
+    p.add_argument("--window", type=int, default=8, help="the server's")
     p.add_argument("--loader-batch", type=int, default=256)
     p.add_argument("--train-batch", type=int, default=128)
     p.add_argument("--mps", choices=("off", "on"), default="off",
@@ -335,6 +337,11 @@ def main(argv=None):
         args.classes, args.per_class, args.size = 2, 12, 32
         args.server_batch = args.loader_batch = 8
         args.warmup, args.measure, args.workers = 0.5, 1.5, 1
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
     build = find_build(args.build)
     os.makedirs(args.out, exist_ok=True)
     data = args.data or os.path.join(
