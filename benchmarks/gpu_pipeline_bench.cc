@@ -2,7 +2,8 @@
 //
 //   gpu_pipeline_bench DATA [--batch 256] [--seconds 10] [--size 224]
 //                      [--dtype float16] [--layout nchw] [--transform train]
-//                      [--modes decode,fill] [--workers N] [--device-cache-mb N]
+//                      [--modes decode,fill,augment] [--workers N] [--device-cache-mb N]
+//                      [--rate IMAGES_PER_S]
 //
 // 1. decode-only: nvJPEG batched decode (hardware backend where present) of
 //    the files it supports, read into memory beforehand (no file I/O), batches
@@ -10,15 +11,26 @@
 // 2. fill: CudaImageSource::FillBatch (file reads, nvJPEG, CPU fallback for
 //    the other files, the fused kernel) into a ring of 8 device slots, as the
 //    server's pipeline thread calls it, without consumers.
+// 3. augment (only when asked): the fused kernel alone (cuda::AugmentAsync) on
+//    --batch random 500x375 images with random-resized crops as the train
+//    transform draws them, back to back on one stream: GPU microseconds per
+//    batch and per image (what the server's kernel costs a time-sliced trainer).
+// --rate paces modes 1 and 2 to that many images/s (a server feeding a trainer
+// decodes at the trainer's rate): for what that work alone costs a trainer
+// beside it (benchmarks/gpu_producer.py --paced).
 // Prints one JSON object per mode: images/s, and the process CPU time per
 // wall second (cores used).
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <random>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "batchcast/cuda/runtime.h"
+#include "batchcast/cuda_image/augment.h"
 #include "batchcast/cuda_image/nvjpeg.h"
 #include "batchcast/image/jpeg.h"
 #include "batchcast/sources/make_source.h"
@@ -31,6 +43,13 @@ namespace {
 using batchcast::bench::CpuSeconds;
 using batchcast::bench::ReadAll;
 using Clock = std::chrono::steady_clock;
+
+// With rate > 0, sleeps until `images` images since t0 are due at `rate` per second.
+void Pace(double rate, size_t images, Clock::time_point t0) {
+  if (rate <= 0) return;
+  std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(images / rate)));
+}
 
 void Die(const batchcast::Status& s) {
   std::cerr << s.ToString() << "\n";
@@ -47,7 +66,9 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch);
   app.add_option("--seconds", seconds);
   std::string modes = "decode,fill";
-  app.add_option("--modes", modes, "decode (decode-only), fill, or both");
+  app.add_option("--modes", modes, "decode (decode-only), fill, augment (the kernel alone)");
+  double rate = 0;
+  app.add_option("--rate", rate, "decode and fill: at most this many images/s (0: as fast as it can)");
   // The source options as batchcast-server spells and parses them.
   ServerOptions server_options;
   server_options.source.dtype = DType::kFloat16;
@@ -113,6 +134,7 @@ int main(int argc, char** argv) {
         (void)done[k].Record(stream->ref());
         images += batch;
         k ^= 1;
+        Pace(rate, images, t0);
       }
       (void)stream->Synchronize();
       const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -165,6 +187,7 @@ int main(int argc, char** argv) {
         Result<uint32_t> kept = (*source)->FillBatch(t, ReadAhead{ahead, t.epoch});
         if (!kept.ok()) Die(kept.status());
         images += *kept;  // dropped files (Note [Dropped files]) make no image
+        Pace(rate, images, t0);
       }
       (void)stream->Synchronize();
       const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -181,6 +204,97 @@ int main(int argc, char** argv) {
                         {"batch", batch},           {"images_per_s", rate},
                         {"cpu_cores_used", cores},  {"first_epoch_images_per_s", cold_rate},
                         {"first_epoch_cpu_cores_used", cold_cores}, {"counters", counters}};
+    std::cout << j.dump() << std::endl;
+  }
+  // ---- 3. the fused kernel alone ----
+  if (modes.find("augment") != std::string::npos) {
+    constexpr int kW = 500, kH = 375;
+    const int size = server_options.source.size;
+    const size_t image_bytes = size_t(kW) * kH * 3;
+    auto src = cuda::DeviceBuffer::Create(0, image_bytes * batch);
+    auto out = cuda::DeviceBuffer::Create(0, size_t(size) * size * 3 * 4 * batch);
+    auto desc = cuda::DeviceBuffer::Create(0, sizeof(cuda::AugmentSample) * batch);
+    auto stream = cuda::Stream::Create(0);
+    if (!src.ok()) Die(src.status());
+    if (!out.ok()) Die(out.status());
+    if (!desc.ok()) Die(desc.status());
+    if (!stream.ok()) Die(stream.status());
+    std::mt19937 rng(1);
+    std::vector<uint8_t> pixels(image_bytes * batch);
+    for (uint8_t& p : pixels) p = static_cast<uint8_t>(rng());
+    if (Status s = cuda::CopyAsync(src->data(), pixels.data(), pixels.size(), stream->ref());
+        !s.ok()) {
+      Die(s);
+    }
+    nlohmann::json results = nlohmann::json::array();
+    for (DType dtype : {DType::kFloat16, DType::kFloat32}) {
+      cuda::AugmentParams params;
+      params.size = size;
+      params.dtype = dtype;
+      std::vector<cuda::AugmentSample> samples(batch);
+      int area = 0, boxed = 0;
+      for (int i = 0; i < batch; ++i) {
+        // RandomResizedCrop(scale 0.08-1, ratio 3/4-4/3), then the CPU path's DCT scaling.
+        std::uniform_real_distribution<double> scale(0.08, 1.0), log_ratio(std::log(0.75),
+                                                                           std::log(4.0 / 3));
+        int w = kW, h = kH;
+        for (int t = 0; t < 10; ++t) {
+          const double a = scale(rng) * kW * kH, r = std::exp(log_ratio(rng));
+          const int cw = int(std::lround(std::sqrt(a * r))), ch = int(std::lround(std::sqrt(a / r)));
+          if (cw > 0 && ch > 0 && cw <= kW && ch <= kH) {
+            w = cw;
+            h = ch;
+            break;
+          }
+        }
+        int box = 1;
+        while (box < 8 && w / (2 * box) >= size && h / (2 * box) >= size) box *= 2;
+        cuda::AugmentSample& d = samples[i];
+        d.src = src->data() + image_bytes * i;
+        d.pitch = kW * 3;
+        d.src_w = kW;
+        d.src_h = kH;
+        d.box = box;
+        d.rect_w = w / box;
+        d.rect_h = h / box;
+        d.rect_x = int(rng() % (kW / box - d.rect_w + 1));
+        d.rect_y = int(rng() % (kH / box - d.rect_h + 1));
+        d.flip = int(rng() & 1);
+        d.area = cuda::UsesAreaResampling(d.rect_w, d.rect_h, size) ? 1 : 0;
+        d.out = out->data() + size_t(size) * size * 3 * 4 * i;
+        area += d.area;
+        boxed += box > 1;
+      }
+      if (Status s = cuda::CopyAsync(desc->data(), samples.data(),
+                                     samples.size() * sizeof(samples[0]), stream->ref());
+          !s.ok()) {
+        Die(s);
+      }
+      auto launch = [&](int n) {
+        for (int k = 0; k < n; ++k) {
+          if (Status s = cuda::AugmentAsync(
+                  reinterpret_cast<const cuda::AugmentSample*>(desc->data()), batch, params,
+                  stream->ref());
+              !s.ok()) {
+            Die(s);
+          }
+        }
+        if (Status s = stream->Synchronize(); !s.ok()) Die(s);
+      };
+      launch(5);  // warm up
+      constexpr int kLaunches = 200;
+      const auto t0 = Clock::now();
+      launch(kLaunches);
+      const double us =
+          std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / kLaunches;
+      results.push_back({{"dtype", std::string(DTypeName(dtype))},
+                         {"us_per_batch", us},
+                         {"us_per_image", us / batch},
+                         {"area_samples", area},
+                         {"box_samples", boxed}});
+    }
+    nlohmann::json j = {{"mode", "augment"}, {"batch", batch}, {"size", size},
+                        {"source", "500x375"}, {"kernels", results}};
     std::cout << j.dump() << std::endl;
   }
   return 0;

@@ -4,7 +4,8 @@
 On the GPU host (about 5 minutes on an H100; everything in one run):
 
   python3 benchmarks/gpu_producer.py --out OUT [--data DIR] [--workers 2] [--mps on]
-      [--transcode-cache-mb 1024] [--handoff] [--interference]
+      [--transcode-cache-mb 1024] [--handoff] [--interference] [--paced]
+      [--no-reference]
 
   1. dataset: tools/make_dataset.py (100 classes x 40 images, ~500x375; 5 %
      progressive, 5 % grayscale, 4:4:4 and 4:2:2 sampling: on an H100 about
@@ -27,7 +28,16 @@ On the GPU host (about 5 minutes on an H100; everything in one run):
      own MPS probe);
   5. with --interference, the same trainer on synthetic data beside an nvJPEG
      decode-only process; with --handoff, fed by a --synthetic server (the
-     hand-off alone, no decoding): where a fed trainer loses its time.
+     hand-off alone, no decoding): where a fed trainer loses its time;
+     with --paced, the same trainer on synthetic data beside an nvJPEG
+     decode-only process and beside a FillBatch process (decode, fallbacks,
+     kernel: the server's producer work without the hand-off), each paced
+     at the rate the fed trainer reached (gpu_pipeline_bench --rate).
+     BC_PACED_PREFIX (e.g. "nsys profile -o OUT/fill --trace cuda") is put
+     before the paced FillBatch command: a trace of the server's GPU work.
+
+--no-reference skips steps 2 and the Loader's rate of step 3 (a
+diagnosis run: the trainer's rates only).
 
 Prints a summary and writes OUT/gpu_producer.json. Every figure says the
 device cache is off.
@@ -42,6 +52,7 @@ build/ or build-gpu/).
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -266,31 +277,34 @@ def train_rate(args, server_name=None):
 
 
 def summary(r):
-    lines = [f"{r.get('device', 'cpu (smoke run)')}; device cache: OFF (--device-cache-mb 0)",
-             f"MPS: {r['read'].get('mps')} ({r['read'].get('mps_detail')})",
-             f"server source: {r['read'].get('source')}"]
+    lines = [f"{r.get('device', 'cpu (smoke run)')}; device cache: OFF (--device-cache-mb 0)"]
+    rd = r.get("read")
+    if rd:
+        lines += [f"MPS: {rd.get('mps')} ({rd.get('mps_detail')})",
+                  f"server source: {rd.get('source')}"]
     if r.get("decode_only"):
         lines.append(f"decode-only reference backend: {r['decode_only'].get('backend')}")
-    counters = r["read"]["source_counters"]
+    counters = rd["source_counters"] if rd else {}
     if counters.get("files") and "files_gpu_decodable" in counters:
         hw = counters["files_gpu_decodable"]
         lines.append(f"dataset: {counters['files']} files, {counters['files'] - hw} "
                      f"({100 * (counters['files'] - hw) / counters['files']:.1f} %) refused by the "
                      "hardware engine")
-    rd = r["read"]
     ref = r.get("decode_only", {}).get("images_per_s")
     runs = ", ".join(f"{x:,.0f}" for x in r.get("decode_only_runs", []))
-    lines.append(f"server -> one Loader: {rd['images_per_s']:,.0f} img/s"
-                 + (f" = {rd['images_per_s'] / ref:.2f} of nvJPEG decode-only "
-                    f"{ref:,.0f} img/s (the higher of {runs}, before and after; goal >= 0.90)"
-                    if ref else ""))
-    lines.append(f"server CPU: {rd['server_cores']:.2f} cores (goal <= 2)")
-    threads = rd["stage_threads"]
-    lines.append("stages (share of wall time; pool stages are summed over their threads): "
-                 + ", ".join(f"{k} {v * 100:.0f}%" + (f" (x{threads[k]})" if threads.get(k, 1) > 1
-                                                      else "")
-                             for k, v in rd["stage_share"].items()))
-    lines.append(f"consumer waited {rd['consumer_wait_share'] * 100:.0f}% of the time (server-side)")
+    if rd:
+        lines.append(f"server -> one Loader: {rd['images_per_s']:,.0f} img/s"
+                     + (f" = {rd['images_per_s'] / ref:.2f} of nvJPEG decode-only "
+                        f"{ref:,.0f} img/s (the higher of {runs}, before and after; goal >= 0.90)"
+                        if ref else ""))
+        lines.append(f"server CPU: {rd['server_cores']:.2f} cores (goal <= 2)")
+        threads = rd["stage_threads"]
+        lines.append("stages (share of wall time; pool stages are summed over their threads): "
+                     + ", ".join(f"{k} {v * 100:.0f}%" + (f" (x{threads[k]})"
+                                                          if threads.get(k, 1) > 1 else "")
+                                 for k, v in rd["stage_share"].items()))
+        lines.append(f"consumer waited {rd['consumer_wait_share'] * 100:.0f}% of the time "
+                     "(server-side)")
     if "train_synthetic" in r:
         s, f = r["train_synthetic"], r["train_fed"]
         lines.append(f"ResNet-18 bs {r['args']['train_batch']} bf16 channels_last: synthetic "
@@ -300,6 +314,12 @@ def summary(r):
             x = r["train_synthetic_beside_decode_only"]
             lines.append(f"  synthetic beside an nvJPEG decode-only process (no server): "
                          f"{x:,.0f} img/s = {x / s:.2f}")
+        for mode, what in (("decode", "an nvJPEG decode-only process"),
+                           ("fill", "a FillBatch process (the server's GPU work, no hand-off)")):
+            if f"train_synthetic_beside_paced_{mode}" in r:
+                x = r[f"train_synthetic_beside_paced_{mode}"]
+                lines.append(f"  synthetic beside {what} paced at {f:,.0f} img/s: "
+                             f"{x:,.0f} img/s = {x / s:.2f}")
         if "train_fed_synthetic_server" in r:
             h = r["train_fed_synthetic_server"]
             lines.append(f"  fed by a --synthetic server (hand-off only, no decoding): "
@@ -330,6 +350,11 @@ def parse_args(argv=None):
                         "the server's decoding)")
     p.add_argument("--interference", action="store_true",
                    help="also: ResNet-18 on synthetic data beside an nvJPEG decode-only process")
+    p.add_argument("--paced", action="store_true",
+                   help="also: ResNet-18 on synthetic data beside a decode-only and a FillBatch "
+                        "process paced at the fed rate (the server's GPU work, no hand-off)")
+    p.add_argument("--no-reference", action="store_true",
+                   help="skip the decode-only reference and the Loader's rate (trainer rates only)")
     p.add_argument("--warmup", type=float, default=5)
     p.add_argument("--measure", type=float, default=15)
     args = p.parse_args(argv)
@@ -369,12 +394,17 @@ def run(args, build, data, t_start):
         import torch
 
         result["device"] = torch.cuda.get_device_name(0)
-        result["decode_only"] = decode_only(build, data, args)
+        if not args.no_reference:
+            result["decode_only"] = decode_only(build, data, args)
     name = f"gpuprod-{os.getpid()}"
     server = ServerProc(build, data, name, args, os.path.join(args.out, "server.log"))
     try:
-        result["read"] = read_rate(server, args, "reader")
-        if not args.smoke:
+        if args.no_reference and not args.smoke:
+            result["train_synthetic"] = train_rate(args)
+            result["train_fed"] = train_rate(args, server.name)
+        else:
+            result["read"] = read_rate(server, args, "reader")
+        if not args.smoke and not args.no_reference:
             # The reference again, right after: the engine's rate moves between
             # runs and hosts (12k-33k img/s seen on H100s); the higher of the
             # two is the reference (the conservative ratio).
@@ -400,6 +430,30 @@ def run(args, build, data, t_start):
         finally:
             bench.kill()
             bench.wait()
+    if args.paced and not args.smoke:
+        # What the server's GPU work costs the trainer without the hand-off:
+        # the same trainer beside a process doing that work at the fed rate.
+        rate = result["train_fed"]
+        for mode in ("decode", "fill"):
+            cmd = [os.path.join(build, "benchmarks", "gpu_pipeline_bench"), data, "--batch",
+                   str(args.server_batch), "--seconds", str(args.warmup + args.measure + 10),
+                   "--modes", mode, "--rate", str(rate), "--workers", str(args.workers),
+                   "--transcode-cache-mb", str(args.transcode_cache_mb)]
+            if mode == "fill":
+                cmd = os.environ.get("BC_PACED_PREFIX", "").split() + cmd
+            log = open(os.path.join(args.out, f"paced_{mode}.log"), "w")
+            bench = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            try:
+                time.sleep(5)  # its files loaded (fill: its first epoch), running
+                result[f"train_synthetic_beside_paced_{mode}"] = train_rate(args)
+            finally:
+                bench.send_signal(signal.SIGINT)  # as Ctrl-C: a profiler writes its report
+                try:
+                    bench.wait(90)
+                except subprocess.TimeoutExpired:
+                    bench.kill()
+                    bench.wait()
+                log.close()
     if args.handoff and not args.smoke:
         # Where a fed trainer loses its time: the same trainer fed by a
         # server that only copies synthetic samples into the device ring.

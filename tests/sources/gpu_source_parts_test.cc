@@ -14,6 +14,7 @@
 #include "sources/src/decode_route.h"
 #include "sources/src/file_prefetcher.h"
 #include "sources/src/image_dataset.h"
+#include "flagged_dataset.h"
 #include "temp_dataset.h"
 
 namespace batchcast {
@@ -31,23 +32,9 @@ struct Fixture {
     d.Write("c/2_cpu.jpg", TempDataset::Jpeg(400, 300, 3));
     d.Write("c/3_cpu_bad.jpg", TempDataset::Truncated(80, 80, 4));
     d.Write("c/4_gpu.jpg", TempDataset::Jpeg(50, 50, 5));
-    SourceOptions o;
-    o.data = d.root();
-    o.size = 24;
-    o.seed = 3;
-    auto ds = ImageDataset::Open(
-        o, 2, [](const std::string& path, std::span<const uint8_t>, bool, const image::JpegInfo&) {
-          return path.find("gpu") != std::string::npos;
-        });
-    EXPECT_TRUE(ds.ok()) << ds.status().ToString();
-    dataset = std::move(*ds);
-    EXPECT_EQ(dataset->size(), 5u);
+    dataset = testing::OpenFlaggedDataset(d, 5);
   }
-  std::vector<uint8_t> Bytes(int64_t index) const {
-    std::vector<uint8_t> b;
-    EXPECT_TRUE(ReadFileBytes(dataset->path(index), b).ok());
-    return b;
-  }
+  std::vector<uint8_t> Bytes(int64_t index) const { return testing::FileBytes(*dataset, index); }
   TempDataset d;
   std::unique_ptr<ImageDataset> dataset;
 };

@@ -310,21 +310,6 @@ TEST(SplitDecoder, TranscodedFallbackSamplesJoinTheHardwareBatch) {
   EXPECT_EQ(c.hw_batches_[0], (std::vector<size_t>{1, 2, 3, 5, 6, 7}));
 }
 
-// A refused batch with transcoded samples: all of its samples go to the CPU.
-TEST(SplitDecoder, RefusedBatchTakesTranscodedSamplesToo) {
-  ThreadPool pool(2);
-  FakeOps a(EveryFourthOnCpu(8), {}), b(EveryFourthOnCpu(8), {});
-  a.transcodable = {4};
-  a.refuse = {2};
-  SplitDecoder decoder(pool, nullptr);
-  auto ra = decoder.Decode(BatchKey{0, Indices(0, 8)}, a, Ahead(0, Indices(8, 8), &b));
-  ASSERT_TRUE(ra.ok()) << ra.status().ToString();
-  EXPECT_TRUE(ra->hw_refused);
-  EXPECT_EQ(ra->cpu_decoded, 8u);
-  EXPECT_EQ(a.modes_[4], RouteFor::kForceCpu);
-  EXPECT_EQ(a.routes_[4].load(), 2);
-}
-
 // A hint that turns out wrong: the round is discarded and the batch that
 // came is decoded whole, each of its samples routed once.
 TEST(SplitDecoder, WrongHintIsDecodedInItsOwnBatch) {
@@ -342,17 +327,21 @@ TEST(SplitDecoder, WrongHintIsDecodedInItsOwnBatch) {
   EXPECT_EQ(c.hw_batches_[0], (std::vector<size_t>{1, 2, 3, 5, 6, 7}));
 }
 
-// A refused batch waits for the round before it uses the pool; the round's
-// work is still used by its batch.
+// A refused batch waits for the round before it uses the pool, and takes its
+// transcoded samples to the CPU too; the round's work is still used by its
+// batch.
 TEST(SplitDecoder, RefusedBatchWithARoundInFlight) {
   ThreadPool pool(2);
   FakeOps a(EveryFourthOnCpu(8), {}), b(EveryFourthOnCpu(8), /*bad=*/{4});
   a.refuse = {1};
+  a.transcodable = {4};
   SplitDecoder decoder(pool, nullptr);
   auto ra = decoder.Decode(BatchKey{0, Indices(0, 8)}, a, Ahead(0, Indices(8, 8), &b));
   ASSERT_TRUE(ra.ok()) << ra.status().ToString();
   EXPECT_TRUE(ra->hw_refused);
   EXPECT_EQ(ra->cpu_decoded, 8u);
+  EXPECT_EQ(a.modes_[4], RouteFor::kForceCpu);
+  EXPECT_EQ(a.routes_[4].load(), 2) << "transcoded, then refused with its batch";
   auto rb = decoder.Decode(BatchKey{0, Indices(8, 8)}, b);
   ASSERT_TRUE(rb.ok()) << rb.status().ToString();
   EXPECT_EQ(rb->cpu_decoded, 1u);  // 0 (4 is dropped)

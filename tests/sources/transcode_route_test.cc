@@ -12,6 +12,7 @@
 #include "sources/src/decode_route.h"
 #include "sources/src/image_dataset.h"
 #include "sources/src/transcode_cache.h"
+#include "flagged_dataset.h"
 #include "temp_dataset.h"
 
 namespace batchcast {
@@ -67,23 +68,9 @@ struct Fixture {
     d.Write("c/2_prog_bad.jpg", cut);
     d.Write("c/3_gpu.jpg", TempDataset::Jpeg(50, 50, 4));
     d.Write("c/4_prog.jpg", Progressive(40, 40, 5));
-    SourceOptions o;
-    o.data = d.root();
-    o.size = 24;
-    o.seed = 3;
-    auto ds = ImageDataset::Open(
-        o, 2, [](const std::string& path, std::span<const uint8_t>, bool, const image::JpegInfo&) {
-          return path.find("gpu") != std::string::npos;
-        });
-    EXPECT_TRUE(ds.ok()) << ds.status().ToString();
-    dataset = std::move(*ds);
-    EXPECT_EQ(dataset->size(), 5u);
+    dataset = testing::OpenFlaggedDataset(d, 5);
   }
-  std::vector<uint8_t> Bytes(int64_t index) const {
-    std::vector<uint8_t> b;
-    EXPECT_TRUE(ReadFileBytes(dataset->path(index), b).ok());
-    return b;
-  }
+  std::vector<uint8_t> Bytes(int64_t index) const { return testing::FileBytes(*dataset, index); }
   TempDataset d;
   std::unique_ptr<ImageDataset> dataset;
 };
