@@ -3,11 +3,14 @@
 //   gpu_pipeline_bench DATA [--batch 256] [--seconds 10] [--size 224]
 //                      [--dtype float16] [--layout nchw] [--transform train]
 //                      [--modes decode,fill,augment] [--workers N] [--device-cache-mb N]
-//                      [--rate IMAGES_PER_S]
+//                      [--rate IMAGES_PER_S] [--nvjpeg-backend hardware|hybrid]
+//                      [--nvjpeg-output rgbi|yuv]
 //
 // 1. decode-only: nvJPEG batched decode (hardware backend where present) of
 //    the files it supports, read into memory beforehand (no file I/O), batches
 //    of --batch on one stream with two decode states: the upper bound.
+//    --nvjpeg-backend hybrid and --nvjpeg-output yuv change what it runs
+//    (benchmarks/decoder_interference.py).
 // 2. fill: CudaImageSource::FillBatch (file reads, nvJPEG, CPU fallback for
 //    the other files, the fused kernel) into a ring of 8 device slots, as the
 //    server's pipeline thread calls it, without consumers.
@@ -67,6 +70,13 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds);
   std::string modes = "decode,fill";
   app.add_option("--modes", modes, "decode (decode-only), fill, augment (the kernel alone)");
+  std::string nvjpeg_backend = "hardware", nvjpeg_output = "rgbi";
+  app.add_option("--nvjpeg-backend", nvjpeg_backend,
+                 "decode: hardware (the JPEG engine where the GPU has one) or hybrid")
+      ->check(CLI::IsMember({"hardware", "hybrid"}));
+  app.add_option("--nvjpeg-output", nvjpeg_output,
+                 "decode: rgbi (what the server decodes to) or yuv (planar, no colour conversion)")
+      ->check(CLI::IsMember({"rgbi", "yuv"}));
   double rate = 0;
   app.add_option("--rate", rate, "decode and fill: at most this many images/s (0: as fast as it can)");
   // The source options as batchcast-server spells and parses them.
@@ -84,7 +94,10 @@ int main(int argc, char** argv) {
 
   // ---- 1. decode only ----
   if (modes.find("decode") != std::string::npos) {
-    auto dec = cuda::NvJpegDecoder::Create(0, 2);
+    const bool yuv = nvjpeg_output == "yuv";
+    auto dec = cuda::NvJpegDecoder::Create(
+        0, 2, nvjpeg_backend == "hardware",
+        yuv ? cuda::NvJpegDecoder::Format::kYuvPlanar : cuda::NvJpegDecoder::Format::kRgbInterleaved);
     if (!dec.ok()) Die(dec.status());
     auto entries = ListImageDataset(data);
     if (!entries.ok()) Die(entries.status());
@@ -128,7 +141,8 @@ int main(int argc, char** argv) {
         for (int i = 0; i < batch; ++i) {
           const size_t f = next++ % files.size();
           jpegs.emplace_back(files[f].data(), files[f].size());
-          outs.push_back({arenas[k].data() + max_bytes * i, size_t(dims[f].first) * 3});
+          const auto [w, h] = dims[f];
+          outs.push_back({arenas[k].data() + max_bytes * i, size_t(w) * (yuv ? 1 : 3), size_t(h)});
         }
         if (Status s = (*dec)->DecodeBatch(k, jpegs, outs, stream->ref()); !s.ok()) Die(s);
         (void)done[k].Record(stream->ref());
@@ -143,6 +157,7 @@ int main(int argc, char** argv) {
     run(1.0);  // warm up
     auto [rate, cores] = run(seconds);
     nlohmann::json j = {{"mode", "decode_only"},  {"backend", (*dec)->backend_name()},
+                        {"output", nvjpeg_output}, {"rate_asked", rate},
                         {"files", files.size()},  {"files_not_supported", skipped},
                         {"batch", batch},         {"images_per_s", rate},
                         {"cpu_cores_used", cores}};

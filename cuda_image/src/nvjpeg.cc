@@ -98,7 +98,7 @@ struct NvJpegDecoder::Impl {
 };
 
 Result<std::unique_ptr<NvJpegDecoder>> NvJpegDecoder::Create(int device, int states,
-                                                             bool allow_hardware) {
+                                                             bool allow_hardware, Format format) {
   if (states < 1) return InvalidArgumentError("NvJpegDecoder needs at least one state");
   BATCHCAST_RETURN_IF_ERROR(CheckDevice(device));
   DeviceGuard g(device);
@@ -106,6 +106,7 @@ Result<std::unique_ptr<NvJpegDecoder>> NvJpegDecoder::Create(int device, int sta
   std::unique_ptr<NvJpegDecoder> d(new NvJpegDecoder());
   d->impl_ = std::make_unique<Impl>();
   d->device_ = device;
+  d->format_ = format;
   Impl& impl = *d->impl_;
   nvjpegStatus_t st = NVJPEG_STATUS_ARCH_MISMATCH;
   if (allow_hardware) {
@@ -184,7 +185,9 @@ Status NvJpegDecoder::DecodeBatch(int state, std::span<const std::span<const uin
           BATCHCAST_NVJPEG_CHECK(nvjpegJpegStateCreate(impl.handle, &b->state)));
     }
     BATCHCAST_RETURN_IF_ERROR(BATCHCAST_NVJPEG_CHECK(
-        nvjpegDecodeBatchedInitialize(impl.handle, b->state, n, 1, NVJPEG_OUTPUT_RGBI)));
+        nvjpegDecodeBatchedInitialize(impl.handle, b->state, n, 1,
+                                      format_ == Format::kYuvPlanar ? NVJPEG_OUTPUT_YUV
+                                                                    : NVJPEG_OUTPUT_RGBI)));
     b->batch = n;
   }
   b->used = ++impl.clock;
@@ -195,8 +198,11 @@ Status NvJpegDecoder::DecodeBatch(int state, std::span<const std::span<const uin
   for (size_t i = 0; i < jpegs.size(); ++i) {
     impl.data[i] = jpegs[i].data();
     impl.lengths[i] = jpegs[i].size();
-    impl.images[i].channel[0] = outputs[i].data;
-    impl.images[i].pitch[0] = outputs[i].pitch;
+    const int planes = format_ == Format::kYuvPlanar ? 3 : 1;
+    for (int c = 0; c < planes; ++c) {
+      impl.images[i].channel[c] = outputs[i].data + c * outputs[i].pitch * outputs[i].height;
+      impl.images[i].pitch[c] = outputs[i].pitch;
+    }
   }
   Status st = BATCHCAST_NVJPEG_CHECK(nvjpegDecodeBatched(impl.handle, s, impl.data.data(),
                                                         impl.lengths.data(), impl.images.data(),

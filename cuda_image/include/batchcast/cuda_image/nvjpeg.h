@@ -28,12 +28,17 @@ namespace batchcast::cuda {
 class NvJpegDecoder {
  public:
   enum class Backend { kHardware, kGpuHybrid };
+  // What DecodeBatch writes. kRgbInterleaved is what the fused kernel reads;
+  // kYuvPlanar (the Y, Cb and Cr planes as decoded, no colour conversion) is
+  // for measuring the decoder alone (benchmarks/decoder_interference.py).
+  enum class Format { kRgbInterleaved, kYuvPlanar };
 
   // A decoder on `device` with `states` independent decode states (so that
   // batch n+1 can be submitted while batch n is still decoding). With
   // allow_hardware false the hybrid backend is used even where hardware exists.
   static Result<std::unique_ptr<NvJpegDecoder>> Create(int device, int states = 2,
-                                                       bool allow_hardware = true);
+                                                       bool allow_hardware = true,
+                                                       Format format = Format::kRgbInterleaved);
   ~NvJpegDecoder();
   NvJpegDecoder(const NvJpegDecoder&) = delete;
   NvJpegDecoder& operator=(const NvJpegDecoder&) = delete;
@@ -46,11 +51,15 @@ class NvJpegDecoder {
   // Thread-safe (serialized internally).
   bool Supports(std::span<const uint8_t> jpeg);
 
-  // Where one image goes: interleaved RGB, `pitch` bytes per row, in device
-  // memory of the decoder's device (at least pitch * height bytes).
+  // Where one image goes, in device memory of the decoder's device:
+  // kRgbInterleaved: interleaved RGB, `pitch` bytes per row (at least
+  // pitch * height bytes). kYuvPlanar: three planes of `pitch` bytes per row
+  // and `height` rows each, Y at data, Cb and Cr after it (subsampled chroma
+  // fills the top left of its plane; a gray image writes Y only).
   struct Output {
     uint8_t* data = nullptr;
     size_t pitch = 0;
+    size_t height = 0;  // kYuvPlanar only
   };
   // Decodes jpegs[i] into outputs[i] with decode state `state`, queued on
   // `stream` (a cudaStream_t of the decoder's device). The JPEG bytes may be
@@ -67,6 +76,7 @@ class NvJpegDecoder {
   NvJpegDecoder() = default;
   std::unique_ptr<Impl> impl_;
   Backend backend_ = Backend::kGpuHybrid;
+  Format format_ = Format::kRgbInterleaved;
   int device_ = -1;
 };
 

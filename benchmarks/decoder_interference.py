@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""What nvJPEG run by another process costs a time-sliced trainer (issue 9).
+
+Without MPS a trainer beside a process that runs nvJPEG's hardware decoder
+loses about 18 % of its speed at 3k images/s and more (benchmarks/RESULTS.md,
+"Where the time goes"), whatever that process does around the decoder. This
+program asks which part of the decoder does it, one GPU-host run (about 3-4
+minutes on an H100):
+
+  python3 benchmarks/decoder_interference.py --out OUT [--data DIR]
+      [--rates 3000,7400] [--variants hardware:rgbi,hardware:yuv,hybrid:rgbi]
+
+ResNet-18 (bs 128, bf16 autocast, channels_last, SGD: benchmarks/gpu_producer.py's
+trainer) on synthetic GPU data alone, then beside `gpu_pipeline_bench --modes
+decode` paced at each rate, for each variant BACKEND:OUTPUT:
+
+  hardware:rgbi  the JPEG engine, interleaved RGB: what the server runs;
+  hardware:yuv   the JPEG engine, planar YUV: no colour conversion (if this
+                 one costs the trainer much less, the conversion holds the
+                 GPU, and the fused kernel could convert instead);
+  hybrid:rgbi    the GPU hybrid backend (Huffman on the CPU, the rest in
+                 kernels): short kernels instead of the engine.
+
+Prints, per run, the trainer's images/s and its ratio to alone, and the
+decoder's own images/s and CPU cores (whether it kept its pace beside the
+trainer); writes OUT/decoder_interference.json. MPS is off unless the
+environment says otherwise. The batchcast build is found from
+BATCHCAST_BUILD_DIR (or --build).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import gpu_producer  # noqa: E402  (the trainer, the dataset, the build lookup)
+
+
+def paced_decoder(build, data, args, variant, rate):
+    backend, output = variant.split(":")
+    seconds = args.warmup + args.measure + 6  # outlives the trainer's measurement
+    return subprocess.Popen(
+        [os.path.join(build, "benchmarks", "gpu_pipeline_bench"), data, "--modes", "decode",
+         "--batch", str(args.server_batch), "--seconds", str(seconds), "--rate", str(rate),
+         "--nvjpeg-backend", backend, "--nvjpeg-output", output],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc):
+    """The decoder's JSON line (or its error), once it has ended."""
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    lines = [l for l in out.splitlines() if l.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"error": (err or out)[-1000:], "returncode": proc.returncode}
+    return json.loads(lines[-1])
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True)
+    p.add_argument("--data", help="an ImageFolder to use instead of making one")
+    p.add_argument("--build")
+    p.add_argument("--rates", default="3000,7400", help="images/s, comma-separated")
+    p.add_argument("--variants", default="hardware:rgbi,hardware:yuv,hybrid:rgbi",
+                   help="BACKEND:OUTPUT, comma-separated (backend hardware|hybrid, output rgbi|yuv)")
+    p.add_argument("--warmup", type=float, default=3)
+    p.add_argument("--measure", type=float, default=8)
+    mine = p.parse_args(argv)
+    rates = [float(r) for r in mine.rates.split(",")]
+    variants = mine.variants.split(",")
+    for v in variants:
+        backend, _, output = v.partition(":")
+        if backend not in ("hardware", "hybrid") or output not in ("rgbi", "yuv"):
+            p.error(f"bad variant {v!r}: BACKEND:OUTPUT, backend hardware|hybrid, output rgbi|yuv")
+    # The trainer's and the dataset's settings as gpu_producer.py has them.
+    args = gpu_producer.parse_args(["--out", mine.out, "--warmup", str(mine.warmup),
+                                    "--measure", str(mine.measure)])
+    build = gpu_producer.find_build(mine.build)
+    os.makedirs(mine.out, exist_ok=True)
+    data = mine.data or os.path.join("/tmp", f"bc_gpu_producer_{args.classes}x{args.per_class}")
+    gpu_producer.make_dataset(args, data)
+    gpu_producer.warm_page_cache(data)
+    import torch
+
+    result = {"device": torch.cuda.get_device_name(0), "data": data,
+              "mps_pipe_directory": os.environ.get("CUDA_MPS_PIPE_DIRECTORY"),
+              "alone": gpu_producer.train_rate(args), "runs": []}
+    lines = [f"{result['device']}; ResNet-18 bs {args.train_batch} bf16 channels_last alone: "
+             f"{result['alone']:,.0f} img/s"]
+    for variant in variants:
+        for rate in rates:
+            proc = paced_decoder(build, data, args, variant, rate)
+            time.sleep(3)  # files loaded, decoding
+            trainer = gpu_producer.train_rate(args)
+            decoder = finish(proc)
+            run = {"variant": variant, "rate_asked": rate, "trainer": trainer,
+                   "ratio": trainer / result["alone"], "decoder": decoder}
+            result["runs"].append(run)
+            got = (f"decoder {decoder['images_per_s']:,.0f} img/s on "
+                   f"{decoder['cpu_cores_used']:.2f} cores ({decoder.get('backend')})"
+                   if "images_per_s" in decoder else f"decoder failed: {decoder['error']}")
+            lines.append(f"beside {variant} at {rate:,.0f} img/s: trainer {trainer:,.0f} img/s "
+                         f"= {run['ratio']:.2f}; {got}")
+    with open(os.path.join(mine.out, "decoder_interference.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Issue 9's open measurements in one GPU-host run (about 9 minutes on an
+# H100; each step has its own timeout and appends to LOG):
+#   source .gpu-deps/env.sh && benchmarks/issue9_gpu_run.sh BUILD_DIR OUT_DIR
+# 1. build what the steps need (batchcast-server, gpu_pipeline_bench, _core);
+# 2. decoder_interference.py: which part of nvJPEG costs a time-sliced trainer
+#    (engine RGB, engine YUV, hybrid), at 3k and 7.4k images/s;
+# 3. gpu_producer.py --paced --handoff: the fed trainer and its parts, MPS off;
+# 4. colocate.py: four ResNet-18 jobs, synthetic vs batchcast (device cache off),
+#    MPS off and on (the issue's "four such jobs" row).
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+B=${1:?build dir}
+OUT=${2:?out dir}
+LOG=$OUT/log
+DATA=/tmp/bc_gpu_producer_100x40
+mkdir -p "$OUT"
+cd "$ROOT"
+step() { local t=$1; shift; echo "== $* ($(date +%T))" >>"$LOG"; timeout "$t" "$@" >>"$LOG" 2>&1; local rc=$?; echo "== rc=$rc ($(date +%T))" >>"$LOG"; return $rc; }
+nvidia-smi --query-gpu=name,driver_version --format=csv >>"$LOG" 2>&1
+step 200 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DPython3_EXECUTABLE="$(command -v python3)" -DBATCHCAST_BUILD_TESTS=OFF || exit 1
+[ -d $DATA ] || { python3 tools/make_dataset.py $DATA --classes 100 --per-class 40 --seed 1 \
+  --quiet --workers 6 >/tmp/issue9_dataset.log 2>&1 & }
+step 330 cmake --build "$B" -j "$(nproc)" --target batchcast-server gpu_pipeline_bench _core || exit 1
+wait
+export BATCHCAST_BUILD_DIR=$B
+step 240 python3 benchmarks/decoder_interference.py --out "$OUT/interference" --data $DATA
+step 200 python3 benchmarks/gpu_producer.py --out "$OUT/producer" --data $DATA --workers 4 \
+  --no-reference --paced --handoff --warmup 3 --measure 8
+step 240 python3 benchmarks/colocate.py --out "$OUT/colocate" --models resnet18 --jobs 1,4 \
+  --sources synthetic,batchcast --mps off,on --budget 220
+echo "issue9_gpu_run: done" >>"$LOG"
