@@ -219,8 +219,13 @@ def decode_only(build, data, args):
     return json.loads(out.stdout.strip().splitlines()[0])
 
 
-def train_rate(args, server_name=None):
-    """ResNet-18, bs 128, bf16 autocast, channels_last: images/s on synthetic data or fed."""
+def train_rate(args, server_name=None, server=None, info=None):
+    """ResNet-18, bs 128, bf16 autocast, channels_last: images/s on synthetic data or fed.
+
+    With `server` (a ServerProc) and a dict `info`, also fills info with what
+    the server's stats say about the measured window: the producer's stage
+    shares, its CPU cores and the share of the time the trainer's Next()
+    waited for data (does the trainer wait for the server, or the GPU?)."""
     import torch
     import torchvision
 
@@ -266,12 +271,19 @@ def train_rate(args, server_name=None):
     while time.monotonic() < t_end:
         step().item()
     torch.cuda.synchronize()
+    if server is not None:
+        s0, c0 = server.stats(), server.cpu()
     t0, n = time.monotonic(), 0
     while time.monotonic() < t0 + args.measure:
         loss = step()
         n += bs
     loss.item()
     wall = time.monotonic() - t0
+    if server is not None and info is not None:
+        s1, c1 = server.stats(), server.cpu()  # before close(): the consumer is still listed
+        info.update({"stage_share": stage_shares(s0, s1, wall),
+                     "server_cores": (c1 - c0) / wall,
+                     "trainer_wait_share": consumer_wait(s0, s1, "resnet18") / wall})
     close()
     return n / wall
 
@@ -310,6 +322,12 @@ def summary(r):
         lines.append(f"ResNet-18 bs {r['args']['train_batch']} bf16 channels_last: synthetic "
                      f"{s:,.0f} img/s, fed by the server {f:,.0f} img/s = {f / s:.2f} "
                      "(goal >= 0.90; >= 0.95 under MPS)")
+        fs = r.get("train_fed_server")
+        if fs:
+            lines.append("  while fed: the trainer's Next() waited "
+                         f"{fs['trainer_wait_share'] * 100:.0f}% of the time; server "
+                         f"{fs['server_cores']:.2f} cores; stages "
+                         + ", ".join(f"{k} {v * 100:.0f}%" for k, v in fs["stage_share"].items()))
         if "train_synthetic_beside_decode_only" in r:
             x = r["train_synthetic_beside_decode_only"]
             lines.append(f"  synthetic beside an nvJPEG decode-only process (no server): "
@@ -401,7 +419,9 @@ def run(args, build, data, t_start):
     try:
         if args.no_reference and not args.smoke:
             result["train_synthetic"] = train_rate(args)
-            result["train_fed"] = train_rate(args, server.name)
+            result["train_fed_server"] = {}
+            result["train_fed"] = train_rate(args, server.name, server,
+                                             result["train_fed_server"])
         else:
             result["read"] = read_rate(server, args, "reader")
         if not args.smoke and not args.no_reference:
@@ -414,7 +434,9 @@ def run(args, build, data, t_start):
             if after["images_per_s"] > result["decode_only"]["images_per_s"]:
                 result["decode_only"] = after
             result["train_synthetic"] = train_rate(args)
-            result["train_fed"] = train_rate(args, server.name)
+            result["train_fed_server"] = {}
+            result["train_fed"] = train_rate(args, server.name, server,
+                                             result["train_fed_server"])
     finally:
         server.stop()
     if args.interference and not args.smoke:
