@@ -4,7 +4,7 @@
 On the GPU host (about 5 minutes on an H100; everything in one run):
 
   python3 benchmarks/gpu_producer.py --out OUT [--data DIR] [--workers 2] [--mps on]
-      [--transcode-cache-mb 1024] [--handoff] [--interference] [--paced]
+      [--transcode-cache-mb 1024] [--nvjpeg-calls 1] [--handoff] [--interference] [--paced]
       [--no-reference]
 
   1. dataset: tools/make_dataset.py (100 classes x 40 images, ~500x375; 5 %
@@ -114,7 +114,8 @@ class ServerProc:
             cmd += ["--device", "cuda:0"]
         else:
             cmd += ["--device", "cuda:0", "--decode", "gpu", "--device-cache-mb", "0",
-                    "--transcode-cache-mb", str(args.transcode_cache_mb)]
+                    "--transcode-cache-mb", str(args.transcode_cache_mb),
+                    "--nvjpeg-calls", str(args.nvjpeg_calls)]
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 300
@@ -363,6 +364,8 @@ def parse_args(argv=None):
                    help="on: start NVIDIA MPS (batchcast._mps) for the server and the trainer")
     p.add_argument("--transcode-cache-mb", type=int, default=1024,
                    help="the server's (0: progressive files decoded on the CPU pool)")
+    p.add_argument("--nvjpeg-calls", type=int, default=1,
+                   help="the server's (Note [Split hardware batch])")
     p.add_argument("--handoff", action="store_true",
                    help="also: ResNet-18 fed by a --synthetic server (the hand-off without "
                         "the server's decoding)")
@@ -462,6 +465,7 @@ def run(args, build, data, t_start):
                    "--modes", mode, "--rate", str(rate), "--workers", str(args.workers),
                    "--transcode-cache-mb", str(args.transcode_cache_mb)]
             if mode == "fill":
+                cmd += ["--nvjpeg-calls", str(args.nvjpeg_calls)]
                 cmd = os.environ.get("BC_PACED_PREFIX", "").split() + cmd
             log = open(os.path.join(args.out, f"paced_{mode}.log"), "w")
             bench = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)

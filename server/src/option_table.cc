@@ -257,6 +257,9 @@ const ServerOption kOptions[] = {
   Integer<&O::source, &S::transcode_cache_mb>("transcode_cache_mb", G::kSource,
       "GPU decode: MiB of host memory keeping progressive JPEGs re-encoded as baseline for the "
       "hardware engine (0 = off)"),
+  Integer<&O::source, &S::nvjpeg_calls>("nvjpeg_calls", G::kSource,
+      "GPU decode: nvJPEG hardware calls in flight per batch, each on its own decoder, stream and "
+      "thread (1..4)"),
   Choice<ParseDecodeMode, DecodeModeName, &O::source, &S::decode>("decode", G::kSource, "auto|cpu|gpu",
       "where JPEGs are decoded"),
   Choice<ParseErrorPolicy, ErrorPolicyName, &O::source, &S::on_error>("on_error", G::kSource, "skip|fail",

@@ -33,9 +33,14 @@ struct BatchBuffers {
   cuda::PinnedBuffer host_desc;  // AugmentSample[n] then int64 labels[n]
   cuda::DeviceBuffer dev_desc;
   cuda::Event done;  // after the kernel and the copies that read the set
-  // The hardware batch's arguments (kept to reuse their memory).
-  std::vector<std::span<const uint8_t>> jpegs;
-  std::vector<cuda::NvJpegDecoder::Output> outputs;
+  // The hardware batch's arguments per nvJPEG call (kept to reuse their
+  // memory; Note [Split hardware batch]).
+  std::vector<std::vector<std::span<const uint8_t>>> jpegs;
+  std::vector<std::vector<cuda::NvJpegDecoder::Output>> outputs;
+  // Calls 1.. of the hardware batch: their streams, and an event after each
+  // call's work that the slot's stream waits for.
+  std::vector<cuda::Stream> side_streams;
+  std::vector<cuda::Event> side_done;
 };
 
 // Grows `b` to at least `bytes` (with 25% to spare) when it is smaller; its

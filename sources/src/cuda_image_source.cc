@@ -12,6 +12,7 @@
 #include "batchcast/cuda_image/augment.h"
 #include "batchcast/cuda_image/nvjpeg.h"
 #include "core/src/logging.h"
+#include "background_task.h"
 #include "cpu_file_cache.h"
 #include "cuda_batch_buffers.h"
 #include "decode_route.h"
@@ -90,13 +91,15 @@ uint64_t CountFlagged(const ImageDataset& dataset) {
 class CudaImageSource : public Source {
  public:
   // `workers` fallback decoders besides the pipeline thread; a device cache
-  // of `cache_bytes` (0: none).
+  // of `cache_bytes` (0: none); one decoder per nvJPEG call of a hardware
+  // batch (Note [Split hardware batch]).
   CudaImageSource(std::unique_ptr<ImageDataset> dataset, int device,
-                  std::unique_ptr<cuda::NvJpegDecoder> decoder, int workers, size_t cache_bytes,
-                  size_t transcode_bytes)
+                  std::vector<std::unique_ptr<cuda::NvJpegDecoder>> decoders, int workers,
+                  size_t cache_bytes, size_t transcode_bytes)
       : dataset_(std::move(dataset)),
         device_(device),
-        decoder_(std::move(decoder)),
+        decoders_(std::move(decoders)),
+        decoder_(decoders_.front().get()),
         pool_(workers),
         stages_({{"read", 1 + workers},  // the pool and the read-ahead thread
                  {"hw_decode", 1},
@@ -108,7 +111,7 @@ class CudaImageSource : public Source {
         // Transcoding needs the next batch's round (Note [Fallback ahead]).
         transcode_(dataset_->size(), cache_bytes == 0 ? transcode_bytes : 0),
         router_(*dataset_, cache_, pool_.size(), &transcode_,
-                [d = decoder_.get()](std::span<const uint8_t> jpeg) { return d->Supports(jpeg); }),
+                [d = decoder_](std::span<const uint8_t> jpeg) { return d->Supports(jpeg); }),
         gpu_files_(CountFlagged(*dataset_)),
         fallback_ahead_(cache_bytes == 0),
         prefetcher_(*dataset_, true, &stages_, kRead),
@@ -125,6 +128,9 @@ class CudaImageSource : public Source {
       params_.mean[c] = t.mean[c];
       params_.std[c] = t.std[c];
     }
+    for (size_t c = 1; c < decoders_.size(); ++c) {
+      side_calls_.push_back(std::make_unique<BackgroundTask>());
+    }
   }
 
   ~CudaImageSource() override {
@@ -138,6 +144,14 @@ class CudaImageSource : public Source {
   Status Init() {
     for (BatchBuffers& s : sets_) {
       BATCHCAST_ASSIGN_OR_RETURN(s.done, cuda::Event::Create(device_, false, true));
+      s.jpegs.resize(decoders_.size());
+      s.outputs.resize(decoders_.size());
+      for (size_t c = 1; c < decoders_.size(); ++c) {
+        BATCHCAST_ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create(device_));
+        BATCHCAST_ASSIGN_OR_RETURN(cuda::Event done, cuda::Event::Create(device_));
+        s.side_streams.push_back(std::move(stream));
+        s.side_done.push_back(std::move(done));
+      }
     }
     return cache_.Allocate(device_);
   }
@@ -168,7 +182,10 @@ class CudaImageSource : public Source {
 
   std::string description() const override {
     return dataset_->Describe(
-        decoder_->backend_name() + " on cuda:" + std::to_string(device_) + ", " +
+        decoder_->backend_name() +
+        (decoders_.size() > 1 ? " (" + std::to_string(decoders_.size()) + " calls per batch)"
+                              : std::string()) +
+        " on cuda:" + std::to_string(device_) + ", " +
         std::to_string(dataset_->size() - gpu_files_) + " files decoded on the CPU, device cache " +
         (cache_.bytes() > 0 ? std::to_string(cache_.bytes() >> 20) + " MiB" : std::string("off")) +
         ", transcode cache " +
@@ -212,7 +229,12 @@ class CudaImageSource : public Source {
   const std::unique_ptr<ImageDataset> dataset_;
   cuda::AugmentParams params_;
   const int device_;
-  const std::unique_ptr<cuda::NvJpegDecoder> decoder_;
+  // One per nvJPEG call of a hardware batch; decoder_ is the first, which
+  // also answers Supports().
+  const std::vector<std::unique_ptr<cuda::NvJpegDecoder>> decoders_;
+  cuda::NvJpegDecoder* const decoder_;
+  // The threads of calls 1.. (Note [Split hardware batch]).
+  std::vector<std::unique_ptr<BackgroundTask>> side_calls_;
   ThreadPool pool_;  // the fallback decoders (worker 0: the calling thread)
   StageTimes stages_;
   CpuFileCache cache_;  // Note [CPU-decoded file cache]
@@ -335,6 +357,20 @@ Result<uint32_t> CudaImageSource::FillBatch(const SlotView& slot, const ReadAhea
   return kept;
 }
 
+// Note [Split hardware batch]: nvjpegDecodeBatched with the hardware backend
+// holds the calling thread for about the whole decode, and beside a trainer
+// that time-slices the GPU with the server (MPS off) one call's decode took
+// 3x as long as alone (benchmarks/RESULTS.md, "Where the time goes"). With
+// --nvjpeg-calls k the batch's hardware files are cut into k consecutive
+// runs, decoded at once by k decoders (own nvJPEG handle and states): run 0
+// on the pipeline thread on the slot's stream, run c on side_calls_[c-1] on
+// the set's side stream c-1, followed by its side_done event, which the
+// slot's stream waits for before the kernel reads the arena. Every run writes
+// its own arena ranges. A run nvJPEG refuses (DataLoss) spoils the batch as
+// one call would: the caller decodes all its hardware files on the CPU; the
+// slot's stream still waits for every side run submitted, so that the set's
+// `done` event covers them (the set and the decoders' states are reused only
+// after it).
 Status CudaImageSource::DecodeOnGpu(const SlotView& slot, BatchBuffers& set, int state,
                                     std::span<const size_t> ids) {
   size_t arena_bytes = 0;
@@ -344,18 +380,43 @@ Status CudaImageSource::DecodeOnGpu(const SlotView& slot, BatchBuffers& set, int
     arena_bytes += AlignUp(static_cast<size_t>(info.width) * 3 * static_cast<size_t>(info.height));
   }
   BATCHCAST_RETURN_IF_ERROR(Grow(set.arena, device_, arena_bytes));
-  std::vector<std::span<const uint8_t>>& jpegs = set.jpegs;
-  std::vector<cuda::NvJpegDecoder::Output>& outputs = set.outputs;
-  jpegs.clear();
-  outputs.clear();
-  for (size_t i : ids) {
-    const std::vector<uint8_t>& bytes = set.files[i].bytes;
-    const image::JpegInfo& info = dataset_->file(slot.indices[i]).info;
-    jpegs.emplace_back(bytes.data(), bytes.size());
-    outputs.push_back(
-        {set.arena.data() + set.samples[i].offset, static_cast<size_t>(info.width) * 3});
+  const size_t calls = std::max<size_t>(1, std::min(decoders_.size(), ids.size()));
+  for (size_t c = 0; c < calls; ++c) {
+    std::vector<std::span<const uint8_t>>& jpegs = set.jpegs[c];
+    std::vector<cuda::NvJpegDecoder::Output>& outputs = set.outputs[c];
+    jpegs.clear();
+    outputs.clear();
+    for (size_t k = c * ids.size() / calls; k < (c + 1) * ids.size() / calls; ++k) {
+      const size_t i = ids[k];
+      const std::vector<uint8_t>& bytes = set.files[i].bytes;
+      const image::JpegInfo& info = dataset_->file(slot.indices[i]).info;
+      jpegs.emplace_back(bytes.data(), bytes.size());
+      outputs.push_back(
+          {set.arena.data() + set.samples[i].offset, static_cast<size_t>(info.width) * 3});
+    }
   }
-  return decoder_->DecodeBatch(state, jpegs, outputs, slot.stream);
+  for (size_t c = 1; c < calls; ++c) {
+    side_calls_[c - 1]->Start([this, &set, state, c]() -> Status {
+      const CudaStreamRef stream = set.side_streams[c - 1].ref();
+      Status decoded = decoders_[c]->DecodeBatch(state, set.jpegs[c], set.outputs[c], stream);
+      // Recorded even after a failure: it covers whatever the call queued.
+      Status recorded = set.side_done[c - 1].Record(stream);
+      return decoded.ok() ? recorded : decoded;
+    });
+  }
+  Status status = decoders_[0]->DecodeBatch(state, set.jpegs[0], set.outputs[0], slot.stream);
+  for (size_t c = 1; c < calls; ++c) {
+    Status side = side_calls_[c - 1]->Wait();
+    // Ordered after the side stream's work, even when the call failed.
+    if (Status wait = set.side_done[c - 1].BlockStream(slot.stream); side.ok() && !wait.ok()) {
+      side = std::move(wait);
+    }
+    if (!side.ok() && (status.ok() || (status.code() == StatusCode::kDataLoss &&
+                                       side.code() != StatusCode::kDataLoss))) {
+      status = std::move(side);  // the first failure, or one worse than DataLoss
+    }
+  }
+  return status;
 }
 
 // Stage 3.
@@ -455,8 +516,13 @@ Result<std::unique_ptr<Source>> MakeCudaImageSource(const SourceOptions& options
   BATCHCAST_RETURN_IF_ERROR(MakeTransformOptions(options).status());
   BATCHCAST_RETURN_IF_ERROR(
       cuda::CheckDevice(device).WithContext("--device " + DeviceName(options.device)));
-  BATCHCAST_ASSIGN_OR_RETURN(std::unique_ptr<cuda::NvJpegDecoder> decoder,
-                             cuda::NvJpegDecoder::Create(device, 2));
+  std::vector<std::unique_ptr<cuda::NvJpegDecoder>> decoders;
+  for (int c = 0; c < std::max(1, options.nvjpeg_calls); ++c) {
+    BATCHCAST_ASSIGN_OR_RETURN(std::unique_ptr<cuda::NvJpegDecoder> d,
+                               cuda::NvJpegDecoder::Create(device, 2));
+    decoders.push_back(std::move(d));
+  }
+  cuda::NvJpegDecoder* const decoder = decoders.front().get();
   // Scan every header (as the CPU path does) and decide where each file decodes.
   // CPU threads: --workers fallback decoders (default 2) besides the
   // pipeline's own and the one that reads the next batch's files.
@@ -475,7 +541,7 @@ Result<std::unique_ptr<Source>> MakeCudaImageSource(const SourceOptions& options
   const uint64_t gpu = CountFlagged(*dataset);
   BC_LOG_INFO("{} files for {}, {} for the CPU decoder ({} fallback threads beside it)", gpu,
               decoder->backend_name(), dataset->size() - gpu, workers);
-  auto source = std::make_unique<CudaImageSource>(std::move(dataset), device, std::move(decoder),
+  auto source = std::make_unique<CudaImageSource>(std::move(dataset), device, std::move(decoders),
                                                   workers, options.device_cache_mb << 20,
                                                   options.transcode_cache_mb << 20);
   BATCHCAST_RETURN_IF_ERROR(source->Init());

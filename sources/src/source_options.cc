@@ -62,6 +62,7 @@ Status SourceOptions::Validate() const {
   if (transcode_cache_mb > (uint64_t{1} << 24)) {
     return bad("transcode_cache_mb (--transcode-cache-mb) must be at most 16777216 (16 TiB)");
   }
+  if (nvjpeg_calls < 1 || nvjpeg_calls > 4) return bad("nvjpeg_calls (--nvjpeg-calls) must be in 1..4");
   if (max_pixels == 0) return bad("max_pixels (--max-pixels) must be positive");
   if (shuffle_buffer > 10'000'000) return bad("shuffle_buffer (--shuffle-buffer) must be at most 10000000");
   return Status::Ok();

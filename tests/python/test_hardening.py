@@ -71,6 +71,8 @@ def test_loader_arguments_are_checked_by_name(kwargs, name):
     ({"synthetic": 10, "endpoint": "tcp://127.0.0.1:99999"}, "1..65535"),
     ({"synthetic": 10, "endpoint": "inproc://x"}, "inproc://"),
     ({"synthetic": 10, "name": "a/b"}, "name"),
+    ({"synthetic": 10, "nvjpeg_calls": 5}, r"nvjpeg_calls \(--nvjpeg-calls\) must be in 1\.\.4"),
+    ({"synthetic": 10, "nvjpeg_calls": 0}, r"nvjpeg_calls \(--nvjpeg-calls\)"),
 ])
 def test_server_options_are_checked_by_name(kwargs, match):
     kwargs.setdefault("name", H.unique_name("opt"))

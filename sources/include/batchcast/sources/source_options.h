@@ -83,6 +83,10 @@ struct SourceOptions {
   // (progressive JPEGs re-encoded as baseline once, then decoded by the
   // hardware engine); 0 = off. Not with the device cache.
   uint64_t transcode_cache_mb = 1024;
+  // GPU decode: nvJPEG calls that share one batch's hardware-decoded files,
+  // run at once, each with its own decoder, stream and thread (Note [Split
+  // hardware batch]); 1..4.
+  int nvjpeg_calls = 1;
   // Tar shards: samples of the shuffle buffer that mixes the shards' streams
   // (core/src/sampler.h); the source holds at most about this many encoded
   // samples plus one batch in memory (Note [Shard reads]). 0 or 1: no mixing.
