@@ -51,6 +51,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("BATCHCAST_BUILD_DIR", os.path.join(ROOT, "build"))
 sys.path.insert(0, os.path.join(BUILD, "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from batchcast._proc import cpu_seconds  # noqa: E402
+from bench_files import warm_page_cache  # noqa: E402
+
 TICK = os.sysconf("SC_CLK_TCK")
 MEAN = [0.485, 0.456, 0.406]
 STD = [0.229, 0.224, 0.225]
@@ -66,23 +71,6 @@ def make_dataset(path, images):
     if os.path.isdir(photos):
         args += ["--photos", photos]
     subprocess.run(args, check=True)
-
-
-def read_all(data):
-    """Reads every file once, so that both sides find them in the page cache."""
-    n = 0
-    for root, _dirs, files in os.walk(data):
-        for f in files:
-            with open(os.path.join(root, f), "rb") as fh:
-                n += len(fh.read())
-    return n
-
-
-def process_cpu_seconds(pid):
-    """utime + stime of one process (all its threads), in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def machine_busy_seconds():
@@ -126,14 +114,14 @@ class Meter:
 
     def __enter__(self):
         self.t0 = time.perf_counter()
-        self.cpu0 = sum(process_cpu_seconds(p) for p in self.pids)
+        self.cpu0 = sum((cpu_seconds(p) or 0.0) for p in self.pids)
         self.busy0 = machine_busy_seconds()
         self.threads0 = thread_times(self.pids)
         return self
 
     def __exit__(self, *exc):
         self.seconds = time.perf_counter() - self.t0
-        self.cpu = sum(process_cpu_seconds(p) for p in self.pids) - self.cpu0
+        self.cpu = sum((cpu_seconds(p) or 0.0) for p in self.pids) - self.cpu0
         self.others = max(0.0, machine_busy_seconds() - self.busy0 - self.cpu) / self.seconds
         self.idle = idle_fraction(self.threads0, thread_times(self.pids), self.seconds)
 
@@ -214,7 +202,7 @@ def main():
     import PIL
     torch.set_num_threads(1)  # this process only iterates
     make_dataset(args.data, args.images)
-    size = read_all(args.data)
+    size = warm_page_cache(args.data)
     print(f"dataset {args.data}: {size / 2**20:.0f} MiB, read once so that it is in the page "
           f"cache; machine: {os.cpu_count()} cores; "
           f"torch {torch.__version__}, torchvision {torchvision.__version__}, "

@@ -59,6 +59,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+from bench_files import warm_page_cache  # noqa: E402  (also used through this module)
 
 
 def find_build(arg):
@@ -78,15 +81,6 @@ def make_dataset(args, data):
            "--classes", str(args.classes), "--per-class", str(args.per_class), "--seed", "1",
            "--quiet", "--workers", str(max(1, os.cpu_count() or 1))]
     subprocess.run(cmd, check=True, timeout=300)
-
-
-def warm_page_cache(data):
-    n = 0
-    for root, _, files in os.walk(data):
-        for name in files:
-            with open(os.path.join(root, name), "rb") as f:
-                n += len(f.read())
-    return n
 
 
 class ServerProc:

@@ -24,6 +24,9 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+from bench_files import warm_page_cache  # noqa: E402
 
 
 def main() -> int:
@@ -50,10 +53,7 @@ def main() -> int:
         subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make_dataset.py"), args.data,
                         "--classes", "100", "--per-class", "30", "--seed", "1", "--quiet",
                         "--workers", str(min(16, os.cpu_count() or 1))], check=True, timeout=300)
-    for folder, _, files in os.walk(args.data):  # page cache: measure decode, not the disk
-        for f in files:
-            with open(os.path.join(folder, f), "rb") as fh:
-                fh.read()
+    warm_page_cache(args.data)
     server_bin = os.path.join(args.build, "tools", "batchcast-server")
     results = []
     for g in counts:
