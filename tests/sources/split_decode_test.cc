@@ -102,6 +102,16 @@ class FakeOps : public SplitDecodeOps {
   int cpu_done_ = 0;
 };
 
+// FakeOps whose sample 4 fails to route (a bad file with on_error=fail).
+class FailingRoute : public FakeOps {
+ public:
+  using FakeOps::FakeOps;
+  Status Route(int w, size_t i, RouteFor f) override {
+    if (i == 4) return DataLossError("bad file, on_error=fail");
+    return FakeOps::Route(w, i, f);
+  }
+};
+
 // 16 samples, every 4th (0, 4, 8, 12) refused by the scan: CPU.
 std::vector<bool> EveryFourthOnCpu(size_t n) {
   std::vector<bool> hw(n);
@@ -211,14 +221,7 @@ TEST(SplitDecode, ErrorsStopTheBatch) {
   } failing(EveryFourthOnCpu(8), {});
   auto r = RunSplitDecode(pool, 8, failing, nullptr);
   EXPECT_EQ(r.status().code(), StatusCode::kInternal);
-  class FailingRoute : public FakeOps {
-   public:
-    using FakeOps::FakeOps;
-    Status Route(int w, size_t i, RouteFor f) override {
-      if (i == 4) return DataLossError("bad file, on_error=fail");
-      return FakeOps::Route(w, i, f);
-    }
-  } failing_route(EveryFourthOnCpu(8), {});
+  FailingRoute failing_route(EveryFourthOnCpu(8), {});
   EXPECT_EQ(RunSplitDecode(pool, 8, failing_route, nullptr).status().code(), StatusCode::kDataLoss);
 }
 
@@ -352,14 +355,6 @@ TEST(SplitDecoder, RefusedBatchWithARoundInFlight) {
 // A round's error (on_error=fail) is its batch's, not the batch decoding
 // while it ran; a round for a batch that never comes is dropped unseen.
 TEST(SplitDecoder, RoundErrorBelongsToItsBatch) {
-  class FailingRoute : public FakeOps {
-   public:
-    using FakeOps::FakeOps;
-    Status Route(int w, size_t i, RouteFor f) override {
-      if (i == 4) return DataLossError("bad file, on_error=fail");
-      return FakeOps::Route(w, i, f);
-    }
-  };
   ThreadPool pool(2);
   {
     FakeOps a(EveryFourthOnCpu(8), {});
