@@ -30,37 +30,12 @@ BATCHCAST_BUILD_DIR (or --build).
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import gpu_producer  # noqa: E402  (the trainer, the dataset, the build lookup)
-
-
-def paced_decoder(build, data, args, variant, rate):
-    backend, output = variant.split(":")
-    seconds = args.warmup + args.measure + 6  # outlives the trainer's measurement
-    return subprocess.Popen(
-        [os.path.join(build, "benchmarks", "gpu_pipeline_bench"), data, "--modes", "decode",
-         "--batch", str(args.server_batch), "--seconds", str(seconds), "--rate", str(rate),
-         "--nvjpeg-backend", backend, "--nvjpeg-output", output],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def finish(proc):
-    """The decoder's JSON line (or its error), once it has ended."""
-    try:
-        out, err = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-    lines = [l for l in out.splitlines() if l.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        return {"error": (err or out)[-1000:], "returncode": proc.returncode}
-    return json.loads(lines[-1])
 
 
 def main(argv=None):
@@ -98,10 +73,10 @@ def main(argv=None):
              f"{result['alone']:,.0f} img/s"]
     for variant in variants:
         for rate in rates:
-            proc = paced_decoder(build, data, args, variant, rate)
-            time.sleep(3)  # files loaded, decoding
-            trainer = gpu_producer.train_rate(args)
-            decoder = finish(proc)
+            backend, output = variant.split(":")
+            trainer, decoder = gpu_producer.train_beside(args, gpu_producer.bench_cmd(
+                build, data, args, "decode", gpu_producer.beside_seconds(args), "--rate",
+                str(rate), "--nvjpeg-backend", backend, "--nvjpeg-output", output))
             run = {"variant": variant, "rate_asked": rate, "trainer": trainer,
                    "ratio": trainer / result["alone"], "decoder": decoder}
             result["runs"].append(run)

@@ -43,7 +43,7 @@ def main(argv=None):
         server = gp.ServerProc(build, data, f"sweep-{os.getpid()}-{batch}", args,
                                os.path.join(a.out, f"server_{batch}_{window}.log"))
         try:
-            fed = gp.train_rate(args, server.name)
+            fed = gp.train_rate(args, server)
         finally:
             server.stop()
         result["configs"].append({"server_batch": batch, "window": window, "fed": fed})

@@ -15,9 +15,10 @@
 //    the other files, the fused kernel) into a ring of 8 device slots, as the
 //    server's pipeline thread calls it, without consumers.
 // 3. augment (only when asked): the fused kernel alone (cuda::AugmentAsync) on
-//    --batch random 500x375 images with random-resized crops as the train
-//    transform draws them, back to back on one stream: GPU microseconds per
-//    batch and per image (what the server's kernel costs a time-sliced trainer).
+//    --batch random 500x375 images with the crops --transform gives them
+//    (image::PlanCrop, as the GPU source), back to back on one stream: GPU
+//    microseconds per batch and per image (what the server's kernel costs a
+//    time-sliced trainer).
 // --rate paces modes 1 and 2 to that many images/s (a server feeding a trainer
 // decodes at the trainer's rate): for what that work alone costs a trainer
 // beside it (benchmarks/gpu_producer.py --paced).
@@ -25,7 +26,6 @@
 // wall second (cores used).
 #include <CLI/CLI.hpp>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <random>
@@ -35,9 +35,11 @@
 #include "batchcast/cuda/runtime.h"
 #include "batchcast/cuda_image/augment.h"
 #include "batchcast/cuda_image/nvjpeg.h"
+#include "batchcast/image/crop_planner.h"
 #include "batchcast/image/jpeg.h"
 #include "batchcast/sources/make_source.h"
 #include "benchmarks/bench_util.h"
+#include "sources/src/image_dataset.h"
 #include "sources/src/image_source.h"
 #include "tools/server_options_cli.h"
 
@@ -77,8 +79,8 @@ int main(int argc, char** argv) {
   app.add_option("--nvjpeg-output", nvjpeg_output,
                  "decode: rgbi (what the server decodes to) or yuv (planar, no colour conversion)")
       ->check(CLI::IsMember({"rgbi", "yuv"}));
-  double rate = 0;
-  app.add_option("--rate", rate, "decode and fill: at most this many images/s (0: as fast as it can)");
+  double pace = 0;
+  app.add_option("--rate", pace, "decode and fill: at most this many images/s (0: as fast as it can)");
   // The source options as batchcast-server spells and parses them.
   ServerOptions server_options;
   server_options.source.dtype = DType::kFloat16;
@@ -148,7 +150,7 @@ int main(int argc, char** argv) {
         (void)done[k].Record(stream->ref());
         images += batch;
         k ^= 1;
-        Pace(rate, images, t0);
+        Pace(pace, images, t0);
       }
       (void)stream->Synchronize();
       const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -157,7 +159,7 @@ int main(int argc, char** argv) {
     run(1.0);  // warm up
     auto [rate, cores] = run(seconds);
     nlohmann::json j = {{"mode", "decode_only"},  {"backend", (*dec)->backend_name()},
-                        {"output", nvjpeg_output}, {"rate_asked", rate},
+                        {"output", nvjpeg_output}, {"rate_asked", pace},
                         {"files", files.size()},  {"files_not_supported", skipped},
                         {"batch", batch},         {"images_per_s", rate},
                         {"cpu_cores_used", cores}};
@@ -202,7 +204,7 @@ int main(int argc, char** argv) {
         Result<uint32_t> kept = (*source)->FillBatch(t, ReadAhead{ahead, t.epoch});
         if (!kept.ok()) Die(kept.status());
         images += *kept;  // dropped files (Note [Dropped files]) make no image
-        Pace(rate, images, t0);
+        Pace(pace, images, t0);
       }
       (void)stream->Synchronize();
       const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -241,6 +243,8 @@ int main(int argc, char** argv) {
         !s.ok()) {
       Die(s);
     }
+    auto transform = MakeTransformOptions(server_options.source);
+    if (!transform.ok()) Die(transform.status());
     nlohmann::json results = nlohmann::json::array();
     for (DType dtype : {DType::kFloat16, DType::kFloat32}) {
       cuda::AugmentParams params;
@@ -249,36 +253,24 @@ int main(int argc, char** argv) {
       std::vector<cuda::AugmentSample> samples(batch);
       int area = 0, boxed = 0;
       for (int i = 0; i < batch; ++i) {
-        // RandomResizedCrop(scale 0.08-1, ratio 3/4-4/3), then the CPU path's DCT scaling.
-        std::uniform_real_distribution<double> scale(0.08, 1.0), log_ratio(std::log(0.75),
-                                                                           std::log(4.0 / 3));
-        int w = kW, h = kH;
-        for (int t = 0; t < 10; ++t) {
-          const double a = scale(rng) * kW * kH, r = std::exp(log_ratio(rng));
-          const int cw = int(std::lround(std::sqrt(a * r))), ch = int(std::lround(std::sqrt(a / r)));
-          if (cw > 0 && ch > 0 && cw <= kW && ch <= kH) {
-            w = cw;
-            h = ch;
-            break;
-          }
-        }
-        int box = 1;
-        while (box < 8 && w / (2 * box) >= size && h / (2 * box) >= size) box *= 2;
+        // The crop and DCT scale the GPU source gives sample i of epoch 0
+        // (image::PlanCrop), as its kernel descriptor for a full-size image.
+        const image::CropPlan plan = image::PlanCrop(*transform, 0, i, kW, kH);
         cuda::AugmentSample& d = samples[i];
         d.src = src->data() + image_bytes * i;
         d.pitch = kW * 3;
         d.src_w = kW;
         d.src_h = kH;
-        d.box = box;
-        d.rect_w = w / box;
-        d.rect_h = h / box;
-        d.rect_x = int(rng() % (kW / box - d.rect_w + 1));
-        d.rect_y = int(rng() % (kH / box - d.rect_h + 1));
-        d.flip = int(rng() & 1);
+        d.box = plan.decode.scale_denom;
+        d.rect_x = plan.decode.rect.x;
+        d.rect_y = plan.decode.rect.y;
+        d.rect_w = plan.decode.rect.w;
+        d.rect_h = plan.decode.rect.h;
+        d.flip = plan.crop.flip ? 1 : 0;
         d.area = cuda::UsesAreaResampling(d.rect_w, d.rect_h, size) ? 1 : 0;
         d.out = out->data() + size_t(size) * size * 3 * 4 * i;
         area += d.area;
-        boxed += box > 1;
+        boxed += d.box > 1;
       }
       if (Status s = cuda::CopyAsync(desc->data(), samples.data(),
                                      samples.size() * sizeof(samples[0]), stream->ref());

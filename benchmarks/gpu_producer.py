@@ -32,7 +32,8 @@ On the GPU host (about 5 minutes on an H100; everything in one run):
      with --paced, the same trainer on synthetic data beside an nvJPEG
      decode-only process and beside a FillBatch process (decode, fallbacks,
      kernel: the server's producer work without the hand-off), each paced
-     at the rate the fed trainer reached (gpu_pipeline_bench --rate).
+     at the rate the fed trainer reached (gpu_pipeline_bench --rate); each
+     such process's own rate is reported too (did it keep its pace?).
      BC_PACED_PREFIX (e.g. "nsys profile -o OUT/fill --trace cuda") is put
      before the paced FillBatch command: a trace of the server's GPU work.
 
@@ -52,7 +53,6 @@ build/ or build-gpu/).
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -205,22 +205,34 @@ def read_rate(server, args, name):
             "mps_detail": s1.get("mps_detail"), "source": s1.get("source")}
 
 
+def bench_cmd(build, data, args, mode, seconds, *extra):
+    """A gpu_pipeline_bench command: `mode` over `data` in the server's batches."""
+    return [os.path.join(build, "benchmarks", "gpu_pipeline_bench"), data, "--batch",
+            str(args.server_batch), "--seconds", str(seconds), "--modes", mode, *extra]
+
+
+def last_json(text):
+    """The last line of `text` that is a JSON object (gpu_pipeline_bench's result), or None."""
+    lines = [line for line in text.splitlines() if line.startswith("{")]
+    return json.loads(lines[-1]) if lines else None
+
+
 def decode_only(build, data, args):
-    out = subprocess.run([os.path.join(build, "benchmarks", "gpu_pipeline_bench"), data,
-                          "--batch", str(args.server_batch), "--seconds", str(args.measure),
-                          "--modes", "decode"], capture_output=True, text=True, timeout=240)
-    if out.returncode != 0:
+    out = subprocess.run(bench_cmd(build, data, args, "decode", args.measure),
+                         capture_output=True, text=True, timeout=240)
+    if out.returncode != 0 or last_json(out.stdout) is None:
         raise RuntimeError("gpu_pipeline_bench failed: " + out.stderr[-2000:])
-    return json.loads(out.stdout.strip().splitlines()[0])
+    return last_json(out.stdout)
 
 
-def train_rate(args, server_name=None, server=None, info=None):
-    """ResNet-18, bs 128, bf16 autocast, channels_last: images/s on synthetic data or fed.
+def train_rate(args, server=None, info=None):
+    """ResNet-18, bs 128, bf16 autocast, channels_last: images/s on synthetic data, or
+    fed by `server` (a ServerProc).
 
-    With `server` (a ServerProc) and a dict `info`, also fills info with what
-    the server's stats say about the measured window: the producer's stage
-    shares, its CPU cores and the share of the time the trainer's Next()
-    waited for data (does the trainer wait for the server, or the GPU?)."""
+    With a dict `info` (and a server), also fills it with what the server's
+    stats say about the measured window: the producer's stage shares, its CPU
+    cores and the share of the time the trainer's Next() waited for data
+    (does the trainer wait for the server, or the GPU?)."""
     import torch
     import torchvision
 
@@ -228,7 +240,7 @@ def train_rate(args, server_name=None, server=None, info=None):
     model = torchvision.models.resnet18(num_classes=1000).cuda().to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     bs = args.train_batch
-    if server_name is None:
+    if server is None:
         x = torch.randn(bs, 3, args.size, args.size, device="cuda").to(torch.bfloat16)
         y = torch.randint(0, 1000, (bs,), device="cuda")
 
@@ -240,7 +252,7 @@ def train_rate(args, server_name=None, server=None, info=None):
     else:
         import batchcast
 
-        loader = batchcast.Loader(server_name, batch_size=bs, timeout=120, name="resnet18")
+        loader = batchcast.Loader(server.name, batch_size=bs, timeout=120, name="resnet18")
 
         def data():
             while True:
@@ -266,7 +278,7 @@ def train_rate(args, server_name=None, server=None, info=None):
     while time.monotonic() < t_end:
         step().item()
     torch.cuda.synchronize()
-    if server is not None:
+    if info is not None:
         s0, c0 = server.stats(), server.cpu()
     t0, n = time.monotonic(), 0
     while time.monotonic() < t0 + args.measure:
@@ -274,13 +286,39 @@ def train_rate(args, server_name=None, server=None, info=None):
         n += bs
     loss.item()
     wall = time.monotonic() - t0
-    if server is not None and info is not None:
+    if info is not None:
         s1, c1 = server.stats(), server.cpu()  # before close(): the consumer is still listed
         info.update({"stage_share": stage_shares(s0, s1, wall),
                      "server_cores": (c1 - c0) / wall,
                      "trainer_wait_share": consumer_wait(s0, s1, "resnet18") / wall})
     close()
     return n / wall
+
+
+def beside_seconds(args):
+    """--seconds for a gpu_pipeline_bench run that outlasts train_rate beside it."""
+    return args.warmup + args.measure + 15
+
+
+def train_beside(args, cmd):
+    """ResNet-18 on synthetic data while `cmd` (a gpu_pipeline_bench run of
+    beside_seconds(args)) runs beside it: the trainer's images/s, and the
+    bench's result once it has ended (its images/s and cores: did it keep its
+    pace beside the trainer?) or {"error": ...}."""
+    bench = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(5)  # its files loaded (fill: its first epoch), running
+        trainer = train_rate(args)
+    finally:
+        try:
+            out, err = bench.communicate(timeout=90)  # a profiler prefix writes its report
+        except subprocess.TimeoutExpired:
+            bench.kill()
+            out, err = bench.communicate()
+    got = last_json(out)
+    if bench.returncode != 0 or got is None:
+        got = {"error": (err or out)[-1000:], "returncode": bench.returncode}
+    return trainer, got
 
 
 def summary(r):
@@ -323,16 +361,15 @@ def summary(r):
                          f"{fs['trainer_wait_share'] * 100:.0f}% of the time; server "
                          f"{fs['server_cores']:.2f} cores; stages "
                          + ", ".join(f"{k} {v * 100:.0f}%" for k, v in fs["stage_share"].items()))
-        if "train_synthetic_beside_decode_only" in r:
-            x = r["train_synthetic_beside_decode_only"]
-            lines.append(f"  synthetic beside an nvJPEG decode-only process (no server): "
-                         f"{x:,.0f} img/s = {x / s:.2f}")
-        for mode, what in (("decode", "an nvJPEG decode-only process"),
-                           ("fill", "a FillBatch process (the server's GPU work, no hand-off)")):
-            if f"train_synthetic_beside_paced_{mode}" in r:
-                x = r[f"train_synthetic_beside_paced_{mode}"]
-                lines.append(f"  synthetic beside {what} paced at {f:,.0f} img/s: "
-                             f"{x:,.0f} img/s = {x / s:.2f}")
+        for key, what in (("decode_only", "an nvJPEG decode-only process (no server)"),
+                          ("paced_decode", "an nvJPEG decode-only process paced at the fed rate"),
+                          ("paced_fill", "a FillBatch process (the server's GPU work, no "
+                                         "hand-off) paced at the fed rate")):
+            if f"train_synthetic_beside_{key}" in r:
+                x, b = r[f"train_synthetic_beside_{key}"], r[f"beside_{key}"]
+                got = (f"it ran at {b['images_per_s']:,.0f} img/s" if "images_per_s" in b
+                       else f"it failed: {b['error']}")
+                lines.append(f"  synthetic beside {what}: {x:,.0f} img/s = {x / s:.2f} ({got})")
         if "train_fed_synthetic_server" in r:
             h = r["train_fed_synthetic_server"]
             lines.append(f"  fed by a --synthetic server (hand-off only, no decoding): "
@@ -414,12 +451,7 @@ def run(args, build, data, t_start):
     name = f"gpuprod-{os.getpid()}"
     server = ServerProc(build, data, name, args, os.path.join(args.out, "server.log"))
     try:
-        if args.no_reference and not args.smoke:
-            result["train_synthetic"] = train_rate(args)
-            result["train_fed_server"] = {}
-            result["train_fed"] = train_rate(args, server.name, server,
-                                             result["train_fed_server"])
-        else:
+        if args.smoke or not args.no_reference:
             result["read"] = read_rate(server, args, "reader")
         if not args.smoke and not args.no_reference:
             # The reference again, right after: the engine's rate moves between
@@ -430,57 +462,36 @@ def run(args, build, data, t_start):
                                           after["images_per_s"]]
             if after["images_per_s"] > result["decode_only"]["images_per_s"]:
                 result["decode_only"] = after
+        if not args.smoke:
             result["train_synthetic"] = train_rate(args)
             result["train_fed_server"] = {}
-            result["train_fed"] = train_rate(args, server.name, server,
-                                             result["train_fed_server"])
+            result["train_fed"] = train_rate(args, server, result["train_fed_server"])
     finally:
         server.stop()
     if args.interference and not args.smoke:
         # The same trainer on synthetic data while another process runs the
         # nvJPEG hardware decode-only loop: what the engine's work alone costs it.
-        bench = subprocess.Popen(
-            [os.path.join(build, "benchmarks", "gpu_pipeline_bench"), data, "--batch",
-             str(args.server_batch), "--seconds", str(args.warmup + args.measure + 10), "--modes",
-             "decode"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            time.sleep(3)  # its files loaded, decoding
-            result["train_synthetic_beside_decode_only"] = train_rate(args)
-        finally:
-            bench.kill()
-            bench.wait()
+        result["train_synthetic_beside_decode_only"], result["beside_decode_only"] = train_beside(
+            args, bench_cmd(build, data, args, "decode", beside_seconds(args)))
     if args.paced and not args.smoke:
         # What the server's GPU work costs the trainer without the hand-off:
         # the same trainer beside a process doing that work at the fed rate.
-        rate = result["train_fed"]
-        for mode in ("decode", "fill"):
-            cmd = [os.path.join(build, "benchmarks", "gpu_pipeline_bench"), data, "--batch",
-                   str(args.server_batch), "--seconds", str(args.warmup + args.measure + 10),
-                   "--modes", mode, "--rate", str(rate), "--workers", str(args.workers),
-                   "--transcode-cache-mb", str(args.transcode_cache_mb)]
-            if mode == "fill":
-                cmd += ["--nvjpeg-calls", str(args.nvjpeg_calls)]
-                cmd = os.environ.get("BC_PACED_PREFIX", "").split() + cmd
-            log = open(os.path.join(args.out, f"paced_{mode}.log"), "w")
-            bench = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-            try:
-                time.sleep(5)  # its files loaded (fill: its first epoch), running
-                result[f"train_synthetic_beside_paced_{mode}"] = train_rate(args)
-            finally:
-                bench.send_signal(signal.SIGINT)  # as Ctrl-C: a profiler writes its report
-                try:
-                    bench.wait(90)
-                except subprocess.TimeoutExpired:
-                    bench.kill()
-                    bench.wait()
-                log.close()
+        pace = ["--rate", str(result["train_fed"])]
+        fill = bench_cmd(build, data, args, "fill", beside_seconds(args), *pace, "--workers",
+                         str(args.workers), "--transcode-cache-mb", str(args.transcode_cache_mb),
+                         "--nvjpeg-calls", str(args.nvjpeg_calls))
+        for mode, cmd in (("decode", bench_cmd(build, data, args, "decode", beside_seconds(args),
+                                               *pace)),
+                          ("fill", os.environ.get("BC_PACED_PREFIX", "").split() + fill)):
+            result[f"train_synthetic_beside_paced_{mode}"], result[f"beside_paced_{mode}"] = (
+                train_beside(args, cmd))
     if args.handoff and not args.smoke:
         # Where a fed trainer loses its time: the same trainer fed by a
         # server that only copies synthetic samples into the device ring.
         synth = ServerProc(build, data, name + "-synth", args,
                            os.path.join(args.out, "server_synthetic.log"), synthetic=True)
         try:
-            result["train_fed_synthetic_server"] = train_rate(args, synth.name)
+            result["train_fed_synthetic_server"] = train_rate(args, synth)
         finally:
             synth.stop()
     result["seconds"] = time.monotonic() - t_start

@@ -195,10 +195,10 @@ Status NvJpegDecoder::DecodeBatch(int state, std::span<const std::span<const uin
   impl.data.resize(jpegs.size());
   impl.lengths.resize(jpegs.size());
   impl.images.assign(jpegs.size(), nvjpegImage_t{});
+  const int planes = format_ == Format::kYuvPlanar ? 3 : 1;
   for (size_t i = 0; i < jpegs.size(); ++i) {
     impl.data[i] = jpegs[i].data();
     impl.lengths[i] = jpegs[i].size();
-    const int planes = format_ == Format::kYuvPlanar ? 3 : 1;
     for (int c = 0; c < planes; ++c) {
       impl.images[i].channel[c] = outputs[i].data + c * outputs[i].pitch * outputs[i].height;
       impl.images[i].pitch[c] = outputs[i].pitch;
