@@ -297,7 +297,7 @@ def train_rate(args, server=None, info=None):
 
 def beside_seconds(args):
     """--seconds for a gpu_pipeline_bench run that outlasts train_rate beside it."""
-    return args.warmup + args.measure + 15
+    return args.warmup + args.measure + 10
 
 
 def train_beside(args, cmd):

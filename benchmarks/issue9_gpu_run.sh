@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
-# Issue 9's open measurements in one GPU-host run (about 10 minutes on an
-# H100; each step has its own timeout and appends to LOG):
-#   source .gpu-deps/env.sh && benchmarks/issue9_gpu_run.sh BUILD_DIR OUT_DIR
-# 1. build what the steps need (batchcast-server, gpu_pipeline_bench, _core);
-# 2. decoder_interference.py: which part of nvJPEG costs a time-sliced trainer
-#    (engine RGB, engine YUV, hybrid), at 3k and 7.4k images/s;
-# 3. gpu_producer.py --paced --handoff: the fed trainer and its parts, MPS off;
-#    then fed by a server with --nvjpeg-calls 2 and 3 (Note [Split hardware batch]);
-# 4. colocate.py: four ResNet-18 jobs, synthetic vs batchcast (device cache off),
-#    MPS off and on (the issue's "four such jobs" row).
+# Issue 9's open measurements on the GPU host, in two calls of a device run
+# (each under 10 minutes on an H100; each step has its own timeout and
+# appends to LOG; the build is kept between the calls of one lease):
+#   source .gpu-deps/env.sh && benchmarks/issue9_gpu_run.sh BUILD_DIR OUT_DIR diagnosis
+#   source .gpu-deps/env.sh && benchmarks/issue9_gpu_run.sh BUILD_DIR OUT_DIR colocate
+# Both: build what the steps need (batchcast-server, gpu_pipeline_bench, _core).
+# diagnosis (about 8 minutes):
+#   decoder_interference.py: which part of nvJPEG costs a time-sliced trainer
+#   (engine RGB, engine YUV, hybrid), at 3k and 7.4k images/s;
+#   gpu_producer.py --paced --handoff: the fed trainer and its parts, MPS off;
+#   then fed by a server with --nvjpeg-calls 2 and 3 (Note [Split hardware batch]).
+# colocate (about 5 minutes): colocate.py, four ResNet-18 jobs, synthetic vs
+#   batchcast (device cache off), MPS off and on (the issue's "four such jobs" row).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:?build dir}
 OUT=${2:?out dir}
+PART=${3:?diagnosis or colocate}
+case $PART in diagnosis|colocate) ;; *) echo "issue9_gpu_run: part must be diagnosis or colocate" >&2; exit 2;; esac
 LOG=$OUT/log
 DATA=/tmp/bc_gpu_producer_100x40
 mkdir -p "$OUT"
@@ -26,14 +31,17 @@ step 200 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARC
 step 330 cmake --build "$B" -j "$(nproc)" --target batchcast-server gpu_pipeline_bench _core || exit 1
 wait
 export BATCHCAST_BUILD_DIR=$B
-step 240 python3 benchmarks/decoder_interference.py --out "$OUT/interference" --data $DATA
-step 200 python3 benchmarks/gpu_producer.py --out "$OUT/producer" --data $DATA --workers 4 \
-  --no-reference --paced --handoff --warmup 3 --measure 8
-# Note [Split hardware batch]: the fed trainer with 2 and 3 nvJPEG calls per batch.
-for k in 2 3; do
-  step 120 python3 benchmarks/gpu_producer.py --out "$OUT/producer_calls$k" --data $DATA \
-    --workers 4 --no-reference --nvjpeg-calls $k --warmup 3 --measure 8
-done
-step 240 python3 benchmarks/colocate.py --out "$OUT/colocate" --models resnet18 --jobs 1,4 \
-  --sources synthetic,batchcast --mps off,on --budget 220
-echo "issue9_gpu_run: done" >>"$LOG"
+if [ "$PART" = diagnosis ]; then
+  step 220 python3 benchmarks/decoder_interference.py --out "$OUT/interference" --data $DATA
+  step 150 python3 benchmarks/gpu_producer.py --out "$OUT/producer" --data $DATA --workers 4 \
+    --no-reference --paced --handoff --warmup 3 --measure 8
+  # Note [Split hardware batch]: the fed trainer with 2 and 3 nvJPEG calls per batch.
+  for k in 2 3; do
+    step 90 python3 benchmarks/gpu_producer.py --out "$OUT/producer_calls$k" --data $DATA \
+      --workers 4 --no-reference --nvjpeg-calls $k --warmup 3 --measure 8
+  done
+else
+  step 300 python3 benchmarks/colocate.py --out "$OUT/colocate" --models resnet18 --jobs 1,4 \
+    --sources synthetic,batchcast --mps off,on --budget 280
+fi
+echo "issue9_gpu_run $PART: done" >>"$LOG"
