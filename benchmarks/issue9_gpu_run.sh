@@ -20,6 +20,9 @@ PART=${3:?diagnosis or colocate}
 case $PART in diagnosis|colocate) ;; *) echo "issue9_gpu_run: part must be diagnosis or colocate" >&2; exit 2;; esac
 LOG=$OUT/log
 DATA=/tmp/bc_gpu_producer_100x40
+# Each step's folder (JSON and server logs) lies under W; only the JSONs and the
+# end of each log come back in OUT (a device call returns at most 8 files).
+W=/tmp/issue9_$PART
 mkdir -p "$OUT"
 cd "$ROOT"
 step() { local t=$1; shift; echo "== $* ($(date +%T))" >>"$LOG"; timeout "$t" "$@" >>"$LOG" 2>&1; local rc=$?; echo "== rc=$rc ($(date +%T))" >>"$LOG"; return $rc; }
@@ -32,16 +35,21 @@ step 330 cmake --build "$B" -j "$(nproc)" --target batchcast-server gpu_pipeline
 wait
 export BATCHCAST_BUILD_DIR=$B
 if [ "$PART" = diagnosis ]; then
-  step 220 python3 benchmarks/decoder_interference.py --out "$OUT/interference" --data $DATA
-  step 150 python3 benchmarks/gpu_producer.py --out "$OUT/producer" --data $DATA --workers 4 \
+  step 220 python3 benchmarks/decoder_interference.py --out "$W/interference" --data $DATA
+  step 150 python3 benchmarks/gpu_producer.py --out "$W/producer" --data $DATA --workers 4 \
     --no-reference --paced --handoff --warmup 3 --measure 8
   # Note [Split hardware batch]: the fed trainer with 2 and 3 nvJPEG calls per batch.
   for k in 2 3; do
-    step 90 python3 benchmarks/gpu_producer.py --out "$OUT/producer_calls$k" --data $DATA \
+    step 90 python3 benchmarks/gpu_producer.py --out "$W/producer_calls$k" --data $DATA \
       --workers 4 --no-reference --nvjpeg-calls $k --warmup 3 --measure 8
   done
 else
-  step 300 python3 benchmarks/colocate.py --out "$OUT/colocate" --models resnet18 --jobs 1,4 \
+  step 300 python3 benchmarks/colocate.py --out "$W/colocate" --models resnet18 --jobs 1,4 \
     --sources synthetic,batchcast --mps off,on --budget 280
 fi
+for d in "$W"/*/; do
+  n=$(basename "$d")
+  for j in "$d"*.json; do [ -f "$j" ] && cp "$j" "$OUT/$n.json"; done
+  for l in "$d"*.log; do [ -f "$l" ] && { echo "== tail $l" >>"$LOG"; tail -n 15 "$l" >>"$LOG"; }; done
+done
 echo "issue9_gpu_run $PART: done" >>"$LOG"
