@@ -225,14 +225,17 @@ def decode_only(build, data, args):
     return last_json(out.stdout)
 
 
-def train_rate(args, server=None, info=None):
+def train_rate(args, server=None, info=None, pull_only=False, sync_steps=False):
     """ResNet-18, bs 128, bf16 autocast, channels_last: images/s on synthetic data, or
     fed by `server` (a ServerProc).
 
     With a dict `info` (and a server), also fills it with what the server's
     stats say about the measured window: the producer's stage shares, its CPU
-    cores and the share of the time the trainer's Next() waited for data
-    (does the trainer wait for the server, or the GPU?)."""
+    cores, its images/s (batches written) and the share of the time the
+    trainer's Next() waited for data (does the trainer wait for the server,
+    or the GPU?). pull_only: each step takes a batch from `server` and drops
+    it, and trains on the synthetic tensors (what pulling alone does to the
+    server). sync_steps: torch.cuda.synchronize() after every step."""
     import torch
     import torchvision
 
@@ -240,9 +243,9 @@ def train_rate(args, server=None, info=None):
     model = torchvision.models.resnet18(num_classes=1000).cuda().to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     bs = args.train_batch
+    x = torch.randn(bs, 3, args.size, args.size, device="cuda").to(torch.bfloat16)
+    y = torch.randint(0, 1000, (bs,), device="cuda")
     if server is None:
-        x = torch.randn(bs, 3, args.size, args.size, device="cuda").to(torch.bfloat16)
-        y = torch.randint(0, 1000, (bs,), device="cuda")
 
         def data():
             while True:
@@ -256,7 +259,12 @@ def train_rate(args, server=None, info=None):
 
         def data():
             while True:
-                yield from loader
+                for batch in loader:
+                    if pull_only:
+                        del batch
+                        yield x, y
+                    else:
+                        yield batch
 
         close = loader.close
     it = data()
@@ -272,6 +280,8 @@ def train_rate(args, server=None, info=None):
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        if sync_steps:
+            torch.cuda.synchronize()
         return loss
 
     t_end = time.monotonic() + args.warmup
@@ -288,8 +298,10 @@ def train_rate(args, server=None, info=None):
     wall = time.monotonic() - t0
     if info is not None:
         s1, c1 = server.stats(), server.cpu()  # before close(): the consumer is still listed
+        batches = s1.get("batches_written", 0) - s0.get("batches_written", 0)
         info.update({"stage_share": stage_shares(s0, s1, wall),
                      "server_cores": (c1 - c0) / wall,
+                     "server_images_per_s": batches * args.server_batch / wall,
                      "trainer_wait_share": consumer_wait(s0, s1, "resnet18") / wall})
     close()
     return n / wall

@@ -4,6 +4,7 @@
 # appends to LOG; the build is kept between the calls of one lease):
 #   source .gpu-deps/env.sh && benchmarks/issue9_gpu_run.sh BUILD_DIR OUT_DIR diagnosis
 #   source .gpu-deps/env.sh && benchmarks/issue9_gpu_run.sh BUILD_DIR OUT_DIR colocate
+#   source .gpu-deps/env.sh && benchmarks/issue9_gpu_run.sh BUILD_DIR OUT_DIR coupling
 # Both: build what the steps need (batchcast-server, gpu_pipeline_bench, _core).
 # diagnosis (about 8 minutes):
 #   decoder_interference.py: which part of nvJPEG costs a time-sliced trainer
@@ -12,12 +13,15 @@
 #   then fed by a server with --nvjpeg-calls 2 and 3 (Note [Split hardware batch]).
 # colocate (about 5 minutes): colocate.py, four ResNet-18 jobs, synthetic vs
 #   batchcast (device cache off), MPS off and on (the issue's "four such jobs" row).
+# coupling (about 3 minutes): fed_coupling.py, what slows the server's decode
+#   beside the trainer it feeds (benchmarks/RESULTS.md, "What couples a fed
+#   trainer to its server").
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:?build dir}
 OUT=${2:?out dir}
-PART=${3:?diagnosis or colocate}
-case $PART in diagnosis|colocate) ;; *) echo "issue9_gpu_run: part must be diagnosis or colocate" >&2; exit 2;; esac
+PART=${3:?diagnosis, colocate or coupling}
+case $PART in diagnosis|colocate|coupling) ;; *) echo "issue9_gpu_run: part must be diagnosis, colocate or coupling" >&2; exit 2;; esac
 LOG=$OUT/log
 DATA=/tmp/bc_gpu_producer_100x40
 # Each step's folder (JSON and server logs) lies under W; only the JSONs and the
@@ -43,6 +47,8 @@ if [ "$PART" = diagnosis ]; then
     step 90 python3 benchmarks/gpu_producer.py --out "$W/producer_calls$k" --data $DATA \
       --workers 4 --no-reference --nvjpeg-calls $k --warmup 3 --measure 8
   done
+elif [ "$PART" = coupling ]; then
+  step 330 python3 benchmarks/fed_coupling.py --out "$W/coupling" --data $DATA
 else
   step 300 python3 benchmarks/colocate.py --out "$W/colocate" --models resnet18 --jobs 1,4 \
     --sources synthetic,batchcast --mps off,on --budget 280

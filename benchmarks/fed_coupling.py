@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""What slows a server's decode beside the trainer it feeds (issue 9).
+
+Without MPS a ResNet-18 fed by the server runs at about 0.68 of synthetic
+data: beside that trainer the server's nvJPEG hardware decode runs at about
+7k images/s, while a FillBatch process beside the same kind of trainer
+reaches 13-16k (benchmarks/RESULTS.md, "What couples a fed trainer to its
+server"). This program runs the configurations that separate the causes, one
+GPU-host call (about 3 minutes on an H100):
+
+  python3 benchmarks/fed_coupling.py --out OUT [--data DIR] [--runs ...]
+
+runs (comma-separated, default all, in this order):
+  reader          server -> a reader process (batchcast.Loader), no trainer
+  reader_beside   the same, with a trainer on synthetic data beside it
+  fill_beside_fed gpu_pipeline_bench --modes fill, unpaced, beside a trainer
+                  fed by a --synthetic server (decoding for nobody)
+  pull            the trainer takes its batches from the server, drops them
+                  and trains on synthetic tensors
+  pull_sync       the same, torch.cuda.synchronize() after every step
+  fed             the trainer fed by the server
+
+Prints, per run, the trainer's images/s as a share of the same trainer on
+synthetic data alone (measured first), the server's (or the other process's)
+images/s, its cores and stage shares; writes OUT/fed_coupling.json. Device
+cache off, MPS as the environment has it; gpu_producer.py's trainer,
+dataset and server settings (--workers 4). The build is found from
+BATCHCAST_BUILD_DIR (or --build).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import gpu_producer as gp  # noqa: E402  (the trainer, the server, the dataset)
+
+RUNS = ("reader", "reader_beside", "fill_beside_fed", "pull", "pull_sync", "fed")
+
+
+def reader_main(name, seconds, warmup):
+    """The reader process: reads `name` for `seconds`; prints its images/s after `warmup`."""
+    import batchcast
+    import torch
+
+    loader = batchcast.Loader(name, batch_size=256, timeout=120, name="reader")
+    start = time.monotonic()
+    t0, n = None, 0
+    while time.monotonic() < start + seconds:
+        for images, _ in loader:
+            if t0 is None and time.monotonic() >= start + warmup:
+                t0, n = time.monotonic(), 0
+            n += images.shape[0]
+            del images
+            if time.monotonic() >= start + seconds:
+                break
+    torch.cuda.synchronize()
+    print(json.dumps({"images_per_s": n / (time.monotonic() - t0)}))
+    loader.close()
+    return 0
+
+
+def server_window(server, args, fn):
+    """fn()'s result, and the server's images/s, cores and stage shares meanwhile."""
+    s0, c0, t0 = server.stats(), server.cpu(), time.monotonic()
+    r = fn()
+    s1, c1, wall = server.stats(), server.cpu(), time.monotonic() - t0
+    batches = s1.get("batches_written", 0) - s0.get("batches_written", 0)
+    return r, {"server_images_per_s": batches * args.server_batch / wall,
+               "server_cores": (c1 - c0) / wall,
+               "stage_share": gp.stage_shares(s0, s1, wall)}
+
+
+def main(argv=None):
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] == "--reader":  # the reader process (run "reader", "reader_beside")
+        return reader_main(argv[1], float(argv[2]), float(argv[3]))
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True)
+    p.add_argument("--data", help="an ImageFolder to use instead of making one")
+    p.add_argument("--build")
+    p.add_argument("--runs", default=",".join(RUNS))
+    p.add_argument("--warmup", type=float, default=3)
+    p.add_argument("--measure", type=float, default=8)
+    mine = p.parse_args(argv)
+    runs = mine.runs.split(",")
+    for r in runs:
+        if r not in RUNS:
+            p.error(f"unknown run {r!r}: one of {', '.join(RUNS)}")
+    args = gp.parse_args(["--out", mine.out, "--workers", "4", "--warmup", str(mine.warmup),
+                          "--measure", str(mine.measure)])
+    build = gp.find_build(mine.build)
+    os.makedirs(mine.out, exist_ok=True)
+    data = mine.data or os.path.join("/tmp", f"bc_gpu_producer_{args.classes}x{args.per_class}")
+    gp.make_dataset(args, data)
+    gp.warm_page_cache(data)
+    import torch
+
+    env = dict(os.environ, PYTHONPATH=os.path.join(build, "python"))
+    result = {"device": torch.cuda.get_device_name(0), "data": data, "device_cache": False,
+              "mps_pipe_directory": os.environ.get("CUDA_MPS_PIPE_DIRECTORY"),
+              "alone": gp.train_rate(args)}
+    alone = result["alone"]
+    lines = [f"{result['device']}; ResNet-18 bs {args.train_batch} bf16 channels_last on "
+             f"synthetic data alone: {alone:,.0f} img/s; device cache off"]
+
+    def reader(server, seconds):
+        return subprocess.Popen([sys.executable, os.path.abspath(__file__), "--reader",
+                                 server.name, str(seconds), "3"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
+
+    def reader_result(proc):
+        out, err = proc.communicate(timeout=120)
+        return gp.last_json(out) or {"error": err[-800:]}
+
+    def with_server(name, fn, synthetic=False):
+        server = gp.ServerProc(build, data, f"coupling-{name}-{os.getpid()}", args,
+                               os.path.join(mine.out, f"server_{name}.log"), synthetic=synthetic)
+        try:
+            return fn(server)
+        finally:
+            server.stop()
+
+    def run_reader(server):
+        proc = reader(server, mine.measure + 6)
+        time.sleep(4)
+        _, window = server_window(server, args, lambda: time.sleep(mine.measure))
+        return {"reader": reader_result(proc), **window}
+
+    def run_reader_beside(server):
+        # The reader's measured span (after its 3 s) lies within the
+        # trainer's run, which outlasts it: the reader's rate is the server's
+        # beside the trainer (the server's own counts would span the trainer's
+        # run, partly without the reader).
+        proc = reader(server, mine.warmup + mine.measure + 3)
+        time.sleep(3)
+        trainer = gp.train_rate(args)
+        return {"trainer": trainer, "reader": reader_result(proc)}
+
+    def run_fill_beside_fed(synth):
+        fill = gp.bench_cmd(build, data, args, "fill", gp.beside_seconds(args), "--workers",
+                            str(args.workers), "--transcode-cache-mb",
+                            str(args.transcode_cache_mb))
+        bench = subprocess.Popen(fill, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(5)  # its first epoch
+            trainer = gp.train_rate(args, synth)
+        finally:
+            out, err = bench.communicate(timeout=120)
+        return {"trainer": trainer, "fill": gp.last_json(out) or {"error": err[-800:]}}
+
+    def run_trainer(**kw):
+        def fn(server):
+            info = {}
+            trainer = gp.train_rate(args, server, info, **kw)
+            return {"trainer": trainer, **info}
+        return fn
+
+    plan = {"reader": lambda: with_server("reader", run_reader),
+            "reader_beside": lambda: with_server("reader_beside", run_reader_beside),
+            "fill_beside_fed": lambda: with_server("synthetic", run_fill_beside_fed, True),
+            "pull": lambda: with_server("pull", run_trainer(pull_only=True)),
+            "pull_sync": lambda: with_server("pull_sync",
+                                             run_trainer(pull_only=True, sync_steps=True)),
+            "fed": lambda: with_server("fed", run_trainer())}
+    result["runs"] = {}
+    for name in runs:
+        r = plan[name]()
+        result["runs"][name] = r
+        other = r.get("reader") or r.get("fill") or {}
+        parts = [f"{name:16s}"]
+        if "trainer" in r:
+            parts.append(f"trainer {r['trainer'] / alone:.2f} of alone")
+        if "images_per_s" in other:
+            parts.append(f"{'reader' if 'reader' in r else 'fill'} {other['images_per_s']:,.0f} img/s")
+        elif "error" in other:
+            parts.append(f"failed: {other['error'][-300:]}")
+        if "server_images_per_s" in r:
+            stages = ", ".join(f"{k} {v * 100:.0f}%" for k, v in sorted(r["stage_share"].items())
+                               if v >= 0.005)
+            parts.append(f"server {r['server_images_per_s']:,.0f} img/s on "
+                         f"{r['server_cores']:.2f} cores ({stages})")
+        if "trainer_wait_share" in r:
+            parts.append(f"trainer waited {r['trainer_wait_share'] * 100:.0f}%")
+        lines.append("; ".join(parts))
+        print(lines[-1], flush=True)
+        with open(os.path.join(mine.out, "fed_coupling.json"), "w") as f:
+            json.dump(result, f, indent=1)
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
