@@ -15,6 +15,10 @@ runs (comma-separated, default all, in this order):
   reader_beside   the same, with a trainer on synthetic data beside it
   fill_beside_fed gpu_pipeline_bench --modes fill, unpaced, beside a trainer
                   fed by a --synthetic server (decoding for nobody)
+  pull_async      a thread of the trainer's process reads the server (own
+                  CUDA stream, batches dropped) while the trainer trains on
+                  synthetic tensors: the server's consumer is the busy
+                  context, but not in step with its training
   pull            the trainer takes its batches from the server, drops them
                   and trains on synthetic tensors
   pull_sync       the same, torch.cuda.synchronize() after every step
@@ -39,7 +43,7 @@ sys.path.insert(0, HERE)
 
 import gpu_producer as gp  # noqa: E402  (the trainer, the server, the dataset)
 
-RUNS = ("reader", "reader_beside", "fill_beside_fed", "pull", "pull_sync", "fed")
+RUNS = ("reader", "reader_beside", "fill_beside_fed", "pull_async", "pull", "pull_sync", "fed")
 
 
 def reader_main(name, seconds, warmup):
@@ -143,6 +147,34 @@ def main(argv=None):
         trainer = gp.train_rate(args)
         return {"trainer": trainer, "reader": reader_result(proc)}
 
+    def run_pull_async(server):
+        import threading
+
+        import batchcast
+
+        stop, pulled = threading.Event(), [0]
+
+        def pull():
+            with torch.cuda.stream(torch.cuda.Stream()):
+                loader = batchcast.Loader(server.name, batch_size=256, timeout=120, name="puller")
+                while not stop.is_set():
+                    for images, _ in loader:
+                        pulled[0] += images.shape[0]
+                        del images
+                        if stop.is_set():
+                            break
+                loader.close()
+
+        thread = threading.Thread(target=pull)
+        thread.start()
+        time.sleep(3)
+        try:
+            trainer, window = server_window(server, args, lambda: gp.train_rate(args))
+        finally:
+            stop.set()
+            thread.join(60)
+        return {"trainer": trainer, **window}
+
     def run_fill_beside_fed(synth):
         fill = gp.bench_cmd(build, data, args, "fill", gp.beside_seconds(args), "--workers",
                             str(args.workers), "--transcode-cache-mb",
@@ -165,6 +197,7 @@ def main(argv=None):
     plan = {"reader": lambda: with_server("reader", run_reader),
             "reader_beside": lambda: with_server("reader_beside", run_reader_beside),
             "fill_beside_fed": lambda: with_server("synthetic", run_fill_beside_fed, True),
+            "pull_async": lambda: with_server("pull_async", run_pull_async),
             "pull": lambda: with_server("pull", run_trainer(pull_only=True)),
             "pull_sync": lambda: with_server("pull_sync",
                                              run_trainer(pull_only=True, sync_steps=True)),
