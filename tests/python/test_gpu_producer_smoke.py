@@ -34,3 +34,16 @@ def test_smoke_run_reports_rate_stages_and_wait(tmp_path):
     assert read["stage_threads"]["decode_augment"] == 1
     assert 0 <= read["consumer_wait_share"] <= 1.5, read
     assert "device cache: OFF" in r.stdout and "server -> one Loader" in r.stdout, r.stdout
+
+
+def test_issue9_diagnosis_programs_check_their_arguments(tmp_path):
+    # decoder_interference.py and fed_coupling.py need a GPU to run; without
+    # one, they must at least load and refuse a bad argument before any work.
+    bench = os.path.join(H.REPO, "benchmarks")
+    for script, bad, says in (("fed_coupling.py", ["--runs", "fed,nope"], "unknown run 'nope'"),
+                              ("decoder_interference.py", ["--variants", "engine:rgb"],
+                               "bad variant 'engine:rgb'")):
+        r = subprocess.run([sys.executable, os.path.join(bench, script), "--out",
+                            str(tmp_path / "out"), *bad], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 2 and says in r.stderr, (script, r.stdout + r.stderr)
