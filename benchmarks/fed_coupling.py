@@ -6,7 +6,7 @@ data: beside that trainer the server's nvJPEG hardware decode runs at about
 7k images/s, while a FillBatch process beside the same kind of trainer
 reaches 13-16k (benchmarks/RESULTS.md, "What couples a fed trainer to its
 server"). This program runs the configurations that separate the causes, one
-GPU-host call (about 3 minutes on an H100):
+GPU-host call (about 4 minutes on an H100):
 
   python3 benchmarks/fed_coupling.py --out OUT [--data DIR] [--runs ...]
 
@@ -15,6 +15,11 @@ runs (comma-separated, default all, in this order):
   reader_beside   the same, with a trainer on synthetic data beside it
   fill_beside_fed gpu_pipeline_bench --modes fill, unpaced, beside a trainer
                   fed by a --synthetic server (decoding for nobody)
+  idle_beside     a reader process drives the server; an idle consumer (it
+                  took one batch, maps the ring, opened the slot events) in
+                  another process; a trainer on synthetic data beside
+  idle_in_trainer the same, the idle consumer in the trainer's process: does
+                  mapping the ring in the busy context slow the server?
   pull_async      a thread of the trainer's process reads the server (own
                   CUDA stream, batches dropped) while the trainer trains on
                   synthetic tensors: the server's consumer is the busy
@@ -43,7 +48,11 @@ sys.path.insert(0, HERE)
 
 import gpu_producer as gp  # noqa: E402  (the trainer, the server, the dataset)
 
-RUNS = ("reader", "reader_beside", "fill_beside_fed", "pull_async", "pull", "pull_sync", "fed")
+RUNS = ("reader", "reader_beside", "fill_beside_fed", "idle_beside", "idle_in_trainer",
+        "pull_async", "pull", "pull_sync", "fed")
+# idle_*: the server lets a consumer that holds it up jump forward after 10 ms
+# (Note [Lag policy]), so an idle consumer does not stop it.
+SKIP_IDLE = ("--lag-policy", "skip", "--lag-timeout", "0.01")
 
 
 def reader_main(name, seconds, warmup):
@@ -62,9 +71,34 @@ def reader_main(name, seconds, warmup):
             del images
             if time.monotonic() >= start + seconds:
                 break
-    torch.cuda.synchronize()
-    print(json.dumps({"images_per_s": n / (time.monotonic() - t0)}))
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
     loader.close()
+    if t0 is None:
+        print(json.dumps({"error": f"no batch after {warmup} s"}))
+        return 1
+    print(json.dumps({"images_per_s": n / (time.monotonic() - t0)}))
+    return 0
+
+
+def open_idle(name):
+    """A consumer of `name` that took one batch and then idles (its ring mapped)."""
+    import batchcast
+
+    # One sample, one request ahead: it pins at most two slots of the window.
+    loader = batchcast.Loader(name, batch_size=1, prefetch=1, timeout=120,
+                              name=f"idle-{os.getpid()}")
+    images, labels = next(iter(loader))
+    del images, labels
+    return loader
+
+
+def idle_main(name, seconds):
+    """The idle consumer's process: open_idle, then sleeps `seconds`."""
+    loader = open_idle(name)
+    time.sleep(seconds)
+    loader.close()
+    print(json.dumps({"idle": True}))
     return 0
 
 
@@ -84,6 +118,8 @@ def main(argv=None):
         argv = sys.argv[1:]
     if argv and argv[0] == "--reader":  # the reader process (run "reader", "reader_beside")
         return reader_main(argv[1], float(argv[2]), float(argv[3]))
+    if argv and argv[0] == "--idle":  # the idle consumer's process (run "idle_beside")
+        return idle_main(argv[1], float(argv[2]))
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True)
@@ -123,9 +159,10 @@ def main(argv=None):
         out, err = proc.communicate(timeout=120)
         return gp.last_json(out) or {"error": err[-800:]}
 
-    def with_server(name, fn, synthetic=False):
+    def with_server(name, fn, synthetic=False, extra=()):
         server = gp.ServerProc(build, data, f"coupling-{name}-{os.getpid()}", args,
-                               os.path.join(mine.out, f"server_{name}.log"), synthetic=synthetic)
+                               os.path.join(mine.out, f"server_{name}.log"), synthetic=synthetic,
+                               extra=extra)
         try:
             return fn(server)
         finally:
@@ -146,6 +183,28 @@ def main(argv=None):
         time.sleep(3)
         trainer = gp.train_rate(args)
         return {"trainer": trainer, "reader": reader_result(proc)}
+
+    def run_idle(in_trainer):
+        def fn(server):
+            proc = reader(server, mine.warmup + mine.measure + 3)
+            if in_trainer:
+                idle = open_idle(server.name)
+            else:
+                idle = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--idle",
+                                         server.name, str(mine.warmup + mine.measure + 20)],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True, env=env)
+            time.sleep(3)
+            try:
+                trainer = gp.train_rate(args)
+            finally:
+                if in_trainer:
+                    idle.close()
+                else:
+                    idle.kill()
+                    idle.communicate()
+            return {"trainer": trainer, "reader": reader_result(proc)}
+        return fn
 
     def run_pull_async(server):
         import threading
@@ -197,6 +256,9 @@ def main(argv=None):
     plan = {"reader": lambda: with_server("reader", run_reader),
             "reader_beside": lambda: with_server("reader_beside", run_reader_beside),
             "fill_beside_fed": lambda: with_server("synthetic", run_fill_beside_fed, True),
+            "idle_beside": lambda: with_server("idle_beside", run_idle(False), extra=SKIP_IDLE),
+            "idle_in_trainer": lambda: with_server("idle_in_trainer", run_idle(True),
+                                                   extra=SKIP_IDLE),
             "pull_async": lambda: with_server("pull_async", run_pull_async),
             "pull": lambda: with_server("pull", run_trainer(pull_only=True)),
             "pull_sync": lambda: with_server("pull_sync",

@@ -86,7 +86,7 @@ def make_dataset(args, data):
 class ServerProc:
     """A batchcast-server process serving `data` (stopped by stop())."""
 
-    def __init__(self, build, data, name, args, log_path, synthetic=False):
+    def __init__(self, build, data, name, args, log_path, synthetic=False, extra=()):
         import batchcast
 
         self.batchcast = batchcast
@@ -110,6 +110,7 @@ class ServerProc:
             cmd += ["--device", "cuda:0", "--decode", "gpu", "--device-cache-mb", "0",
                     "--transcode-cache-mb", str(args.transcode_cache_mb),
                     "--nvjpeg-calls", str(args.nvjpeg_calls)]
+        cmd += list(extra)  # more serve options
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 300

@@ -13,7 +13,7 @@
 #   then fed by a server with --nvjpeg-calls 2 and 3 (Note [Split hardware batch]).
 # colocate (about 5 minutes): colocate.py, four ResNet-18 jobs, synthetic vs
 #   batchcast (device cache off), MPS off and on (the issue's "four such jobs" row).
-# coupling (about 3 minutes): fed_coupling.py, what slows the server's decode
+# coupling (about 4-5 minutes): fed_coupling.py, what slows the server's decode
 #   beside the trainer it feeds (benchmarks/RESULTS.md, "What couples a fed
 #   trainer to its server").
 set -u
@@ -48,7 +48,7 @@ if [ "$PART" = diagnosis ]; then
       --workers 4 --no-reference --nvjpeg-calls $k --warmup 3 --measure 8
   done
 elif [ "$PART" = coupling ]; then
-  step 330 python3 benchmarks/fed_coupling.py --out "$W/coupling" --data $DATA
+  step 420 python3 benchmarks/fed_coupling.py --out "$W/coupling" --data $DATA
 else
   step 300 python3 benchmarks/colocate.py --out "$W/colocate" --models resnet18 --jobs 1,4 \
     --sources synthetic,batchcast --mps off,on --budget 280
