@@ -94,23 +94,19 @@ def open_idle(name):
 
 
 def idle_main(name, seconds):
-    """The idle consumer's process: open_idle, then sleeps `seconds`."""
+    """The idle consumer's process: open_idle, then sleeps `seconds` (or until killed)."""
     loader = open_idle(name)
     time.sleep(seconds)
     loader.close()
-    print(json.dumps({"idle": True}))
     return 0
 
 
 def server_window(server, args, fn):
     """fn()'s result, and the server's images/s, cores and stage shares meanwhile."""
-    s0, c0, t0 = server.stats(), server.cpu(), time.monotonic()
+    before, t0 = (server.stats(), server.cpu()), time.monotonic()
     r = fn()
-    s1, c1, wall = server.stats(), server.cpu(), time.monotonic() - t0
-    batches = s1.get("batches_written", 0) - s0.get("batches_written", 0)
-    return r, {"server_images_per_s": batches * args.server_batch / wall,
-               "server_cores": (c1 - c0) / wall,
-               "stage_share": gp.stage_shares(s0, s1, wall)}
+    usage, _ = gp.server_usage(args, server, before, time.monotonic() - t0)
+    return r, usage
 
 
 def main(argv=None):
@@ -150,10 +146,13 @@ def main(argv=None):
     lines = [f"{result['device']}; ResNet-18 bs {args.train_batch} bf16 channels_last on "
              f"synthetic data alone: {alone:,.0f} img/s; device cache off"]
 
+    def spawn(*role):
+        """This program as a reader or idle consumer process (main()'s first lines)."""
+        return subprocess.Popen([sys.executable, os.path.abspath(__file__), *map(str, role)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
     def reader(server, seconds):
-        return subprocess.Popen([sys.executable, os.path.abspath(__file__), "--reader",
-                                 server.name, str(seconds), "3"], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=env)
+        return spawn("--reader", server.name, seconds, 3)
 
     def reader_result(proc):
         out, err = proc.communicate(timeout=120)
@@ -174,35 +173,28 @@ def main(argv=None):
         _, window = server_window(server, args, lambda: time.sleep(mine.measure))
         return {"reader": reader_result(proc), **window}
 
-    def run_reader_beside(server):
-        # The reader's measured span (after its 3 s) lies within the
-        # trainer's run, which outlasts it: the reader's rate is the server's
-        # beside the trainer (the server's own counts would span the trainer's
-        # run, partly without the reader).
-        proc = reader(server, mine.warmup + mine.measure + 3)
-        time.sleep(3)
-        trainer = gp.train_rate(args)
-        return {"trainer": trainer, "reader": reader_result(proc)}
-
-    def run_idle(in_trainer):
+    def run_reader_beside(idle=None):
+        """A reader process and a trainer on synthetic data beside it; with
+        idle "process" or "trainer", also an idle consumer there."""
         def fn(server):
+            # The reader's measured span (after its 3 s) lies within the
+            # trainer's run, which outlasts it: the reader's rate is the
+            # server's beside the trainer (the server's own counts would span
+            # the trainer's run, partly without the reader).
             proc = reader(server, mine.warmup + mine.measure + 3)
-            if in_trainer:
-                idle = open_idle(server.name)
-            else:
-                idle = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--idle",
-                                         server.name, str(mine.warmup + mine.measure + 20)],
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        text=True, env=env)
+            if idle == "trainer":
+                loader = open_idle(server.name)
+            elif idle == "process":
+                other = spawn("--idle", server.name, mine.warmup + mine.measure + 20)
             time.sleep(3)
             try:
                 trainer = gp.train_rate(args)
             finally:
-                if in_trainer:
-                    idle.close()
-                else:
-                    idle.kill()
-                    idle.communicate()
+                if idle == "trainer":
+                    loader.close()
+                elif idle == "process":
+                    other.kill()
+                    other.communicate()
             return {"trainer": trainer, "reader": reader_result(proc)}
         return fn
 
@@ -211,14 +203,13 @@ def main(argv=None):
 
         import batchcast
 
-        stop, pulled = threading.Event(), [0]
+        stop = threading.Event()
 
         def pull():
             with torch.cuda.stream(torch.cuda.Stream()):
                 loader = batchcast.Loader(server.name, batch_size=256, timeout=120, name="puller")
                 while not stop.is_set():
                     for images, _ in loader:
-                        pulled[0] += images.shape[0]
                         del images
                         if stop.is_set():
                             break
@@ -238,13 +229,8 @@ def main(argv=None):
         fill = gp.bench_cmd(build, data, args, "fill", gp.beside_seconds(args), "--workers",
                             str(args.workers), "--transcode-cache-mb",
                             str(args.transcode_cache_mb))
-        bench = subprocess.Popen(fill, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            time.sleep(5)  # its first epoch
-            trainer = gp.train_rate(args, synth)
-        finally:
-            out, err = bench.communicate(timeout=120)
-        return {"trainer": trainer, "fill": gp.last_json(out) or {"error": err[-800:]}}
+        trainer, got = gp.train_beside(args, fill, synth)
+        return {"trainer": trainer, "fill": got}
 
     def run_trainer(**kw):
         def fn(server):
@@ -254,10 +240,11 @@ def main(argv=None):
         return fn
 
     plan = {"reader": lambda: with_server("reader", run_reader),
-            "reader_beside": lambda: with_server("reader_beside", run_reader_beside),
+            "reader_beside": lambda: with_server("reader_beside", run_reader_beside()),
             "fill_beside_fed": lambda: with_server("synthetic", run_fill_beside_fed, True),
-            "idle_beside": lambda: with_server("idle_beside", run_idle(False), extra=SKIP_IDLE),
-            "idle_in_trainer": lambda: with_server("idle_in_trainer", run_idle(True),
+            "idle_beside": lambda: with_server("idle_beside", run_reader_beside("process"),
+                                               extra=SKIP_IDLE),
+            "idle_in_trainer": lambda: with_server("idle_in_trainer", run_reader_beside("trainer"),
                                                    extra=SKIP_IDLE),
             "pull_async": lambda: with_server("pull_async", run_pull_async),
             "pull": lambda: with_server("pull", run_trainer(pull_only=True)),
@@ -273,7 +260,8 @@ def main(argv=None):
         if "trainer" in r:
             parts.append(f"trainer {r['trainer'] / alone:.2f} of alone")
         if "images_per_s" in other:
-            parts.append(f"{'reader' if 'reader' in r else 'fill'} {other['images_per_s']:,.0f} img/s")
+            who = "reader" if "reader" in r else "fill"
+            parts.append(f"{who} {other['images_per_s']:,.0f} img/s")
         elif "error" in other:
             parts.append(f"failed: {other['error'][-300:]}")
         if "server_images_per_s" in r:

@@ -147,6 +147,18 @@ def stage_shares(before, after, wall):
     return {k: (a[k] - b.get(k, 0.0)) / wall for k in a}
 
 
+def server_usage(args, server, before, wall):
+    """What `server` did over the `wall` seconds since `before` (its stats()
+    and cpu() then): its images/s (batches written), CPU cores and stage
+    shares; and its stats now."""
+    s0, c0 = before
+    s1, c1 = server.stats(), server.cpu()
+    batches = s1.get("batches_written", 0) - s0.get("batches_written", 0)
+    return {"server_images_per_s": batches * args.server_batch / wall,
+            "server_cores": (c1 - c0) / wall,
+            "stage_share": stage_shares(s0, s1, wall)}, s1
+
+
 def consumer_wait(before, after, name):
     def find(s):
         for c in s.get("consumers", []):
@@ -196,10 +208,9 @@ def read_rate(server, args, name):
     while time.monotonic() < t0 + args.measure:
         n += next(it)
     wall = time.monotonic() - t0
-    s1, c1 = server.stats(), server.cpu()
+    usage, s1 = server_usage(args, server, (s0, c0), wall)
     close()
-    return {"images_per_s": n / wall, "seconds": wall, "server_cores": (c1 - c0) / wall,
-            "stage_share": stage_shares(s0, s1, wall),
+    return {"images_per_s": n / wall, "seconds": wall, **usage,
             "stage_threads": s1.get("producer_stage_threads", {}),
             "consumer_wait_share": consumer_wait(s0, s1, name) / wall,
             "source_counters": s1.get("source_counters", {}), "mps": s1.get("mps"),
@@ -298,12 +309,9 @@ def train_rate(args, server=None, info=None, pull_only=False, sync_steps=False):
     loss.item()
     wall = time.monotonic() - t0
     if info is not None:
-        s1, c1 = server.stats(), server.cpu()  # before close(): the consumer is still listed
-        batches = s1.get("batches_written", 0) - s0.get("batches_written", 0)
-        info.update({"stage_share": stage_shares(s0, s1, wall),
-                     "server_cores": (c1 - c0) / wall,
-                     "server_images_per_s": batches * args.server_batch / wall,
-                     "trainer_wait_share": consumer_wait(s0, s1, "resnet18") / wall})
+        # Before close(): the consumer is still listed.
+        usage, s1 = server_usage(args, server, (s0, c0), wall)
+        info.update({**usage, "trainer_wait_share": consumer_wait(s0, s1, "resnet18") / wall})
     close()
     return n / wall
 
@@ -313,15 +321,16 @@ def beside_seconds(args):
     return args.warmup + args.measure + 10
 
 
-def train_beside(args, cmd):
-    """ResNet-18 on synthetic data while `cmd` (a gpu_pipeline_bench run of
-    beside_seconds(args)) runs beside it: the trainer's images/s, and the
+def train_beside(args, cmd, server=None):
+    """ResNet-18 on synthetic data (or fed by `server`, a ServerProc) while
+    `cmd` (a gpu_pipeline_bench run of beside_seconds(args)) runs beside it:
+    the trainer's images/s, and the
     bench's result once it has ended (its images/s and cores: did it keep its
     pace beside the trainer?) or {"error": ...}."""
     bench = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(5)  # its files loaded (fill: its first epoch), running
-        trainer = train_rate(args)
+        trainer = train_rate(args, server)
     finally:
         try:
             out, err = bench.communicate(timeout=90)  # a profiler prefix writes its report

@@ -5,7 +5,7 @@
 #   source .gpu-deps/env.sh && benchmarks/issue9_gpu_run.sh BUILD_DIR OUT_DIR diagnosis
 #   source .gpu-deps/env.sh && benchmarks/issue9_gpu_run.sh BUILD_DIR OUT_DIR colocate
 #   source .gpu-deps/env.sh && benchmarks/issue9_gpu_run.sh BUILD_DIR OUT_DIR coupling
-# Both: build what the steps need (batchcast-server, gpu_pipeline_bench, _core).
+# Each part first builds what its steps need (batchcast-server, gpu_pipeline_bench, _core).
 # diagnosis (about 8 minutes):
 #   decoder_interference.py: which part of nvJPEG costs a time-sliced trainer
 #   (engine RGB, engine YUV, hybrid), at 3k and 7.4k images/s;

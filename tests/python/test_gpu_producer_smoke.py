@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import _bc_helpers as H
 
@@ -47,3 +48,41 @@ def test_issue9_diagnosis_programs_check_their_arguments(tmp_path):
                             str(tmp_path / "out"), *bad], capture_output=True, text=True,
                            timeout=60)
         assert r.returncode == 2 and says in r.stderr, (script, r.stdout + r.stderr)
+
+
+def test_an_idle_consumer_does_not_stop_a_skip_server(tmp_path):
+    # fed_coupling.py's idle_* runs on a CPU server: its idle consumer
+    # (--idle) holds the producer up, the server (fed_coupling.SKIP_IDLE)
+    # skips it forward, and its reader (--reader) still gets batches.
+    bench = os.path.join(H.REPO, "benchmarks")
+    sys.path.insert(0, bench)
+    import fed_coupling
+    import gpu_producer
+
+    args = gpu_producer.parse_args(["--out", str(tmp_path / "out"), "--smoke"])
+    args.classes, args.per_class, args.server_batch = 4, 300, 64  # epoch of 1,200 > 256
+    data = str(tmp_path / "data")
+    gpu_producer.make_dataset(args, data)
+    log = tmp_path / "server.log"
+    server = gpu_producer.ServerProc(H.BUILD, data, H.unique_name("idle"), args, str(log),
+                                     extra=fed_coupling.SKIP_IDLE)
+    env = dict(os.environ, PYTHONPATH=H.PYDIR)
+    script = os.path.join(bench, "fed_coupling.py")
+    idle = subprocess.Popen([sys.executable, script, "--idle", server.name, "60"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30  # the idle consumer attached before the reader
+        while not any(c.get("name") == f"idle-{idle.pid}"
+                      for c in server.stats().get("consumers", [])):
+            assert time.monotonic() < deadline and idle.poll() is None, idle.communicate()
+            time.sleep(0.1)
+        r = subprocess.run([sys.executable, script, "--reader", server.name, "4", "1"], env=env,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert json.loads(r.stdout.splitlines()[-1])["images_per_s"] > 0, r.stdout
+        assert idle.poll() is None, idle.communicate()  # still idling, holding its batch
+    finally:
+        idle.kill()
+        idle.communicate()
+        server.stop()
+    assert "skipping" in log.read_text(), log.read_text()[-2000:]
