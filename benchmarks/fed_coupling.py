@@ -24,6 +24,10 @@ runs (comma-separated, default all, in this order):
                   CUDA stream, batches dropped) while the trainer trains on
                   synthetic tensors: the server's consumer is the busy
                   context, but not in step with its training
+  pull_async_third
+                  the same, with a third process beside whose CUDA context
+                  runs a tiny kernel every millisecond: is it the number of
+                  busy contexts?
   pull            the trainer takes its batches from the server, drops them
                   and trains on synthetic tensors
   pull_sync       the same, torch.cuda.synchronize() after every step
@@ -31,7 +35,8 @@ runs (comma-separated, default all, in this order):
 
 Prints, per run, the trainer's images/s as a share of the same trainer on
 synthetic data alone (measured first), the server's (or the other process's)
-images/s, its cores and stage shares; writes OUT/fed_coupling.json. Device
+images/s, its cores and stage shares (pull_async*: also how many of the
+puller's batches were gathered copies rather than zero-copy); writes OUT/fed_coupling.json. Device
 cache off, MPS as the environment has it; gpu_producer.py's trainer,
 dataset and server settings (--workers 4). The build is found from
 BATCHCAST_BUILD_DIR (or --build).
@@ -49,7 +54,7 @@ sys.path.insert(0, HERE)
 import gpu_producer as gp  # noqa: E402  (the trainer, the server, the dataset)
 
 RUNS = ("reader", "reader_beside", "fill_beside_fed", "idle_beside", "idle_in_trainer",
-        "pull_async", "pull", "pull_sync", "fed")
+        "pull_async", "pull_async_third", "pull", "pull_sync", "fed")
 # idle_*: the server lets a consumer that holds it up jump forward after 10 ms
 # (Note [Lag policy]), so an idle consumer does not stop it.
 SKIP_IDLE = ("--lag-policy", "skip", "--lag-timeout", "0.01")
@@ -101,6 +106,19 @@ def idle_main(name, seconds):
     return 0
 
 
+def tick_main(period, seconds):
+    """A third CUDA context: a one-element kernel and a synchronize every `period` s."""
+    import torch
+
+    x = torch.zeros(1, device="cuda")
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        x.add_(1)
+        torch.cuda.synchronize()
+        time.sleep(period)
+    return 0
+
+
 def server_window(server, args, fn):
     """fn()'s result, and the server's images/s, cores and stage shares meanwhile."""
     before, t0 = (server.stats(), server.cpu()), time.monotonic()
@@ -116,6 +134,8 @@ def main(argv=None):
         return reader_main(argv[1], float(argv[2]), float(argv[3]))
     if argv and argv[0] == "--idle":  # the idle consumer's process (run "idle_beside")
         return idle_main(argv[1], float(argv[2]))
+    if argv and argv[0] == "--tick":  # the third context (run "pull_async_third")
+        return tick_main(float(argv[1]), float(argv[2]))
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True)
@@ -198,32 +218,42 @@ def main(argv=None):
             return {"trainer": trainer, "reader": reader_result(proc)}
         return fn
 
-    def run_pull_async(server):
-        import threading
+    def run_pull_async(third=False):
+        def fn(server):
+            import threading
 
-        import batchcast
+            import batchcast
 
-        stop = threading.Event()
+            stop = threading.Event()
+            copies = {True: 0, False: 0}  # zero-copy: batches
 
-        def pull():
-            with torch.cuda.stream(torch.cuda.Stream()):
-                loader = batchcast.Loader(server.name, batch_size=256, timeout=120, name="puller")
-                while not stop.is_set():
-                    for images, _ in loader:
-                        del images
-                        if stop.is_set():
-                            break
-                loader.close()
+            def pull():
+                with torch.cuda.stream(torch.cuda.Stream()):
+                    loader = batchcast.Loader(server.name, batch_size=256, timeout=120,
+                                              name="puller")
+                    while not stop.is_set():
+                        for images, _ in loader:
+                            copies[loader.zero_copy] += 1
+                            del images
+                            if stop.is_set():
+                                break
+                    loader.close()
 
-        thread = threading.Thread(target=pull)
-        thread.start()
-        time.sleep(3)
-        try:
-            trainer, window = server_window(server, args, lambda: gp.train_rate(args))
-        finally:
-            stop.set()
-            thread.join(60)
-        return {"trainer": trainer, **window}
+            ticker = spawn("--tick", 0.001, mine.warmup + mine.measure + 30) if third else None
+            thread = threading.Thread(target=pull)
+            thread.start()
+            time.sleep(3)
+            try:
+                trainer, window = server_window(server, args, lambda: gp.train_rate(args))
+            finally:
+                stop.set()
+                thread.join(60)
+                if ticker is not None:
+                    ticker.kill()
+                    ticker.communicate()
+            return {"trainer": trainer, "gathered": copies[False], "zero_copy": copies[True],
+                    **window}
+        return fn
 
     def run_fill_beside_fed(synth):
         fill = gp.bench_cmd(build, data, args, "fill", gp.beside_seconds(args), "--workers",
@@ -246,7 +276,8 @@ def main(argv=None):
                                                extra=SKIP_IDLE),
             "idle_in_trainer": lambda: with_server("idle_in_trainer", run_reader_beside("trainer"),
                                                    extra=SKIP_IDLE),
-            "pull_async": lambda: with_server("pull_async", run_pull_async),
+            "pull_async": lambda: with_server("pull_async", run_pull_async()),
+            "pull_async_third": lambda: with_server("pull_async_third", run_pull_async(True)),
             "pull": lambda: with_server("pull", run_trainer(pull_only=True)),
             "pull_sync": lambda: with_server("pull_sync",
                                              run_trainer(pull_only=True, sync_steps=True)),
@@ -269,6 +300,9 @@ def main(argv=None):
                                if v >= 0.005)
             parts.append(f"server {r['server_images_per_s']:,.0f} img/s on "
                          f"{r['server_cores']:.2f} cores ({stages})")
+        if "gathered" in r:
+            parts.append(f"puller batches gathered {r['gathered']} of "
+                         f"{r['gathered'] + r['zero_copy']}")
         if "trainer_wait_share" in r:
             parts.append(f"trainer waited {r['trainer_wait_share'] * 100:.0f}%")
         lines.append("; ".join(parts))

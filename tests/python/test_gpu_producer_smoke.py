@@ -50,6 +50,23 @@ def test_issue9_diagnosis_programs_check_their_arguments(tmp_path):
         assert r.returncode == 2 and says in r.stderr, (script, r.stdout + r.stderr)
 
 
+def test_repeated_trainer_windows_give_the_median_ratio(tmp_path):
+    # --repeat N alternates synthetic and fed windows; the figure is the
+    # median of the per-pair ratios, and each pair's ratio is printed.
+    r = subprocess.run([sys.executable, SCRIPT, "--out", str(tmp_path / "out"), "--repeat", "0"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--repeat must be at least 1" in r.stderr, r.stderr
+    sys.path.insert(0, os.path.join(H.REPO, "benchmarks"))
+    import gpu_producer
+
+    pairs = [[100.0, 50.0], [120.0, 120.0], [100.0, 90.0]]
+    text = gpu_producer.summary({"args": {"train_batch": 128}, "train_synthetic": 100.0,
+                                 "train_fed": 90.0, "train_fed_ratio": 0.9,
+                                 "train_pairs": pairs})
+    assert "fed / synthetic = 0.90" in text, text
+    assert "the median of 3 pairs: 0.50, 1.00, 0.90" in text, text
+
+
 def test_an_idle_consumer_does_not_stop_a_skip_server(tmp_path):
     # fed_coupling.py's idle_* runs on a CPU server: its idle consumer
     # (--idle) holds the producer up, the server (fed_coupling.SKIP_IDLE)
