@@ -37,7 +37,11 @@ On the GPU host (about 5 minutes on an H100; everything in one run):
      at the rate the fed trainer reached (gpu_pipeline_bench --rate); each
      such process's own rate is reported too (did it keep its pace?).
      BC_PACED_PREFIX (e.g. "nsys profile -o OUT/fill --trace cuda") is put
-     before the paced FillBatch command: a trace of the server's GPU work.
+     before the paced FillBatch command: a trace of the server's GPU work;
+     BC_SERVER_PREFIX likewise before every batchcast-server command (this
+     program's and fed_coupling.py's), e.g. "env
+     CUDA_INJECTION64_PATH=/tmp/libcupti_trace.so BC_CUPTI_DIR=OUT"
+     (benchmarks/cupti_trace.cc: the GPU host has no Nsight Systems).
 
 --no-reference skips steps 2 and the Loader's rate of step 3 (a
 diagnosis run: the trainer's rates only).
@@ -114,6 +118,9 @@ class ServerProc:
                     "--transcode-cache-mb", str(args.transcode_cache_mb),
                     "--nvjpeg-calls", str(args.nvjpeg_calls)]
         cmd += list(extra)  # more serve options
+        # BC_SERVER_PREFIX (e.g. "env CUDA_INJECTION64_PATH=/tmp/libcupti_trace.so
+        # BC_CUPTI_DIR=OUT", benchmarks/cupti_trace.cc) is put before the command.
+        cmd = os.environ.get("BC_SERVER_PREFIX", "").split() + cmd
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 300

@@ -5,6 +5,7 @@
 #   source .gpu-deps/env.sh && benchmarks/issue9_gpu_run.sh BUILD_DIR OUT_DIR diagnosis
 #   source .gpu-deps/env.sh && benchmarks/issue9_gpu_run.sh BUILD_DIR OUT_DIR colocate
 #   source .gpu-deps/env.sh && benchmarks/issue9_gpu_run.sh BUILD_DIR OUT_DIR coupling
+#   source .gpu-deps/env.sh && benchmarks/issue9_gpu_run.sh BUILD_DIR OUT_DIR trace
 # Each part first builds what its steps need (batchcast-server, gpu_pipeline_bench, _core).
 # diagnosis (about 8 minutes):
 #   decoder_interference.py: which part of nvJPEG costs a time-sliced trainer
@@ -16,12 +17,15 @@
 # coupling (about 4-5 minutes): fed_coupling.py, what slows the server's decode
 #   beside the trainer it feeds (benchmarks/RESULTS.md, "What couples a fed
 #   trainer to its server").
+# trace (about 3 minutes): fed_coupling.py's reader_beside, pull_async and fed
+#   with every server traced by benchmarks/cupti_trace.cc; OUT gets each
+#   trace's benchmarks/cupti_stats.py summary ("Where the server's decode waits").
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:?build dir}
 OUT=${2:?out dir}
-PART=${3:?diagnosis, colocate or coupling}
-case $PART in diagnosis|colocate|coupling) ;; *) echo "issue9_gpu_run: part must be diagnosis, colocate or coupling" >&2; exit 2;; esac
+PART=${3:?diagnosis, colocate, coupling or trace}
+case $PART in diagnosis|colocate|coupling|trace) ;; *) echo "issue9_gpu_run: part must be diagnosis, colocate, coupling or trace" >&2; exit 2;; esac
 LOG=$OUT/log
 DATA=/tmp/bc_gpu_producer_100x40
 # Each step's folder (JSON and server logs) lies under W; only the JSONs and the
@@ -49,6 +53,20 @@ if [ "$PART" = diagnosis ]; then
   done
 elif [ "$PART" = coupling ]; then
   step 420 python3 benchmarks/fed_coupling.py --out "$W/coupling" --data $DATA
+elif [ "$PART" = trace ]; then
+  CUPTI=$(find / -xdev -name 'libcupti.so*' 2>/dev/null | grep -v stub | head -1)
+  INC=$(dirname "$(find / -xdev -name cupti.h 2>/dev/null | head -1)")
+  mkdir -p "$W/cupti"
+  step 60 g++ -O1 -shared -fPIC -I/usr/local/cuda/include -I"$INC" benchmarks/cupti_trace.cc \
+    "$CUPTI" -Wl,-rpath,"$(dirname "$CUPTI")" -o /tmp/libcupti_trace.so || exit 1
+  BC_SERVER_PREFIX="env CUDA_INJECTION64_PATH=/tmp/libcupti_trace.so BC_CUPTI_DIR=$W/cupti" \
+    step 300 python3 benchmarks/fed_coupling.py --out "$W/trace" --data $DATA \
+    --runs reader_beside,pull_async,fed
+  # One server per run, in run order: name each summary by its run.
+  runs=(reader_beside pull_async fed); i=0
+  for t in $(ls -tr "$W"/cupti/cupti_*.txt); do
+    python3 benchmarks/cupti_stats.py "$t" >"$OUT/cupti_${runs[$i]:-$i}.txt" 2>&1; i=$((i + 1))
+  done
 else
   step 300 python3 benchmarks/colocate.py --out "$W/colocate" --models resnet18 --jobs 1,4 \
     --sources synthetic,batchcast --mps off,on --budget 280

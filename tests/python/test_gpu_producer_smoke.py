@@ -103,3 +103,50 @@ def test_an_idle_consumer_does_not_stop_a_skip_server(tmp_path):
         idle.communicate()
         server.stop()
     assert "skipping" in log.read_text(), log.read_text()[-2000:]
+
+
+def test_server_prefix_wraps_every_server_command(tmp_path):
+    # BC_SERVER_PREFIX (how benchmarks/cupti_trace.cc is injected) runs
+    # before the batchcast-server command: a wrapper that leaves a mark.
+    wrap = tmp_path / "wrap.sh"
+    wrap.write_text('#!/bin/sh\necho "$@" >> "$MARK"\nexec "$@"\n')
+    wrap.chmod(0o755)
+    mark = tmp_path / "mark"
+    env = dict(os.environ, BATCHCAST_BUILD_DIR=H.BUILD, BC_SERVER_PREFIX=str(wrap),
+               MARK=str(mark))
+    r = subprocess.run([sys.executable, SCRIPT, "--smoke", "--out", str(tmp_path / "out"),
+                        "--data", str(tmp_path / "data")],
+                       env=env, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = mark.read_text().splitlines()
+    assert len(lines) == 1 and "batchcast-server serve" in lines[0], lines
+
+
+def test_cupti_stats_summarizes_a_trace(tmp_path):
+    # benchmarks/cupti_stats.py on a hand-made trace of cupti_trace.cc's
+    # format: two bins; one kernel and one copy per image, an event
+    # synchronize per image (the round trip of issue 9); junk lines skipped.
+    sys.path.insert(0, os.path.join(H.REPO, "benchmarks"))
+    import cupti_stats
+
+    s = 1_000_000_000
+    trace = tmp_path / "cupti_1.txt"
+    trace.write_text("\n".join([
+        f"K {s} {s + 3000} {s - 500} {s - 1000} 7 nvjpeg::rgba2rgb kernel",
+        f"M {s + 1000} {s + 5000} 42000 7 1",
+        f"R {s} {s + 300000} 12 cudaEventSynchronize_v3020",
+        f"R {s + 400000} {s + 500000} 12 cudaEventSynchronize_v3020",
+        "garbage line",
+        f"K {2 * s} {2 * s + 200000} 0 0 7 augment",
+        "",
+    ]))
+    lines = cupti_stats.summarize(cupti_stats.read(str(trace)))
+    assert len(lines) == 2, lines
+    assert "copies x1 0 ms 0 MB" in lines[0], lines[0]
+    assert "nvjpeg::rgba2rgb kernel x1 3 us (wait 1 us)" in lines[0], lines[0]
+    assert "cudaEventSynchronize_v3020 x2 0 ms (200 us)" in lines[0], lines[0]
+    assert "augment x1 200 us" in lines[1] and "gpu 0 ms" in lines[1], lines[1]
+    assert cupti_stats.covered([(0, 10), (5, 20), (30, 40)]) == 30
+    r = subprocess.run([sys.executable, os.path.join(H.REPO, "benchmarks", "cupti_stats.py"),
+                        str(trace), "--bin", "0"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--bin must be > 0" in r.stderr, r.stderr
