@@ -18,6 +18,13 @@ decode` paced at each rate, for each variant BACKEND:OUTPUT:
   hardware:yuv   the JPEG engine, planar YUV: no colour conversion (if this
                  one costs the trainer much less, the conversion holds the
                  GPU, and the fused kernel could convert instead);
+  hardware:nv12  the JPEG engine, NV12 (Y, then CbCr interleaved): the
+                 format the engine may write itself, without nvJPEG's
+                 per-image conversion kernel and wait (benchmarks/RESULTS.md,
+                 "Where the server's decode waits"); not in the default set;
+  BACKEND:OUTPUT:nopipe
+                 the same with NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE (hardware
+                 only; not in the default set);
   hybrid:rgbi    the GPU hybrid backend (Huffman on the CPU, the rest in
                  kernels): short kernels instead of the engine.
 
@@ -46,16 +53,20 @@ def main(argv=None):
     p.add_argument("--build")
     p.add_argument("--rates", default="3000,7400", help="images/s, comma-separated")
     p.add_argument("--variants", default="hardware:rgbi,hardware:yuv,hybrid:rgbi",
-                   help="BACKEND:OUTPUT, comma-separated (backend hardware|hybrid, output rgbi|yuv)")
+                   help="BACKEND:OUTPUT, comma-separated (backend hardware|hybrid, "
+                        "output rgbi|yuv|nv12)")
     p.add_argument("--warmup", type=float, default=3)
     p.add_argument("--measure", type=float, default=8)
     mine = p.parse_args(argv)
     rates = [float(r) for r in mine.rates.split(",")]
     variants = mine.variants.split(",")
     for v in variants:
-        backend, _, output = v.partition(":")
-        if backend not in ("hardware", "hybrid") or output not in ("rgbi", "yuv"):
-            p.error(f"bad variant {v!r}: BACKEND:OUTPUT, backend hardware|hybrid, output rgbi|yuv")
+        parts = v.split(":")
+        if (len(parts) not in (2, 3) or parts[0] not in ("hardware", "hybrid")
+                or parts[1] not in ("rgbi", "yuv", "nv12")
+                or (len(parts) == 3 and (parts[2] != "nopipe" or parts[0] != "hardware"))):
+            p.error(f"bad variant {v!r}: BACKEND:OUTPUT[:nopipe], backend hardware|hybrid, "
+                    "output rgbi|yuv|nv12, nopipe with hardware only")
     # The trainer's and the dataset's settings as gpu_producer.py has them.
     args = gpu_producer.parse_args(["--out", mine.out, "--warmup", str(mine.warmup),
                                     "--measure", str(mine.measure)])
@@ -73,10 +84,11 @@ def main(argv=None):
              f"{result['alone']:,.0f} img/s"]
     for variant in variants:
         for rate in rates:
-            backend, output = variant.split(":")
+            backend, output, *nopipe = variant.split(":")
             trainer, decoder = gpu_producer.train_beside(args, gpu_producer.bench_cmd(
                 build, data, args, "decode", gpu_producer.beside_seconds(args), "--rate",
-                str(rate), "--nvjpeg-backend", backend, "--nvjpeg-output", output))
+                str(rate), "--nvjpeg-backend", backend, "--nvjpeg-output", output,
+                "--nvjpeg-pipeline", "off" if nopipe else "on"))
             run = {"variant": variant, "rate_asked": rate, "trainer": trainer,
                    "ratio": trainer / result["alone"], "decoder": decoder}
             result["runs"].append(run)

@@ -4,13 +4,13 @@
 //                      [--dtype float16] [--layout nchw] [--transform train]
 //                      [--modes decode,fill,augment] [--workers N] [--device-cache-mb N]
 //                      [--rate IMAGES_PER_S] [--nvjpeg-backend hardware|hybrid]
-//                      [--nvjpeg-output rgbi|yuv]
+//                      [--nvjpeg-output rgbi|yuv|nv12] [--nvjpeg-pipeline on|off]
 //
 // 1. decode-only: nvJPEG batched decode (hardware backend where present) of
 //    the files it supports, read into memory beforehand (no file I/O), batches
 //    of --batch on one stream with two decode states: the upper bound.
-//    --nvjpeg-backend hybrid and --nvjpeg-output yuv change what it runs
-//    (benchmarks/decoder_interference.py).
+//    --nvjpeg-backend hybrid, --nvjpeg-output yuv|nv12 and --nvjpeg-pipeline
+//    off change what it runs (benchmarks/decoder_interference.py).
 // 2. fill: CudaImageSource::FillBatch (file reads, nvJPEG, CPU fallback for
 //    the other files, the fused kernel) into a ring of 8 device slots, as the
 //    server's pipeline thread calls it, without consumers.
@@ -72,13 +72,18 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds);
   std::string modes = "decode,fill";
   app.add_option("--modes", modes, "decode (decode-only), fill, augment (the kernel alone)");
-  std::string nvjpeg_backend = "hardware", nvjpeg_output = "rgbi";
+  std::string nvjpeg_backend = "hardware", nvjpeg_output = "rgbi", nvjpeg_pipeline = "on";
   app.add_option("--nvjpeg-backend", nvjpeg_backend,
                  "decode: hardware (the JPEG engine where the GPU has one) or hybrid")
       ->check(CLI::IsMember({"hardware", "hybrid"}));
   app.add_option("--nvjpeg-output", nvjpeg_output,
-                 "decode: rgbi (what the server decodes to) or yuv (planar, no colour conversion)")
-      ->check(CLI::IsMember({"rgbi", "yuv"}));
+                 "decode: rgbi (what the server decodes to), yuv (planar, no colour "
+                 "conversion) or nv12 (Y, then CbCr interleaved)")
+      ->check(CLI::IsMember({"rgbi", "yuv", "nv12"}));
+  app.add_option("--nvjpeg-pipeline", nvjpeg_pipeline,
+                 "decode: off creates the hardware backend with "
+                 "NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE (on: nvJPEG's default)")
+      ->check(CLI::IsMember({"on", "off"}));
   double pace = 0;
   app.add_option("--rate", pace, "decode and fill: at most this many images/s (0: as fast as it can)");
   // The source options as batchcast-server spells and parses them.
@@ -96,10 +101,13 @@ int main(int argc, char** argv) {
 
   // ---- 1. decode only ----
   if (modes.find("decode") != std::string::npos) {
-    const bool yuv = nvjpeg_output == "yuv";
+    const bool yuv = nvjpeg_output != "rgbi";  // planar: one byte per pixel per row
     auto dec = cuda::NvJpegDecoder::Create(
         0, 2, nvjpeg_backend == "hardware",
-        yuv ? cuda::NvJpegDecoder::Format::kYuvPlanar : cuda::NvJpegDecoder::Format::kRgbInterleaved);
+        nvjpeg_output == "yuv"    ? cuda::NvJpegDecoder::Format::kYuvPlanar
+        : nvjpeg_output == "nv12" ? cuda::NvJpegDecoder::Format::kNv12
+                                  : cuda::NvJpegDecoder::Format::kRgbInterleaved,
+        nvjpeg_pipeline == "on");
     if (!dec.ok()) Die(dec.status());
     auto entries = ListImageDataset(data);
     if (!entries.ok()) Die(entries.status());
@@ -158,10 +166,15 @@ int main(int argc, char** argv) {
     };
     run(1.0);  // warm up
     auto [rate, cores] = run(seconds);
-    nlohmann::json j = {{"mode", "decode_only"},  {"backend", (*dec)->backend_name()},
-                        {"output", nvjpeg_output}, {"rate_asked", pace},
-                        {"files", files.size()},  {"files_not_supported", skipped},
-                        {"batch", batch},         {"images_per_s", rate},
+    nlohmann::json j = {{"mode", "decode_only"},
+                        {"backend", (*dec)->backend_name()},
+                        {"output", nvjpeg_output},
+                        {"pipeline", nvjpeg_pipeline},
+                        {"rate_asked", pace},
+                        {"files", files.size()},
+                        {"files_not_supported", skipped},
+                        {"batch", batch},
+                        {"images_per_s", rate},
                         {"cpu_cores_used", cores}};
     std::cout << j.dump() << std::endl;
   }

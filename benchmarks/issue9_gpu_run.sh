@@ -17,9 +17,12 @@
 # coupling (about 4-5 minutes): fed_coupling.py, what slows the server's decode
 #   beside the trainer it feeds (benchmarks/RESULTS.md, "What couples a fed
 #   trainer to its server").
-# trace (about 3 minutes): fed_coupling.py's reader_beside, pull_async and fed
-#   with every server traced by benchmarks/cupti_trace.cc; OUT gets each
-#   trace's benchmarks/cupti_stats.py summary ("Where the server's decode waits").
+# trace (about 4 minutes): fed_coupling.py's reader_beside, pull_async and fed
+#   with every server traced by benchmarks/cupti_trace.cc, then the decoder
+#   alone (gpu_pipeline_bench --modes decode) with nvJPEG's default, with
+#   --nvjpeg-pipeline off and with --nvjpeg-output nv12, traced too; OUT/cupti.txt
+#   gets each trace's benchmarks/cupti_stats.py summary ("Where the server's
+#   decode waits").
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:?build dir}
@@ -62,10 +65,25 @@ elif [ "$PART" = trace ]; then
   BC_SERVER_PREFIX="env CUDA_INJECTION64_PATH=/tmp/libcupti_trace.so BC_CUPTI_DIR=$W/cupti" \
     step 300 python3 benchmarks/fed_coupling.py --out "$W/trace" --data $DATA \
     --runs reader_beside,pull_async,fed
-  # One server per run, in run order: name each summary by its run.
+  # One server per run, in run order: each summary under its run's name.
   runs=(reader_beside pull_async fed); i=0
   for t in $(ls -tr "$W"/cupti/cupti_*.txt); do
-    python3 benchmarks/cupti_stats.py "$t" >"$OUT/cupti_${runs[$i]:-$i}.txt" 2>&1; i=$((i + 1))
+    { echo "== server of ${runs[$i]:-$i}"; python3 benchmarks/cupti_stats.py "$t"; } \
+      >>"$OUT/cupti.txt" 2>&1
+    i=$((i + 1))
+  done
+  # The decoder alone (no trainer), nvJPEG's default and the two candidates
+  # for one GPU turn per batch (RESULTS.md, "Where the server's decode waits"):
+  # synchronizes per image in each.
+  for v in rgbi:on rgbi:off nv12:on; do
+    d="$W/cupti_decode_${v/:/_}"; mkdir -p "$d"
+    CUDA_INJECTION64_PATH=/tmp/libcupti_trace.so BC_CUPTI_DIR="$d" step 60 \
+      "$B/benchmarks/gpu_pipeline_bench" $DATA --modes decode --seconds 4 \
+      --nvjpeg-output "${v%:*}" --nvjpeg-pipeline "${v#*:}"
+    for t in "$d"/cupti_*.txt; do
+      { echo "== decode-only, output ${v%:*}, pipeline ${v#*:}"; python3 benchmarks/cupti_stats.py "$t"; } \
+        >>"$OUT/cupti.txt" 2>&1
+    done
   done
 else
   step 300 python3 benchmarks/colocate.py --out "$W/colocate" --models resnet18 --jobs 1,4 \

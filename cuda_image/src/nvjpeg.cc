@@ -97,8 +97,35 @@ struct NvJpegDecoder::Impl {
   }
 };
 
+namespace {
+
+// NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE where the header has it.
+#ifdef NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE
+constexpr unsigned kHwDecodeNoPipeline = NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE;
+#else
+constexpr unsigned kHwDecodeNoPipeline = 1;
+#endif
+
+// nvJPEG's output format for `format`. NV12 is named by its value (8,
+// NVJPEG_OUTPUT_NV12 in the headers that have it), so that older headers
+// build; an nvJPEG without it refuses the format when a batch is set up.
+nvjpegOutputFormat_t OutputFormat(NvJpegDecoder::Format format) {
+  switch (format) {
+    case NvJpegDecoder::Format::kYuvPlanar:
+      return NVJPEG_OUTPUT_YUV;
+    case NvJpegDecoder::Format::kNv12:
+      return static_cast<nvjpegOutputFormat_t>(8);
+    case NvJpegDecoder::Format::kRgbInterleaved:
+      break;
+  }
+  return NVJPEG_OUTPUT_RGBI;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<NvJpegDecoder>> NvJpegDecoder::Create(int device, int states,
-                                                             bool allow_hardware, Format format) {
+                                                             bool allow_hardware, Format format,
+                                                             bool hardware_pipeline) {
   if (states < 1) return InvalidArgumentError("NvJpegDecoder needs at least one state");
   BATCHCAST_RETURN_IF_ERROR(CheckDevice(device));
   DeviceGuard g(device);
@@ -110,7 +137,8 @@ Result<std::unique_ptr<NvJpegDecoder>> NvJpegDecoder::Create(int device, int sta
   Impl& impl = *d->impl_;
   nvjpegStatus_t st = NVJPEG_STATUS_ARCH_MISMATCH;
   if (allow_hardware) {
-    st = nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, nullptr, nullptr, NVJPEG_FLAGS_DEFAULT,
+    st = nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, nullptr, nullptr,
+                        hardware_pipeline ? NVJPEG_FLAGS_DEFAULT : kHwDecodeNoPipeline,
                         &impl.handle);
   }
   if (st == NVJPEG_STATUS_SUCCESS) {
@@ -185,9 +213,7 @@ Status NvJpegDecoder::DecodeBatch(int state, std::span<const std::span<const uin
           BATCHCAST_NVJPEG_CHECK(nvjpegJpegStateCreate(impl.handle, &b->state)));
     }
     BATCHCAST_RETURN_IF_ERROR(BATCHCAST_NVJPEG_CHECK(
-        nvjpegDecodeBatchedInitialize(impl.handle, b->state, n, 1,
-                                      format_ == Format::kYuvPlanar ? NVJPEG_OUTPUT_YUV
-                                                                    : NVJPEG_OUTPUT_RGBI)));
+        nvjpegDecodeBatchedInitialize(impl.handle, b->state, n, 1, OutputFormat(format_))));
     b->batch = n;
   }
   b->used = ++impl.clock;
@@ -195,7 +221,7 @@ Status NvJpegDecoder::DecodeBatch(int state, std::span<const std::span<const uin
   impl.data.resize(jpegs.size());
   impl.lengths.resize(jpegs.size());
   impl.images.assign(jpegs.size(), nvjpegImage_t{});
-  const int planes = format_ == Format::kYuvPlanar ? 3 : 1;
+  const int planes = format_ == Format::kYuvPlanar ? 3 : format_ == Format::kNv12 ? 2 : 1;
   for (size_t i = 0; i < jpegs.size(); ++i) {
     impl.data[i] = jpegs[i].data();
     impl.lengths[i] = jpegs[i].size();

@@ -43,7 +43,9 @@ def test_issue9_diagnosis_programs_check_their_arguments(tmp_path):
     bench = os.path.join(H.REPO, "benchmarks")
     for script, bad, says in (("fed_coupling.py", ["--runs", "fed,nope"], "unknown run 'nope'"),
                               ("decoder_interference.py", ["--variants", "engine:rgb"],
-                               "bad variant 'engine:rgb'")):
+                               "bad variant 'engine:rgb'"),
+                              ("decoder_interference.py", ["--variants", "hybrid:rgbi:nopipe"],
+                               "nopipe with hardware only")):
         r = subprocess.run([sys.executable, os.path.join(bench, script), "--out",
                             str(tmp_path / "out"), *bad], capture_output=True, text=True,
                            timeout=60)

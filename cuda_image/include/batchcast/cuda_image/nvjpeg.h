@@ -29,16 +29,23 @@ class NvJpegDecoder {
  public:
   enum class Backend { kHardware, kGpuHybrid };
   // What DecodeBatch writes. kRgbInterleaved is what the fused kernel reads;
-  // kYuvPlanar (the Y, Cb and Cr planes as decoded, no colour conversion) is
-  // for measuring the decoder alone (benchmarks/decoder_interference.py).
-  enum class Format { kRgbInterleaved, kYuvPlanar };
+  // kYuvPlanar (the Y, Cb and Cr planes as decoded, no colour conversion) and
+  // kNv12 (Y, then Cb and Cr interleaved at half height: what the JPEG
+  // engine may write without nvJPEG's per-image conversion kernel) are for
+  // measuring the decoder alone (benchmarks/decoder_interference.py).
+  enum class Format { kRgbInterleaved, kYuvPlanar, kNv12 };
 
   // A decoder on `device` with `states` independent decode states (so that
   // batch n+1 can be submitted while batch n is still decoding). With
   // allow_hardware false the hybrid backend is used even where hardware exists.
+  // hardware_pipeline false creates the hardware backend with
+  // NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE: for measuring whether nvJPEG then
+  // still waits on the GPU once per image (benchmarks/RESULTS.md, "Where the
+  // server's decode waits").
   static Result<std::unique_ptr<NvJpegDecoder>> Create(int device, int states = 2,
                                                        bool allow_hardware = true,
-                                                       Format format = Format::kRgbInterleaved);
+                                                       Format format = Format::kRgbInterleaved,
+                                                       bool hardware_pipeline = true);
   ~NvJpegDecoder();
   NvJpegDecoder(const NvJpegDecoder&) = delete;
   NvJpegDecoder& operator=(const NvJpegDecoder&) = delete;
@@ -55,11 +62,12 @@ class NvJpegDecoder {
   // kRgbInterleaved: interleaved RGB, `pitch` bytes per row (at least
   // pitch * height bytes). kYuvPlanar: three planes of `pitch` bytes per row
   // and `height` rows each, Y at data, Cb and Cr after it (subsampled chroma
-  // fills the top left of its plane; a gray image writes Y only).
+  // fills the top left of its plane; a gray image writes Y only). kNv12: two
+  // such planes, Y, then CbCr interleaved in the top half of the second.
   struct Output {
     uint8_t* data = nullptr;
     size_t pitch = 0;
-    size_t height = 0;  // kYuvPlanar only
+    size_t height = 0;  // kYuvPlanar and kNv12 only
   };
   // Decodes jpegs[i] into outputs[i] with decode state `state`, queued on
   // `stream` (a cudaStream_t of the decoder's device). The JPEG bytes may be
