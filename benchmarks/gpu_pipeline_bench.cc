@@ -5,12 +5,14 @@
 //                      [--modes decode,fill,augment] [--workers N] [--device-cache-mb N]
 //                      [--rate IMAGES_PER_S] [--nvjpeg-backend hardware|hybrid]
 //                      [--nvjpeg-output rgbi|yuv|nv12] [--nvjpeg-pipeline on|off]
+//                      [--nvjpeg-input pageable|pinned]
 //
 // 1. decode-only: nvJPEG batched decode (hardware backend where present) of
 //    the files it supports, read into memory beforehand (no file I/O), batches
 //    of --batch on one stream with two decode states: the upper bound.
-//    --nvjpeg-backend hybrid, --nvjpeg-output yuv|nv12 and --nvjpeg-pipeline
-//    off change what it runs (benchmarks/decoder_interference.py).
+//    --nvjpeg-backend hybrid, --nvjpeg-output yuv|nv12, --nvjpeg-pipeline off
+//    and --nvjpeg-input pinned change what it runs
+//    (benchmarks/decoder_interference.py, issue9_gpu_run.sh's trace part).
 // 2. fill: CudaImageSource::FillBatch (file reads, nvJPEG, CPU fallback for
 //    the other files, the fused kernel) into a ring of 8 device slots, as the
 //    server's pipeline thread calls it, without consumers.
@@ -27,10 +29,11 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
-#include <nlohmann/json.hpp>
 
 #include "batchcast/cuda/runtime.h"
 #include "batchcast/cuda_image/augment.h"
@@ -72,7 +75,8 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds);
   std::string modes = "decode,fill";
   app.add_option("--modes", modes, "decode (decode-only), fill, augment (the kernel alone)");
-  std::string nvjpeg_backend = "hardware", nvjpeg_output = "rgbi", nvjpeg_pipeline = "on";
+  std::string nvjpeg_backend = "hardware", nvjpeg_output = "rgbi", nvjpeg_pipeline = "on",
+              nvjpeg_input = "pageable";
   app.add_option("--nvjpeg-backend", nvjpeg_backend,
                  "decode: hardware (the JPEG engine where the GPU has one) or hybrid")
       ->check(CLI::IsMember({"hardware", "hybrid"}));
@@ -84,6 +88,10 @@ int main(int argc, char** argv) {
                  "decode: off creates the hardware backend with "
                  "NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE (on: nvJPEG's default)")
       ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--nvjpeg-input", nvjpeg_input,
+                 "decode: where the files lie for nvJPEG, pageable (std::vector, as the "
+                 "server's) or pinned (one page-locked buffer)")
+      ->check(CLI::IsMember({"pageable", "pinned"}));
   double pace = 0;
   app.add_option("--rate", pace, "decode and fill: at most this many images/s (0: as fast as it can)");
   // The source options as batchcast-server spells and parses them.
@@ -124,6 +132,25 @@ int main(int argc, char** argv) {
       dims.emplace_back(info->width, info->height);
       files.push_back(std::move(bytes));
     }
+    // --nvjpeg-input pinned: the files in one page-locked buffer, so that
+    // nvJPEG's copies of them need no staging through pageable memory.
+    std::vector<std::span<const uint8_t>> inputs;
+    cuda::PinnedBuffer pinned_files;
+    if (nvjpeg_input == "pinned") {
+      size_t total = 0;
+      for (const auto& f : files) total += f.size();
+      auto p = cuda::PinnedBuffer::Create(total);
+      if (!p.ok()) Die(p.status());
+      pinned_files = std::move(*p);
+      size_t off = 0;
+      for (const auto& f : files) {
+        std::memcpy(pinned_files.data() + off, f.data(), f.size());
+        inputs.emplace_back(pinned_files.data() + off, f.size());
+        off += f.size();
+      }
+    } else {
+      for (const auto& f : files) inputs.emplace_back(f.data(), f.size());
+    }
     size_t max_bytes = 0;
     for (auto [w, h] : dims) max_bytes = std::max<size_t>(max_bytes, size_t(w) * h * 3);
     auto stream = cuda::Stream::Create(0);
@@ -150,7 +177,7 @@ int main(int argc, char** argv) {
         std::vector<cuda::NvJpegDecoder::Output> outs;
         for (int i = 0; i < batch; ++i) {
           const size_t f = next++ % files.size();
-          jpegs.emplace_back(files[f].data(), files[f].size());
+          jpegs.push_back(inputs[f]);
           const auto [w, h] = dims[f];
           outs.push_back({arenas[k].data() + max_bytes * i, size_t(w) * (yuv ? 1 : 3), size_t(h)});
         }
@@ -166,15 +193,11 @@ int main(int argc, char** argv) {
     };
     run(1.0);  // warm up
     auto [rate, cores] = run(seconds);
-    nlohmann::json j = {{"mode", "decode_only"},
-                        {"backend", (*dec)->backend_name()},
-                        {"output", nvjpeg_output},
-                        {"pipeline", nvjpeg_pipeline},
-                        {"rate_asked", pace},
-                        {"files", files.size()},
-                        {"files_not_supported", skipped},
-                        {"batch", batch},
-                        {"images_per_s", rate},
+    nlohmann::json j = {{"mode", "decode_only"},   {"backend", (*dec)->backend_name()},
+                        {"output", nvjpeg_output}, {"pipeline", nvjpeg_pipeline},
+                        {"input", nvjpeg_input},   {"rate_asked", pace},
+                        {"files", files.size()},   {"files_not_supported", skipped},
+                        {"batch", batch},          {"images_per_s", rate},
                         {"cpu_cores_used", cores}};
     std::cout << j.dump() << std::endl;
   }

@@ -20,7 +20,8 @@
 # trace (about 4 minutes): fed_coupling.py's reader_beside, pull_async and fed
 #   with every server traced by benchmarks/cupti_trace.cc, then the decoder
 #   alone (gpu_pipeline_bench --modes decode) with nvJPEG's default, with
-#   --nvjpeg-pipeline off and with --nvjpeg-output nv12, traced too; OUT/cupti.txt
+#   --nvjpeg-pipeline off, --nvjpeg-output nv12 and --nvjpeg-input pinned,
+#   traced too; OUT/cupti.txt
 #   gets each trace's benchmarks/cupti_stats.py summary ("Where the server's
 #   decode waits").
 set -u
@@ -72,17 +73,18 @@ elif [ "$PART" = trace ]; then
       >>"$OUT/cupti.txt" 2>&1
     i=$((i + 1))
   done
-  # The decoder alone (no trainer), nvJPEG's default and the two candidates
+  # The decoder alone (no trainer), nvJPEG's default and the three candidates
   # for one GPU turn per batch (RESULTS.md, "Where the server's decode waits"):
-  # synchronizes per image in each.
-  for v in rgbi:on rgbi:off nv12:on; do
-    d="$W/cupti_decode_${v/:/_}"; mkdir -p "$d"
+  # synchronizes per image in each. OUTPUT:PIPELINE:INPUT
+  for v in rgbi:on:pageable rgbi:off:pageable nv12:on:pageable rgbi:on:pinned; do
+    IFS=: read -r o p i <<<"$v"
+    d="$W/cupti_decode_${o}_${p}_${i}"; mkdir -p "$d"
     CUDA_INJECTION64_PATH=/tmp/libcupti_trace.so BC_CUPTI_DIR="$d" step 60 \
       "$B/benchmarks/gpu_pipeline_bench" $DATA --modes decode --seconds 4 \
-      --nvjpeg-output "${v%:*}" --nvjpeg-pipeline "${v#*:}"
+      --nvjpeg-output "$o" --nvjpeg-pipeline "$p" --nvjpeg-input "$i"
     for t in "$d"/cupti_*.txt; do
-      { echo "== decode-only, output ${v%:*}, pipeline ${v#*:}"; python3 benchmarks/cupti_stats.py "$t"; } \
-        >>"$OUT/cupti.txt" 2>&1
+      { echo "== decode-only, output $o, pipeline $p, input $i"
+        python3 benchmarks/cupti_stats.py "$t"; } >>"$OUT/cupti.txt" 2>&1
     done
   done
 else
