@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
 
   // ---- 1. decode only ----
   if (modes.find("decode") != std::string::npos) {
-    const bool yuv = nvjpeg_output != "rgbi";  // planar: one byte per pixel per row
+    const bool planar = nvjpeg_output != "rgbi";  // yuv, nv12: one byte per pixel per row
     auto dec = cuda::NvJpegDecoder::Create(
         0, 2, nvjpeg_backend == "hardware",
         nvjpeg_output == "yuv"    ? cuda::NvJpegDecoder::Format::kYuvPlanar
@@ -179,7 +179,8 @@ int main(int argc, char** argv) {
           const size_t f = next++ % files.size();
           jpegs.push_back(inputs[f]);
           const auto [w, h] = dims[f];
-          outs.push_back({arenas[k].data() + max_bytes * i, size_t(w) * (yuv ? 1 : 3), size_t(h)});
+          outs.push_back(
+              {arenas[k].data() + max_bytes * i, size_t(w) * (planar ? 1 : 3), size_t(h)});
         }
         if (Status s = (*dec)->DecodeBatch(k, jpegs, outs, stream->ref()); !s.ok()) Die(s);
         (void)done[k].Record(stream->ref());

@@ -21,9 +21,8 @@
 #   with every server traced by benchmarks/cupti_trace.cc, then the decoder
 #   alone (gpu_pipeline_bench --modes decode) with nvJPEG's default, with
 #   --nvjpeg-pipeline off, --nvjpeg-output nv12 and --nvjpeg-input pinned,
-#   traced too; OUT/cupti.txt
-#   gets each trace's benchmarks/cupti_stats.py summary ("Where the server's
-#   decode waits").
+#   traced too; OUT/cupti.txt gets each trace's benchmarks/cupti_stats.py
+#   summary ("Where the server's decode waits").
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:?build dir}
@@ -60,6 +59,8 @@ elif [ "$PART" = coupling ]; then
 elif [ "$PART" = trace ]; then
   CUPTI=$(find / -xdev -name 'libcupti.so*' 2>/dev/null | grep -v stub | head -1)
   INC=$(dirname "$(find / -xdev -name cupti.h 2>/dev/null | head -1)")
+  # Traces of an earlier call of this lease would be summarized (and named) too.
+  rm -rf "$W"/cupti*
   mkdir -p "$W/cupti"
   step 60 g++ -O1 -shared -fPIC -I/usr/local/cuda/include -I"$INC" benchmarks/cupti_trace.cc \
     "$CUPTI" -Wl,-rpath,"$(dirname "$CUPTI")" -o /tmp/libcupti_trace.so || exit 1
