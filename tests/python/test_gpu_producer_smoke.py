@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 import _bc_helpers as H
 
 H.require_batchcast()
@@ -152,3 +154,18 @@ def test_cupti_stats_summarizes_a_trace(tmp_path):
     r = subprocess.run([sys.executable, os.path.join(H.REPO, "benchmarks", "cupti_stats.py"),
                         str(trace), "--bin", "0"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--bin must be > 0" in r.stderr, r.stderr
+
+
+def test_gpu_pipeline_bench_refuses_unknown_decoder_settings(tmp_path):
+    # The decoder settings issue9_gpu_run.sh's trace part and
+    # decoder_interference.py pass: a bad value is refused before any GPU work.
+    bench = os.path.join(H.BUILD, "benchmarks", "gpu_pipeline_bench")
+    if not os.path.exists(bench):
+        pytest.skip("gpu_pipeline_bench is not built")
+    for option, good in (("--nvjpeg-output", "rgbi,yuv,nv12"),
+                         ("--nvjpeg-pipeline", "on,off"),
+                         ("--nvjpeg-input", "pageable,pinned")):
+        r = subprocess.run([bench, str(tmp_path), option, "bogus"], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode != 0, (option, r.stdout + r.stderr)
+        assert f"{option}: bogus not in {{{good}}}" in r.stdout + r.stderr, r.stdout + r.stderr
