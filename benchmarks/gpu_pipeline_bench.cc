@@ -5,13 +5,13 @@
 //                      [--modes decode,fill,augment] [--workers N] [--device-cache-mb N]
 //                      [--rate IMAGES_PER_S] [--nvjpeg-backend hardware|hybrid]
 //                      [--nvjpeg-output rgbi|yuv|nv12] [--nvjpeg-pipeline on|off]
-//                      [--nvjpeg-input pageable|pinned]
+//                      [--nvjpeg-input pageable|pinned|device]
 //
 // 1. decode-only: nvJPEG batched decode (hardware backend where present) of
 //    the files it supports, read into memory beforehand (no file I/O), batches
 //    of --batch on one stream with two decode states: the upper bound.
 //    --nvjpeg-backend hybrid, --nvjpeg-output yuv|nv12, --nvjpeg-pipeline off
-//    and --nvjpeg-input pinned change what it runs
+//    and --nvjpeg-input pinned|device change what it runs
 //    (benchmarks/decoder_interference.py, issue9_gpu_run.sh's trace part).
 // 2. fill: CudaImageSource::FillBatch (file reads, nvJPEG, CPU fallback for
 //    the other files, the fused kernel) into a ring of 8 device slots, as the
@@ -90,8 +90,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--nvjpeg-input", nvjpeg_input,
                  "decode: where the files lie for nvJPEG, pageable (std::vector, as the "
-                 "server's) or pinned (one page-locked buffer)")
-      ->check(CLI::IsMember({"pageable", "pinned"}));
+                 "server's before 2026-11-25), pinned (one page-locked buffer, as the "
+                 "server's) or device (in device memory, NVJPEG_BACKEND_HARDWARE_DEVICE)")
+      ->check(CLI::IsMember({"pageable", "pinned", "device"}));
   double pace = 0;
   app.add_option("--rate", pace, "decode and fill: at most this many images/s (0: as fast as it can)");
   // The source options as batchcast-server spells and parses them.
@@ -111,11 +112,12 @@ int main(int argc, char** argv) {
   if (modes.find("decode") != std::string::npos) {
     const bool planar = nvjpeg_output != "rgbi";  // yuv, nv12: one byte per pixel per row
     auto dec = cuda::NvJpegDecoder::Create(
-        0, 2, nvjpeg_backend == "hardware",
-        nvjpeg_output == "yuv"    ? cuda::NvJpegDecoder::Format::kYuvPlanar
-        : nvjpeg_output == "nv12" ? cuda::NvJpegDecoder::Format::kNv12
-                                  : cuda::NvJpegDecoder::Format::kRgbInterleaved,
-        nvjpeg_pipeline == "on");
+        0, {.allow_hardware = nvjpeg_backend == "hardware",
+            .format = nvjpeg_output == "yuv"    ? cuda::NvJpegDecoder::Format::kYuvPlanar
+                      : nvjpeg_output == "nv12" ? cuda::NvJpegDecoder::Format::kNv12
+                                                : cuda::NvJpegDecoder::Format::kRgbInterleaved,
+            .hardware_pipeline = nvjpeg_pipeline == "on",
+            .device_bitstreams = nvjpeg_input == "device"});
     if (!dec.ok()) Die(dec.status());
     auto entries = ListImageDataset(data);
     if (!entries.ok()) Die(entries.status());
@@ -133,28 +135,45 @@ int main(int argc, char** argv) {
       files.push_back(std::move(bytes));
     }
     // --nvjpeg-input pinned: the files in one page-locked buffer, so that
-    // nvJPEG's copies of them need no staging through pageable memory.
+    // nvJPEG's copies of them need no staging through pageable memory;
+    // device: copied once into device memory (no copy per image at all).
     std::vector<std::span<const uint8_t>> inputs;
     cuda::PinnedBuffer pinned_files;
-    if (nvjpeg_input == "pinned") {
+    cuda::DeviceBuffer device_files;
+    auto stream = cuda::Stream::Create(0);
+    if (!stream.ok()) Die(stream.status());
+    if (nvjpeg_input != "pageable") {
       size_t total = 0;
       for (const auto& f : files) total += f.size();
       auto p = cuda::PinnedBuffer::Create(total);
       if (!p.ok()) Die(p.status());
       pinned_files = std::move(*p);
+      uint8_t* base = pinned_files.data();
+      if (nvjpeg_input == "device") {
+        auto d = cuda::DeviceBuffer::Create(0, total);
+        if (!d.ok()) Die(d.status());
+        device_files = std::move(*d);
+        base = device_files.data();
+      }
       size_t off = 0;
       for (const auto& f : files) {
         std::memcpy(pinned_files.data() + off, f.data(), f.size());
-        inputs.emplace_back(pinned_files.data() + off, f.size());
+        inputs.emplace_back(base + off, f.size());
         off += f.size();
+      }
+      if (nvjpeg_input == "device") {
+        if (Status s =
+                cuda::CopyAsync(device_files.data(), pinned_files.data(), total, stream->ref());
+            !s.ok()) {
+          Die(s);
+        }
+        if (Status s = stream->Synchronize(); !s.ok()) Die(s);
       }
     } else {
       for (const auto& f : files) inputs.emplace_back(f.data(), f.size());
     }
     size_t max_bytes = 0;
     for (auto [w, h] : dims) max_bytes = std::max<size_t>(max_bytes, size_t(w) * h * 3);
-    auto stream = cuda::Stream::Create(0);
-    if (!stream.ok()) Die(stream.status());
     std::vector<cuda::DeviceBuffer> arenas;
     std::vector<cuda::Event> done;
     for (int k = 0; k < 2; ++k) {

@@ -12,7 +12,8 @@ On the GPU host (about 5 minutes on an H100; everything in one run):
      7-8 % of the files are refused by the nvJPEG hardware engine), or --data;
      read once so that the page cache holds it;
   2. the reference: nvJPEG hardware decode-only rate of the files it takes
-     (benchmarks/gpu_pipeline_bench --modes decode: in memory, no I/O), run
+     (benchmarks/gpu_pipeline_bench --modes decode --nvjpeg-input pinned: in
+     page-locked memory, as the server passes them, no I/O), run
      before and after step 3; the higher of the two counts (the engine's rate
      moves between runs and hosts);
   3. one server (batchcast-server serve, --device cuda:0 --decode gpu, train
@@ -240,7 +241,10 @@ def last_json(text):
 
 
 def decode_only(build, data, args):
-    out = subprocess.run(bench_cmd(build, data, args, "decode", args.measure),
+    # The files in page-locked memory, as the server passes them (Note [Pinned
+    # bitstreams]): the faster of gpu_pipeline_bench's inputs.
+    out = subprocess.run(bench_cmd(build, data, args, "decode", args.measure,
+                                   "--nvjpeg-input", "pinned"),
                          capture_output=True, text=True, timeout=240)
     if out.returncode != 0 or last_json(out.stdout) is None:
         raise RuntimeError("gpu_pipeline_bench failed: " + out.stderr[-2000:])

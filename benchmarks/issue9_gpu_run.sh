@@ -19,10 +19,11 @@
 #   trainer to its server").
 # trace (about 4 minutes): fed_coupling.py's reader_beside, pull_async and fed
 #   with every server traced by benchmarks/cupti_trace.cc, then the decoder
-#   alone (gpu_pipeline_bench --modes decode) with nvJPEG's default, with
-#   --nvjpeg-pipeline off, --nvjpeg-output nv12 and --nvjpeg-input pinned,
-#   traced too; OUT/cupti.txt gets each trace's benchmarks/cupti_stats.py
-#   summary ("Where the server's decode waits").
+#   alone (gpu_pipeline_bench --modes decode) with the files in pageable,
+#   pinned and device memory (BC_TRACE_VARIANTS=OUTPUT:PIPELINE:INPUT ...
+#   picks others, e.g. rgbi:off:pageable for --nvjpeg-pipeline off), traced
+#   too; OUT/cupti.txt gets each trace's benchmarks/cupti_stats.py summary
+#   ("Where the server's decode waits").
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:?build dir}
@@ -77,7 +78,8 @@ elif [ "$PART" = trace ]; then
   # The decoder alone (no trainer), nvJPEG's default and the three candidates
   # for one GPU turn per batch (RESULTS.md, "Where the server's decode waits"):
   # synchronizes per image in each. OUTPUT:PIPELINE:INPUT
-  for v in rgbi:on:pageable rgbi:off:pageable nv12:on:pageable rgbi:on:pinned; do
+  # (nv12 failed on the H100 with CUDA 13.0: NVJPEG_STATUS_EXECUTION_FAILED.)
+  for v in ${BC_TRACE_VARIANTS:-rgbi:on:pageable rgbi:on:pinned rgbi:on:device}; do
     IFS=: read -r o p i <<<"$v"
     d="$W/cupti_decode_${o}_${p}_${i}"; mkdir -p "$d"
     CUDA_INJECTION64_PATH=/tmp/libcupti_trace.so BC_CUPTI_DIR="$d" step 60 \

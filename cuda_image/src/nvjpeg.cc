@@ -106,6 +106,10 @@ constexpr unsigned kHwDecodeNoPipeline = NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE;
 constexpr unsigned kHwDecodeNoPipeline = 1;
 #endif
 
+// NVJPEG_BACKEND_HARDWARE_DEVICE (JPEG bytes in device memory), named by its
+// value so that headers without it build.
+constexpr auto kBackendHardwareDevice = static_cast<nvjpegBackend_t>(5);
+
 // nvJPEG's output format for `format`. NV12 is named by its value (8,
 // NVJPEG_OUTPUT_NV12 in the headers that have it), so that older headers
 // build; an nvJPEG without it refuses the format when a batch is set up.
@@ -123,9 +127,8 @@ nvjpegOutputFormat_t OutputFormat(NvJpegDecoder::Format format) {
 
 }  // namespace
 
-Result<std::unique_ptr<NvJpegDecoder>> NvJpegDecoder::Create(int device, int states,
-                                                             bool allow_hardware, Format format,
-                                                             bool hardware_pipeline) {
+Result<std::unique_ptr<NvJpegDecoder>> NvJpegDecoder::Create(int device, const Options& options) {
+  const int states = options.states;
   if (states < 1) return InvalidArgumentError("NvJpegDecoder needs at least one state");
   BATCHCAST_RETURN_IF_ERROR(CheckDevice(device));
   DeviceGuard g(device);
@@ -133,18 +136,22 @@ Result<std::unique_ptr<NvJpegDecoder>> NvJpegDecoder::Create(int device, int sta
   std::unique_ptr<NvJpegDecoder> d(new NvJpegDecoder());
   d->impl_ = std::make_unique<Impl>();
   d->device_ = device;
-  d->format_ = format;
+  d->format_ = options.format;
   Impl& impl = *d->impl_;
   nvjpegStatus_t st = NVJPEG_STATUS_ARCH_MISMATCH;
-  if (allow_hardware) {
-    st = nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, nullptr, nullptr,
-                        hardware_pipeline ? NVJPEG_FLAGS_DEFAULT : kHwDecodeNoPipeline,
-                        &impl.handle);
+  if (options.allow_hardware || options.device_bitstreams) {
+    st = nvjpegCreateEx(
+        options.device_bitstreams ? kBackendHardwareDevice : NVJPEG_BACKEND_HARDWARE, nullptr,
+        nullptr, options.hardware_pipeline ? NVJPEG_FLAGS_DEFAULT : kHwDecodeNoPipeline,
+        &impl.handle);
   }
   if (st == NVJPEG_STATUS_SUCCESS) {
     d->backend_ = Backend::kHardware;
+  } else if (options.device_bitstreams) {
+    return UnavailableError("nvJPEG hardware backend for device bitstreams on cuda:" +
+                            std::to_string(device) + ": " + BATCHCAST_NVJPEG_CHECK(st).message());
   } else {
-    if (allow_hardware) {
+    if (options.allow_hardware) {
       BC_LOG_INFO("nvJPEG hardware backend unavailable on cuda:{} ({}); using the GPU hybrid backend",
                   device, BATCHCAST_NVJPEG_CHECK(st).message());
     }

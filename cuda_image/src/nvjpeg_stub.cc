@@ -14,7 +14,7 @@ Status NvJpegStatus(int error, const char* expression, const char* file, int lin
 
 struct NvJpegDecoder::Impl {};
 
-Result<std::unique_ptr<NvJpegDecoder>> NvJpegDecoder::Create(int, int, bool, Format, bool) {
+Result<std::unique_ptr<NvJpegDecoder>> NvJpegDecoder::Create(int, const Options&) {
   return internal::NotBuiltError(
       "nvJPEG (the CUDA toolkit it was built with lacks it): use --decode cpu");
 }

@@ -28,6 +28,9 @@ struct BatchBuffers {
   std::vector<FileBuffer> files;  // sample i's file (read ahead or in stage 1)
   std::vector<GpuSample> samples;
   cuda::DeviceBuffer arena;   // nvJPEG outputs (kNvJpeg samples)
+  // The hardware batch's files, copied from `files` (Note [Pinned
+  // bitstreams]); nvJPEG may read them until `done`.
+  cuda::PinnedBuffer bitstreams;
   cuda::PinnedBuffer upload;  // CPU-decoded images, then copied to `uploaded`
   cuda::DeviceBuffer uploaded;
   cuda::PinnedBuffer host_desc;  // AugmentSample[n] then int64 labels[n]

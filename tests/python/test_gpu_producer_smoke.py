@@ -164,7 +164,7 @@ def test_gpu_pipeline_bench_refuses_unknown_decoder_settings(tmp_path):
         pytest.skip("gpu_pipeline_bench is not built")
     for option, good in (("--nvjpeg-output", "rgbi,yuv,nv12"),
                          ("--nvjpeg-pipeline", "on,off"),
-                         ("--nvjpeg-input", "pageable,pinned")):
+                         ("--nvjpeg-input", "pageable,pinned,device")):
         r = subprocess.run([bench, str(tmp_path), option, "bogus"], capture_output=True,
                            text=True, timeout=60)
         assert r.returncode != 0, (option, r.stdout + r.stderr)

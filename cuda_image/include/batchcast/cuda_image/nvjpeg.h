@@ -35,17 +35,29 @@ class NvJpegDecoder {
   // measuring the decoder alone (benchmarks/decoder_interference.py).
   enum class Format { kRgbInterleaved, kYuvPlanar, kNv12 };
 
-  // A decoder on `device` with `states` independent decode states (so that
-  // batch n+1 can be submitted while batch n is still decoding). With
-  // allow_hardware false the hybrid backend is used even where hardware exists.
-  // hardware_pipeline false creates the hardware backend with
-  // NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE: for measuring whether nvJPEG then
-  // still waits on the GPU once per image (benchmarks/RESULTS.md, "Where the
-  // server's decode waits").
-  static Result<std::unique_ptr<NvJpegDecoder>> Create(int device, int states = 2,
-                                                       bool allow_hardware = true,
-                                                       Format format = Format::kRgbInterleaved,
-                                                       bool hardware_pipeline = true);
+  // How a decoder is made (one options struct: most callers take the defaults).
+  struct Options {
+    // Independent decode states (so that batch n+1 can be submitted while
+    // batch n is still decoding). REQUIRES: >= 1.
+    int states = 2;
+    // false: the hybrid backend even where the hardware engine exists.
+    bool allow_hardware = true;
+    Format format = Format::kRgbInterleaved;
+    // false creates the hardware backend with NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE;
+    // true (nvJPEG's default) measured as fast or faster (benchmarks/RESULTS.md,
+    // "Where the server's decode waits").
+    bool hardware_pipeline = true;
+    // true: the hardware backend that takes the JPEG bytes in device memory
+    // (NVJPEG_BACKEND_HARDWARE_DEVICE); DecodeBatch's jpegs must then point
+    // into device memory of the decoder's device. Supports() still takes
+    // host bytes. For measuring the decoder alone (gpu_pipeline_bench
+    // --nvjpeg-input device); without the hardware engine Create fails.
+    bool device_bitstreams = false;
+  };
+  // A decoder on `device`. InvalidArgument for states < 1; Unavailable
+  // without nvJPEG or the device.
+  static Result<std::unique_ptr<NvJpegDecoder>> Create(int device, const Options& options);
+  static Result<std::unique_ptr<NvJpegDecoder>> Create(int device) { return Create(device, {}); }
   ~NvJpegDecoder();
   NvJpegDecoder(const NvJpegDecoder&) = delete;
   NvJpegDecoder& operator=(const NvJpegDecoder&) = delete;
@@ -70,11 +82,13 @@ class NvJpegDecoder {
     size_t height = 0;  // kYuvPlanar and kNv12 only
   };
   // Decodes jpegs[i] into outputs[i] with decode state `state`, queued on
-  // `stream` (a cudaStream_t of the decoder's device). The JPEG bytes may be
-  // reused when the call returns. Before a state is reused, the caller must
-  // make sure that the work of its previous batch has completed (e.g. an event
-  // recorded after the kernels that read its outputs). DataLoss when nvJPEG
-  // rejects the batch (a corrupt file): the caller then decodes it file by file.
+  // `stream` (a cudaStream_t of the decoder's device). The JPEG bytes must
+  // stay untouched until the stream's work queued by the call has completed
+  // (nvJPEG copies bytes in page-locked memory asynchronously). Before a
+  // state is reused, the caller must make sure that the work of its previous
+  // batch has completed (e.g. an event recorded after the kernels that read
+  // its outputs). DataLoss when nvJPEG rejects the batch (a corrupt file):
+  // the caller then decodes it file by file.
   Status DecodeBatch(int state, std::span<const std::span<const uint8_t>> jpegs,
                      std::span<const Output> outputs, CudaStreamRef stream);
 
