@@ -89,9 +89,9 @@ int main(int argc, char** argv) {
                  "NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE (on: nvJPEG's default)")
       ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--nvjpeg-input", nvjpeg_input,
-                 "decode: where the files lie for nvJPEG, pageable (std::vector, as the "
-                 "server's before 2026-11-25), pinned (one page-locked buffer, as the "
-                 "server's) or device (in device memory, NVJPEG_BACKEND_HARDWARE_DEVICE)")
+                 "decode: where the files lie for nvJPEG, pageable (std::vector), pinned "
+                 "(one page-locked buffer, as the server passes them) or device (in device "
+                 "memory, NVJPEG_BACKEND_HARDWARE_DEVICE)")
       ->check(CLI::IsMember({"pageable", "pinned", "device"}));
   double pace = 0;
   app.add_option("--rate", pace, "decode and fill: at most this many images/s (0: as fast as it can)");

@@ -38,20 +38,22 @@ class NvJpegDecoder {
   // How a decoder is made (one options struct: most callers take the defaults).
   struct Options {
     // Independent decode states (so that batch n+1 can be submitted while
-    // batch n is still decoding). REQUIRES: >= 1.
+    // batch n is still decoding). At least 1 (Create: InvalidArgument).
     int states = 2;
     // false: the hybrid backend even where the hardware engine exists.
     bool allow_hardware = true;
     Format format = Format::kRgbInterleaved;
-    // false creates the hardware backend with NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE;
-    // true (nvJPEG's default) measured as fast or faster (benchmarks/RESULTS.md,
-    // "Where the server's decode waits").
+    // false creates the hardware backend with NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE:
+    // measured 6 % slower than nvJPEG's default, and it still waits once per
+    // image (benchmarks/RESULTS.md, "nvJPEG waits once per image in every
+    // setting").
     bool hardware_pipeline = true;
     // true: the hardware backend that takes the JPEG bytes in device memory
     // (NVJPEG_BACKEND_HARDWARE_DEVICE); DecodeBatch's jpegs must then point
     // into device memory of the decoder's device. Supports() still takes
     // host bytes. For measuring the decoder alone (gpu_pipeline_bench
-    // --nvjpeg-input device); without the hardware engine Create fails.
+    // --nvjpeg-input device: a quarter slower than from page-locked host memory on
+    // an H100); without the hardware engine Create fails with Unavailable.
     bool device_bitstreams = false;
   };
   // A decoder on `device`. InvalidArgument for states < 1; Unavailable
