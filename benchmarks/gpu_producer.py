@@ -364,7 +364,9 @@ def summary(r):
         lines += [f"MPS: {rd.get('mps')} ({rd.get('mps_detail')})",
                   f"server source: {rd.get('source')}"]
     if r.get("decode_only"):
-        lines.append(f"decode-only reference backend: {r['decode_only'].get('backend')}")
+        d = r["decode_only"]
+        lines.append(f"decode-only reference backend: {d.get('backend')} (files in "
+                     f"{'page-locked' if d.get('input') == 'pinned' else 'pageable'} memory)")
     counters = rd["source_counters"] if rd else {}
     if counters.get("files") and "files_gpu_decodable" in counters:
         hw = counters["files_gpu_decodable"]

@@ -71,6 +71,44 @@ def test_repeated_trainer_windows_give_the_median_ratio(tmp_path):
     assert "the median of 3 pairs: 0.50, 1.00, 0.90" in text, text
 
 
+def test_summary_says_where_the_reference_decoder_read_its_files():
+    # The server passes its files to nvJPEG from page-locked memory (Note
+    # [Pinned bitstreams]); the decode-only reference does too, and the
+    # summary says so next to the ratio it is the base of.
+    sys.path.insert(0, os.path.join(H.REPO, "benchmarks"))
+    import gpu_producer
+
+    for given, said in (("pinned", "page-locked"), ("pageable", "pageable"), (None, "pageable")):
+        ref = {"backend": "nvJPEG hardware", "images_per_s": 30000.0}
+        if given:
+            ref["input"] = given
+        text = gpu_producer.summary({"args": {"train_batch": 128}, "decode_only": ref})
+        assert f"decode-only reference backend: nvJPEG hardware (files in {said} memory)" in text, \
+            text
+
+
+def test_the_reference_decoder_reads_page_locked_files(tmp_path, monkeypatch):
+    # gpu_producer's decode-only reference runs gpu_pipeline_bench with the
+    # files in page-locked memory, as the server passes them: fails if it
+    # went back to pageable files (a lower reference, a flattering ratio).
+    sys.path.insert(0, os.path.join(H.REPO, "benchmarks"))
+    import gpu_producer
+
+    seen = []
+
+    def fake_run(cmd, **kwargs):
+        seen.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, '{"images_per_s": 1.0, "input": "pinned"}\n',
+                                           "")
+
+    monkeypatch.setattr(gpu_producer.subprocess, "run", fake_run)
+    args = gpu_producer.parse_args(["--out", str(tmp_path / "out")])
+    assert gpu_producer.decode_only("/build", "/data", args)["input"] == "pinned"
+    cmd = seen[0]
+    assert cmd[0].endswith("gpu_pipeline_bench") and "--modes" in cmd, cmd
+    assert cmd[cmd.index("--nvjpeg-input") + 1] == "pinned", cmd
+
+
 def test_an_idle_consumer_does_not_stop_a_skip_server(tmp_path):
     # fed_coupling.py's idle_* runs on a CPU server: its idle consumer
     # (--idle) holds the producer up, the server (fed_coupling.SKIP_IDLE)
