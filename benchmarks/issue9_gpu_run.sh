@@ -24,19 +24,27 @@
 #   picks others, e.g. rgbi:off:pageable for --nvjpeg-pipeline off), traced
 #   too; OUT/cupti.txt gets each trace's benchmarks/cupti_stats.py summary
 #   ("Where the server's decode waits").
+# loop (about 5 minutes): why the server's nvJPEG loop runs slower than the
+#   bare decoder (RESULTS.md, "nvJPEG waits once per image in every
+#   setting": server -> Loader 0.67 of decode-only). The same files:
+#   decode-only from page-locked and pageable memory, FillBatch alone (no
+#   consumer) with 1 and 4 fallback threads, the server -> a reader process
+#   (fed_coupling.py's reader run), server -> one Loader (gpu_producer.py),
+#   and traces of decode-only and of FillBatch (OUT/cupti.txt): where the
+#   host time per image goes inside the server but not outside it.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:?build dir}
 OUT=${2:?out dir}
-PART=${3:?diagnosis, colocate, coupling or trace}
-case $PART in diagnosis|colocate|coupling|trace) ;; *) echo "issue9_gpu_run: part must be diagnosis, colocate, coupling or trace" >&2; exit 2;; esac
+PART=${3:?diagnosis, colocate, coupling, trace or loop}
+case $PART in diagnosis|colocate|coupling|trace|loop) ;; *) echo "issue9_gpu_run: part must be diagnosis, colocate, coupling, trace or loop" >&2; exit 2;; esac
 LOG=$OUT/log
 DATA=/tmp/bc_gpu_producer_100x40
 # Each step's folder (JSON and server logs) lies under W; only the JSONs and the
 # end of each log come back in OUT (a device call returns at most 8 files).
 W=/tmp/issue9_$PART
 mkdir -p "$OUT"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 step() { local t=$1; shift; echo "== $* ($(date +%T))" >>"$LOG"; timeout "$t" "$@" >>"$LOG" 2>&1; local rc=$?; echo "== rc=$rc ($(date +%T))" >>"$LOG"; return $rc; }
 nvidia-smi --query-gpu=name,driver_version --format=csv >>"$LOG" 2>&1
 step 200 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
@@ -46,6 +54,29 @@ step 200 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARC
 step 330 cmake --build "$B" -j "$(nproc)" --target batchcast-server gpu_pipeline_bench _core || exit 1
 wait
 export BATCHCAST_BUILD_DIR=$B
+# benchmarks/cupti_trace.cc as /tmp/libcupti_trace.so; clears the traces of an
+# earlier call of this lease, which would be summarized (and named) too.
+build_tracer() {
+  local cupti inc
+  cupti=$(find / -xdev -name 'libcupti.so*' 2>/dev/null | grep -v stub | head -1)
+  inc=$(dirname "$(find / -xdev -name cupti.h 2>/dev/null | head -1)")
+  rm -rf "$W"/cupti*
+  step 60 g++ -O1 -shared -fPIC -I/usr/local/cuda/include -I"$inc" benchmarks/cupti_trace.cc \
+    "$cupti" -Wl,-rpath,"$(dirname "$cupti")" -o /tmp/libcupti_trace.so
+}
+# gpu_pipeline_bench ARGS... traced into $W/cupti_NAME, its summary into
+# OUT/cupti.txt under TITLE: traced NAME TITLE ARGS...
+traced() {
+  local title=$2 d="$W/cupti_$1" t
+  shift 2
+  mkdir -p "$d"
+  CUDA_INJECTION64_PATH=/tmp/libcupti_trace.so BC_CUPTI_DIR="$d" step 90 \
+    "$B/benchmarks/gpu_pipeline_bench" $DATA "$@"
+  for t in "$d"/cupti_*.txt; do
+    { echo "== $title"; python3 benchmarks/cupti_stats.py "$t"; } >>"$OUT/cupti.txt" 2>&1
+  done
+}
+bench() { step 90 "$B/benchmarks/gpu_pipeline_bench" $DATA "$@"; }
 if [ "$PART" = diagnosis ]; then
   step 220 python3 benchmarks/decoder_interference.py --out "$W/interference" --data $DATA
   step 150 python3 benchmarks/gpu_producer.py --out "$W/producer" --data $DATA --workers 4 \
@@ -58,13 +89,8 @@ if [ "$PART" = diagnosis ]; then
 elif [ "$PART" = coupling ]; then
   step 420 python3 benchmarks/fed_coupling.py --out "$W/coupling" --data $DATA
 elif [ "$PART" = trace ]; then
-  CUPTI=$(find / -xdev -name 'libcupti.so*' 2>/dev/null | grep -v stub | head -1)
-  INC=$(dirname "$(find / -xdev -name cupti.h 2>/dev/null | head -1)")
-  # Traces of an earlier call of this lease would be summarized (and named) too.
-  rm -rf "$W"/cupti*
+  build_tracer || exit 1
   mkdir -p "$W/cupti"
-  step 60 g++ -O1 -shared -fPIC -I/usr/local/cuda/include -I"$INC" benchmarks/cupti_trace.cc \
-    "$CUPTI" -Wl,-rpath,"$(dirname "$CUPTI")" -o /tmp/libcupti_trace.so || exit 1
   BC_SERVER_PREFIX="env CUDA_INJECTION64_PATH=/tmp/libcupti_trace.so BC_CUPTI_DIR=$W/cupti" \
     step 300 python3 benchmarks/fed_coupling.py --out "$W/trace" --data $DATA \
     --runs reader_beside,pull_async,fed
@@ -81,15 +107,18 @@ elif [ "$PART" = trace ]; then
   # (nv12 failed on the H100 with CUDA 13.0: NVJPEG_STATUS_EXECUTION_FAILED.)
   for v in ${BC_TRACE_VARIANTS:-rgbi:on:pageable rgbi:on:pinned rgbi:on:device}; do
     IFS=: read -r o p i <<<"$v"
-    d="$W/cupti_decode_${o}_${p}_${i}"; mkdir -p "$d"
-    CUDA_INJECTION64_PATH=/tmp/libcupti_trace.so BC_CUPTI_DIR="$d" step 60 \
-      "$B/benchmarks/gpu_pipeline_bench" $DATA --modes decode --seconds 4 \
-      --nvjpeg-output "$o" --nvjpeg-pipeline "$p" --nvjpeg-input "$i"
-    for t in "$d"/cupti_*.txt; do
-      { echo "== decode-only, output $o, pipeline $p, input $i"
-        python3 benchmarks/cupti_stats.py "$t"; } >>"$OUT/cupti.txt" 2>&1
-    done
+    traced "decode_${o}_${p}_${i}" "decode-only, output $o, pipeline $p, input $i" \
+      --modes decode --seconds 4 --nvjpeg-output "$o" --nvjpeg-pipeline "$p" --nvjpeg-input "$i"
   done
+elif [ "$PART" = loop ]; then
+  for i in pinned pageable; do bench --modes decode --seconds 6 --nvjpeg-input $i; done
+  for w in 1 4; do bench --modes fill --seconds 6 --workers $w; done
+  step 120 python3 benchmarks/fed_coupling.py --out "$W/reader" --data $DATA --runs reader
+  step 150 python3 benchmarks/gpu_producer.py --out "$W/producer" --data $DATA --workers 4 \
+    --warmup 3 --measure 8
+  build_tracer || exit 1
+  traced decode "decode-only, input pinned" --modes decode --seconds 4 --nvjpeg-input pinned
+  traced fill "FillBatch, 4 fallback threads" --modes fill --seconds 4 --workers 4
 else
   step 300 python3 benchmarks/colocate.py --out "$W/colocate" --models resnet18 --jobs 1,4 \
     --sources synthetic,batchcast --mps off,on --budget 280

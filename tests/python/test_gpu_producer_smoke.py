@@ -207,3 +207,15 @@ def test_gpu_pipeline_bench_refuses_unknown_decoder_settings(tmp_path):
                            text=True, timeout=60)
         assert r.returncode != 0, (option, r.stdout + r.stderr)
         assert f"{option}: bogus not in {{{good}}}" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_issue9_gpu_run_names_its_parts(tmp_path):
+    # A part it does not know is refused before anything is built, naming
+    # the parts it has (loop: why the server's nvJPEG loop is slower than
+    # the bare decoder, for the next GPU call).
+    script = os.path.join(H.REPO, "benchmarks", "issue9_gpu_run.sh")
+    r = subprocess.run(["bash", script, str(tmp_path / "b"), str(tmp_path / "out"), "bogus"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "diagnosis, colocate, coupling, trace or loop" in r.stderr, r.stderr
+    assert not (tmp_path / "b").exists()
