@@ -73,7 +73,11 @@ traced() {
   CUDA_INJECTION64_PATH=/tmp/libcupti_trace.so BC_CUPTI_DIR="$d" step 90 \
     "$B/benchmarks/gpu_pipeline_bench" $DATA "$@"
   for t in "$d"/cupti_*.txt; do
-    { echo "== $title"; python3 benchmarks/cupti_stats.py "$t"; } >>"$OUT/cupti.txt" 2>&1
+    if [ -f "$t" ]; then
+      { echo "== $title"; python3 benchmarks/cupti_stats.py "$t"; } >>"$OUT/cupti.txt" 2>&1
+    else
+      echo "== $title: no trace (the run failed before CUDA started?)" >>"$OUT/cupti.txt"
+    fi
   done
 }
 bench() { step 90 "$B/benchmarks/gpu_pipeline_bench" $DATA "$@"; }
