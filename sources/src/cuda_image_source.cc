@@ -371,19 +371,20 @@ Result<uint32_t> CudaImageSource::FillBatch(const SlotView& slot, const ReadAhea
 // slot's stream still waits for every side run submitted, so that the set's
 // `done` event covers them (the set and the decoders' states are reused only
 // after it).
-// Note [Pinned bitstreams]: the hardware batch's files go to nvJPEG from
-// page-locked memory (one buffer per set, the files copied into it here).
-// From pageable memory nvJPEG stages each file through its own buffer, a
-// host copy per image between two of its per-image waits on the GPU
-// (RESULTS.md, "Where the server's decode waits"); from page-locked memory
-// the copy is a plain DMA: decode-only on an H100 rose from 25.1k to 31.5k
-// images/s. nvJPEG may still be reading the last files when DecodeBatch
-// returns, so a set's buffer is rewritten only after its `done` event, like
-// the arena.
 // Measured on an H100 (benchmarks/RESULTS.md, "What couples a fed trainer to
 // its server"): k = 2 raised the server's own rate by about 14 % for 0.9 more
 // cores, and did not speed up a trainer the server feeds (the k calls stretch
 // together beside it). Hence the default of 1.
+//
+// Note [Pinned bitstreams]: the hardware batch's files go to nvJPEG from
+// page-locked memory (one buffer per set, the files copied into it here).
+// nvJPEG copies each file to the device between two of its per-image waits
+// on the GPU; that copy held the calling thread 9-13 us per image from
+// pageable memory and 3-7 us from page-locked memory, and decode-only on an
+// H100 rose from 25.1k to 31.5k images/s (RESULTS.md, "nvJPEG waits once per
+// image in every setting"). nvJPEG may still be reading the last files when
+// DecodeBatch returns, so a set's buffer is rewritten only after its `done`
+// event, like the arena.
 Status CudaImageSource::DecodeOnGpu(const SlotView& slot, BatchBuffers& set, int state,
                                     std::span<const size_t> ids) {
   size_t arena_bytes = 0, file_bytes = 0;
