@@ -64,21 +64,24 @@ build_tracer() {
   step 60 g++ -O1 -shared -fPIC -I/usr/local/cuda/include -I"$inc" benchmarks/cupti_trace.cc \
     "$cupti" -Wl,-rpath,"$(dirname "$cupti")" -o /tmp/libcupti_trace.so
 }
-# gpu_pipeline_bench ARGS... traced into $W/cupti_NAME, its summary into
-# OUT/cupti.txt under TITLE: traced NAME TITLE ARGS...
+# The cupti_stats.py summary of trace FILE into OUT/cupti.txt under TITLE:
+# summarize TITLE FILE (a FILE that is not there: a glob that found no trace).
+summarize() {
+  if [ -f "$2" ]; then
+    { echo "== $1"; python3 benchmarks/cupti_stats.py "$2"; } >>"$OUT/cupti.txt" 2>&1
+  else
+    echo "== $1: no trace (the run failed before CUDA started?)" >>"$OUT/cupti.txt"
+  fi
+}
+# gpu_pipeline_bench ARGS... traced into $W/cupti_NAME, summarized under TITLE:
+# traced NAME TITLE ARGS...
 traced() {
   local title=$2 d="$W/cupti_$1" t
   shift 2
   mkdir -p "$d"
   CUDA_INJECTION64_PATH=/tmp/libcupti_trace.so BC_CUPTI_DIR="$d" step 90 \
     "$B/benchmarks/gpu_pipeline_bench" $DATA "$@"
-  for t in "$d"/cupti_*.txt; do
-    if [ -f "$t" ]; then
-      { echo "== $title"; python3 benchmarks/cupti_stats.py "$t"; } >>"$OUT/cupti.txt" 2>&1
-    else
-      echo "== $title: no trace (the run failed before CUDA started?)" >>"$OUT/cupti.txt"
-    fi
-  done
+  for t in "$d"/cupti_*.txt; do summarize "$title" "$t"; done
 }
 bench() { step 90 "$B/benchmarks/gpu_pipeline_bench" $DATA "$@"; }
 if [ "$PART" = diagnosis ]; then
@@ -101,14 +104,13 @@ elif [ "$PART" = trace ]; then
   # One server per run, in run order: each summary under its run's name.
   runs=(reader_beside pull_async fed); i=0
   for t in $(ls -tr "$W"/cupti/cupti_*.txt); do
-    { echo "== server of ${runs[$i]:-$i}"; python3 benchmarks/cupti_stats.py "$t"; } \
-      >>"$OUT/cupti.txt" 2>&1
+    summarize "server of ${runs[$i]:-$i}" "$t"
     i=$((i + 1))
   done
-  # The decoder alone (no trainer), nvJPEG's default and the three candidates
-  # for one GPU turn per batch (RESULTS.md, "Where the server's decode waits"):
-  # synchronizes per image in each. OUTPUT:PIPELINE:INPUT
-  # (nv12 failed on the H100 with CUDA 13.0: NVJPEG_STATUS_EXECUTION_FAILED.)
+  # The decoder alone (no trainer), the files in pageable, page-locked and
+  # device memory: synchronizes per image in each (RESULTS.md, "nvJPEG waits
+  # once per image in every setting"). OUTPUT:PIPELINE:INPUT; nv12 is left
+  # out: CUDA 13.0's nvJPEG refused it on an H100 (EXECUTION_FAILED).
   for v in ${BC_TRACE_VARIANTS:-rgbi:on:pageable rgbi:on:pinned rgbi:on:device}; do
     IFS=: read -r o p i <<<"$v"
     traced "decode_${o}_${p}_${i}" "decode-only, output $o, pipeline $p, input $i" \
