@@ -20,8 +20,9 @@ decode` paced at each rate, for each variant BACKEND:OUTPUT:
                  GPU, and the fused kernel could convert instead);
   hardware:nv12  the JPEG engine, NV12 (Y, then CbCr interleaved): the
                  format the engine may write itself, without nvJPEG's
-                 per-image conversion kernel and wait (benchmarks/RESULTS.md,
-                 "Where the server's decode waits"); not in the default set;
+                 per-image conversion kernel; CUDA 13.0's nvJPEG refused it
+                 on an H100 (benchmarks/RESULTS.md, "nvJPEG waits once per
+                 image in every setting"); not in the default set;
   BACKEND:OUTPUT:nopipe
                  the same with NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE (hardware
                  only; not in the default set);

@@ -36,10 +36,10 @@ runs (comma-separated, default all, in this order):
 Prints, per run, the trainer's images/s as a share of the same trainer on
 synthetic data alone (measured first), the server's (or the other process's)
 images/s, its cores and stage shares (pull_async*: also how many of the
-puller's batches were gathered copies rather than zero-copy); writes OUT/fed_coupling.json. Device
-cache off, MPS as the environment has it; gpu_producer.py's trainer,
-dataset and server settings (--workers 4). The build is found from
-BATCHCAST_BUILD_DIR (or --build).
+puller's batches were gathered copies rather than zero-copy); writes
+OUT/fed_coupling.json. Device cache off, MPS as the environment has it;
+gpu_producer.py's trainer, dataset and server settings (--workers 4). The
+build is found from BATCHCAST_BUILD_DIR (or --build).
 """
 import argparse
 import json
