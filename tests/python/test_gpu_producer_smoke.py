@@ -17,7 +17,9 @@ import _bc_helpers as H
 
 H.require_batchcast()
 H.require_server()
-SCRIPT = os.path.join(H.REPO, "benchmarks", "gpu_producer.py")
+BENCH = os.path.join(H.REPO, "benchmarks")
+sys.path.insert(0, BENCH)  # the benchmark programs, imported by the tests below
+SCRIPT = os.path.join(BENCH, "gpu_producer.py")
 
 
 def test_smoke_run_reports_rate_stages_and_wait(tmp_path):
@@ -42,13 +44,12 @@ def test_smoke_run_reports_rate_stages_and_wait(tmp_path):
 def test_issue9_diagnosis_programs_check_their_arguments(tmp_path):
     # decoder_interference.py and fed_coupling.py need a GPU to run; without
     # one, they must at least load and refuse a bad argument before any work.
-    bench = os.path.join(H.REPO, "benchmarks")
     for script, bad, says in (("fed_coupling.py", ["--runs", "fed,nope"], "unknown run 'nope'"),
                               ("decoder_interference.py", ["--variants", "engine:rgb"],
                                "bad variant 'engine:rgb'"),
                               ("decoder_interference.py", ["--variants", "hybrid:rgbi:nopipe"],
                                "nopipe with hardware only")):
-        r = subprocess.run([sys.executable, os.path.join(bench, script), "--out",
+        r = subprocess.run([sys.executable, os.path.join(BENCH, script), "--out",
                             str(tmp_path / "out"), *bad], capture_output=True, text=True,
                            timeout=60)
         assert r.returncode == 2 and says in r.stderr, (script, r.stdout + r.stderr)
@@ -60,7 +61,6 @@ def test_repeated_trainer_windows_give_the_median_ratio(tmp_path):
     r = subprocess.run([sys.executable, SCRIPT, "--out", str(tmp_path / "out"), "--repeat", "0"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--repeat must be at least 1" in r.stderr, r.stderr
-    sys.path.insert(0, os.path.join(H.REPO, "benchmarks"))
     import gpu_producer
 
     pairs = [[100.0, 50.0], [120.0, 120.0], [100.0, 90.0]]
@@ -75,7 +75,6 @@ def test_summary_says_where_the_reference_decoder_read_its_files():
     # The server passes its files to nvJPEG from page-locked memory (Note
     # [Pinned bitstreams]); the decode-only reference does too, and the
     # summary says so next to the ratio it is the base of.
-    sys.path.insert(0, os.path.join(H.REPO, "benchmarks"))
     import gpu_producer
 
     for given, said in (("pinned", "page-locked"), ("pageable", "pageable"), (None, "pageable")):
@@ -91,7 +90,6 @@ def test_the_reference_decoder_reads_page_locked_files(tmp_path, monkeypatch):
     # gpu_producer's decode-only reference runs gpu_pipeline_bench with the
     # files in page-locked memory, as the server passes them: fails if it
     # went back to pageable files (a lower reference, a flattering ratio).
-    sys.path.insert(0, os.path.join(H.REPO, "benchmarks"))
     import gpu_producer
 
     seen = []
@@ -113,8 +111,6 @@ def test_an_idle_consumer_does_not_stop_a_skip_server(tmp_path):
     # fed_coupling.py's idle_* runs on a CPU server: its idle consumer
     # (--idle) holds the producer up, the server (fed_coupling.SKIP_IDLE)
     # skips it forward, and its reader (--reader) still gets batches.
-    bench = os.path.join(H.REPO, "benchmarks")
-    sys.path.insert(0, bench)
     import fed_coupling
     import gpu_producer
 
@@ -126,7 +122,7 @@ def test_an_idle_consumer_does_not_stop_a_skip_server(tmp_path):
     server = gpu_producer.ServerProc(H.BUILD, data, H.unique_name("idle"), args, str(log),
                                      extra=fed_coupling.SKIP_IDLE)
     env = dict(os.environ, PYTHONPATH=H.PYDIR)
-    script = os.path.join(bench, "fed_coupling.py")
+    script = os.path.join(BENCH, "fed_coupling.py")
     idle = subprocess.Popen([sys.executable, script, "--idle", server.name, "60"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -168,7 +164,6 @@ def test_cupti_stats_summarizes_a_trace(tmp_path):
     # benchmarks/cupti_stats.py on a hand-made trace of cupti_trace.cc's
     # format: two bins; one kernel and one copy per image, an event
     # synchronize per image (the round trip of issue 9); junk lines skipped.
-    sys.path.insert(0, os.path.join(H.REPO, "benchmarks"))
     import cupti_stats
 
     s = 1_000_000_000
@@ -189,7 +184,7 @@ def test_cupti_stats_summarizes_a_trace(tmp_path):
     assert "cudaEventSynchronize_v3020 x2 0 ms (200 us)" in lines[0], lines[0]
     assert "augment x1 200 us" in lines[1] and "gpu 0 ms" in lines[1], lines[1]
     assert cupti_stats.covered([(0, 10), (5, 20), (30, 40)]) == 30
-    r = subprocess.run([sys.executable, os.path.join(H.REPO, "benchmarks", "cupti_stats.py"),
+    r = subprocess.run([sys.executable, os.path.join(BENCH, "cupti_stats.py"),
                         str(trace), "--bin", "0"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--bin must be > 0" in r.stderr, r.stderr
 
@@ -213,7 +208,7 @@ def test_issue9_gpu_run_names_its_parts(tmp_path):
     # A part it does not know is refused before anything is built, naming
     # the parts it has (loop: why the server's nvJPEG loop is slower than
     # the bare decoder, for the next GPU call).
-    script = os.path.join(H.REPO, "benchmarks", "issue9_gpu_run.sh")
+    script = os.path.join(BENCH, "issue9_gpu_run.sh")
     r = subprocess.run(["bash", script, str(tmp_path / "b"), str(tmp_path / "out"), "bogus"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r.stdout + r.stderr
