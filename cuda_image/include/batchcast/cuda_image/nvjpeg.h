@@ -31,8 +31,9 @@ class NvJpegDecoder {
   // What DecodeBatch writes. kRgbInterleaved is what the fused kernel reads;
   // kYuvPlanar (the Y, Cb and Cr planes as decoded, no colour conversion) and
   // kNv12 (Y, then Cb and Cr interleaved at half height: what the JPEG
-  // engine may write without nvJPEG's per-image conversion kernel) are for
-  // measuring the decoder alone (benchmarks/decoder_interference.py).
+  // engine may write without nvJPEG's per-image conversion kernel; CUDA
+  // 13.0's nvJPEG refused it on an H100: DecodeBatch returns DataLoss) are
+  // for measuring the decoder alone (benchmarks/decoder_interference.py).
   enum class Format { kRgbInterleaved, kYuvPlanar, kNv12 };
 
   // How a decoder is made (one options struct: most callers take the defaults).
