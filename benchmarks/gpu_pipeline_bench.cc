@@ -15,7 +15,9 @@
 //    (benchmarks/decoder_interference.py, issue9_gpu_run.sh's trace part).
 // 2. fill: CudaImageSource::FillBatch (file reads, nvJPEG, CPU fallback for
 //    the other files, the fused kernel) into a ring of 8 device slots, as the
-//    server's pipeline thread calls it, without consumers.
+//    server's pipeline thread calls it, without consumers; its JSON has each
+//    stage's share of the measured run's wall time (stage_share, the
+//    server's producer_stage_s: docs/stats.md).
 // 3. augment (only when asked): the fused kernel alone (cuda::AugmentAsync) on
 //    --batch random 500x375 images with the crops --transform gives them
 //    (image::PlanCrop, as the GPU source), back to back on one stream: GPU
@@ -239,10 +241,12 @@ int main(int argc, char** argv) {
     const int64_t n_files = static_cast<int64_t>((*source)->size());
     std::vector<int64_t> idx(batch);
     int64_t next = 0;
+    nlohmann::json stage_share;  // of the last run: seconds per stage / wall
     auto run = [&](double secs, int64_t max_images) {
       size_t images = 0;
       const auto t0 = Clock::now();
       const double c0 = CpuSeconds();
+      const std::vector<StageTime> stages0 = (*source)->stage_times();
       for (int slot = 0; std::chrono::duration<double>(Clock::now() - t0).count() < secs &&
                          static_cast<int64_t>(images) < max_images;
            slot = (slot + 1) % kSlots) {
@@ -264,6 +268,11 @@ int main(int argc, char** argv) {
       }
       (void)stream->Synchronize();
       const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+      const std::vector<StageTime> stages1 = (*source)->stage_times();
+      stage_share = nlohmann::json::object();
+      for (size_t k = 0; k < stages1.size() && k < stages0.size(); ++k) {
+        stage_share[stages1[k].name] = (stages1[k].seconds - stages0[k].seconds) / wall;
+      }
       return std::make_tuple(images / wall, (CpuSeconds() - c0) / wall);
     };
     // The first epoch; then later ones (the same unless --device-cache-mb
@@ -273,10 +282,15 @@ int main(int argc, char** argv) {
     auto [rate, cores] = run(seconds, INT64_MAX);
     nlohmann::json counters;
     for (const auto& [k, v] : (*source)->counters()) counters[k] = v;
-    nlohmann::json j = {{"mode", "fill"},           {"source", (*source)->description()},
-                        {"batch", batch},           {"images_per_s", rate},
-                        {"cpu_cores_used", cores},  {"first_epoch_images_per_s", cold_rate},
-                        {"first_epoch_cpu_cores_used", cold_cores}, {"counters", counters}};
+    nlohmann::json j = {{"mode", "fill"},
+                        {"source", (*source)->description()},
+                        {"batch", batch},
+                        {"images_per_s", rate},
+                        {"cpu_cores_used", cores},
+                        {"first_epoch_images_per_s", cold_rate},
+                        {"first_epoch_cpu_cores_used", cold_cores},
+                        {"counters", counters},
+                        {"stage_share", stage_share}};
     std::cout << j.dump() << std::endl;
   }
   // ---- 3. the fused kernel alone ----

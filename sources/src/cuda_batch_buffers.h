@@ -3,12 +3,14 @@
 // files of batch n+1 are read (FilePrefetcher) while batch n decodes, and the
 // buffers of batch n stay untouched until its GPU work is done.
 //
-// Ownership: the pipeline thread, except `files` while the prefetch thread
-// owns it (file_prefetcher.h). A set is reused only after `done` has
-// completed (FillBatch synchronizes with it first).
+// Ownership: the pipeline thread, except `files`, `staged` and `staged_at`
+// while the prefetch thread owns them (file_prefetcher.h). A set is reused
+// only after `done` has completed (FillBatch synchronizes with it first; the
+// prefetch thread too, before it rewrites `staged`).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -28,8 +30,18 @@ struct BatchBuffers {
   std::vector<FileBuffer> files;  // sample i's file (read ahead or in stage 1)
   std::vector<GpuSample> samples;
   cuda::DeviceBuffer arena;   // nvJPEG outputs (kNvJpeg samples)
-  // The hardware batch's files, copied from `files` (Note [Pinned
-  // bitstreams]); nvJPEG may read them until `done`.
+  // Note [Pinned bitstreams]: the hardware candidates' files read ahead,
+  // copied into `staged` by the read-ahead thread (staged_at[i]: where file i
+  // lies there, index -1 when it does not); the hardware batch's other files
+  // (read or transcoded by the pipeline thread) copied into `bitstreams`.
+  // nvJPEG may read both until `done`.
+  struct StagedFile {
+    int64_t index = -1;  // the dataset index of the bytes
+    size_t offset = 0;
+    size_t size = 0;
+  };
+  cuda::PinnedBuffer staged;
+  std::vector<StagedFile> staged_at;
   cuda::PinnedBuffer bitstreams;
   cuda::PinnedBuffer upload;  // CPU-decoded images, then copied to `uploaded`
   cuda::DeviceBuffer uploaded;

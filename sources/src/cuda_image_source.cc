@@ -222,6 +222,12 @@ class CudaImageSource : public Source {
   // `set` into its arena, on the slot's stream.
   Status DecodeOnGpu(const SlotView& slot, BatchBuffers& set, int state,
                      std::span<const size_t> ids);
+  // Note [Pinned bitstreams]: on the read-ahead thread, after it read the
+  // files `indices` into set.files.
+  void StageFiles(BatchBuffers& set, const std::vector<int64_t>& indices);
+  // Where sample i's file lies in set.staged; null when it was not staged.
+  const BatchBuffers::StagedFile* Staged(const SlotView& slot, const BatchBuffers& set,
+                                         size_t i) const;
   Status UploadCpuDecoded(const SlotView& slot, BatchBuffers& set);
   // The number of samples kept (written to positions 0..kept-1).
   Result<uint32_t> LaunchAugment(const SlotView& slot, BatchBuffers& set);
@@ -324,7 +330,9 @@ Result<uint32_t> CudaImageSource::FillBatch(const SlotView& slot, const ReadAhea
       }
     }
   }
-  prefetcher_.Start(&ahead_set.files, reads);
+  // Note [Pinned bitstreams]: the thread then stages the hardware candidates.
+  prefetcher_.Start(&ahead_set.files, reads,
+                    [this, &ahead_set, reads] { StageFiles(ahead_set, reads); });
   {
     // The previous batch that used this set is done with its buffers.
     StageTimes::Scope timed(&stages_, kGpuWait);
@@ -377,14 +385,58 @@ Result<uint32_t> CudaImageSource::FillBatch(const SlotView& slot, const ReadAhea
 // together beside it). Hence the default of 1.
 //
 // Note [Pinned bitstreams]: the hardware batch's files go to nvJPEG from
-// page-locked memory (one buffer per set, the files copied into it here).
-// nvJPEG copies each file to the device between two of its per-image waits
-// on the GPU; that copy held the calling thread 9-13 us per image from
-// pageable memory and 3-7 us from page-locked memory, and decode-only on an
-// H100 rose from 25.1k to 31.5k images/s (RESULTS.md, "nvJPEG waits once per
-// image in every setting"). nvJPEG may still be reading the last files when
-// DecodeBatch returns, so a set's buffer is rewritten only after its `done`
-// event, like the arena.
+// page-locked memory. nvJPEG copies each file to the device between two of
+// its per-image waits on the GPU; that copy held the calling thread 9-13 us
+// per image from pageable memory and 3-7 us from page-locked memory, and
+// decode-only on an H100 rose from 25.1k to 31.5k images/s (RESULTS.md,
+// "nvJPEG waits once per image in every setting"). The copy into page-locked
+// memory stays off the pipeline thread where it can: after the read-ahead
+// thread has read the next batch's files (FilePrefetcher::Start's `then`), it
+// copies the hardware candidates among them into the set's `staged` buffer
+// (StageFiles); DecodeOnGpu copies only the others (files read or transcoded
+// on the pipeline thread) into `bitstreams`. nvJPEG may still be reading the
+// last files when DecodeBatch returns, so both buffers of a set are
+// rewritten only after its `done` event, like the arena: the read-ahead
+// thread synchronizes with it before it writes `staged` (the event was
+// recorded by the set's last FillBatch, which returned before this read
+// started, and is recorded again only after Wait()).
+void CudaImageSource::StageFiles(BatchBuffers& set, const std::vector<int64_t>& indices) {
+  set.staged_at.assign(indices.size(), BatchBuffers::StagedFile{});
+  auto stageable = [&](size_t i) {
+    const int64_t index = indices[i];
+    return index >= 0 && set.files[i].index == index && dataset_->file(index).flag;
+  };
+  size_t bytes = 0;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (stageable(i)) bytes += set.files[i].bytes.size();
+  }
+  if (bytes == 0) return;
+  // On a failure nothing is staged: DecodeOnGpu copies the files itself, and
+  // the pipeline thread meets the error again.
+  if (!set.done.Synchronize().ok()) return;
+  const cuda::DeviceGuard on_device(device_);  // cudaMallocHost on this thread
+  if (!on_device.status().ok() || !Grow(set.staged, bytes).ok()) return;
+  size_t offset = 0;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (!stageable(i)) continue;
+    const std::vector<uint8_t>& file = set.files[i].bytes;
+    std::memcpy(set.staged.data() + offset, file.data(), file.size());
+    set.staged_at[i] = {indices[i], offset, file.size()};
+    offset += file.size();
+  }
+}
+
+const BatchBuffers::StagedFile* CudaImageSource::Staged(const SlotView& slot,
+                                                        const BatchBuffers& set, size_t i) const {
+  if (i >= set.staged_at.size()) return nullptr;
+  const BatchBuffers::StagedFile& s = set.staged_at[i];
+  // The same file, not re-read or transcoded since (only files the engine
+  // refuses are transcoded: flag is false for them).
+  const bool same = s.index >= 0 && s.index == slot.indices[i] && set.files[i].index == s.index &&
+                    set.files[i].bytes.size() == s.size && dataset_->file(s.index).flag;
+  return same ? &s : nullptr;
+}
+
 Status CudaImageSource::DecodeOnGpu(const SlotView& slot, BatchBuffers& set, int state,
                                     std::span<const size_t> ids) {
   size_t arena_bytes = 0, file_bytes = 0;
@@ -392,7 +444,7 @@ Status CudaImageSource::DecodeOnGpu(const SlotView& slot, BatchBuffers& set, int
     const image::JpegInfo& info = dataset_->file(slot.indices[i]).info;
     set.samples[i].offset = arena_bytes;
     arena_bytes += AlignUp(static_cast<size_t>(info.width) * 3 * static_cast<size_t>(info.height));
-    file_bytes += set.files[i].bytes.size();
+    if (Staged(slot, set, i) == nullptr) file_bytes += set.files[i].bytes.size();
   }
   BATCHCAST_RETURN_IF_ERROR(Grow(set.arena, device_, arena_bytes));
   // Note [Pinned bitstreams].
@@ -406,12 +458,16 @@ Status CudaImageSource::DecodeOnGpu(const SlotView& slot, BatchBuffers& set, int
     outputs.clear();
     for (size_t k = c * ids.size() / calls; k < (c + 1) * ids.size() / calls; ++k) {
       const size_t i = ids[k];
-      const std::vector<uint8_t>& bytes = set.files[i].bytes;
       const image::JpegInfo& info = dataset_->file(slot.indices[i]).info;
-      uint8_t* pinned = set.bitstreams.data() + file_offset;
-      std::memcpy(pinned, bytes.data(), bytes.size());
-      file_offset += bytes.size();
-      jpegs.emplace_back(pinned, bytes.size());
+      if (const BatchBuffers::StagedFile* staged = Staged(slot, set, i)) {
+        jpegs.emplace_back(set.staged.data() + staged->offset, staged->size);
+      } else {
+        const std::vector<uint8_t>& bytes = set.files[i].bytes;
+        uint8_t* pinned = set.bitstreams.data() + file_offset;
+        std::memcpy(pinned, bytes.data(), bytes.size());
+        file_offset += bytes.size();
+        jpegs.emplace_back(pinned, bytes.size());
+      }
       outputs.push_back(
           {set.arena.data() + set.samples[i].offset, static_cast<size_t>(info.width) * 3});
     }

@@ -39,6 +39,8 @@ void FilePrefetcher::Loop() {
     }
     std::vector<FileBuffer>& files = *files_;
     const std::vector<int64_t> indices = indices_;
+    const std::function<void()> then = std::move(then_);
+    then_ = nullptr;
     mu_.Unlock();
     const Status s = CatchAll("the file prefetcher", [&] {
       StageTimes::Scope timed(times_, stage_);
@@ -49,6 +51,7 @@ void FilePrefetcher::Loop() {
         if (dataset_.known_bad(index)) continue;        // Note [Dropped files]: never read again
         (void)files[i].Read(dataset_.reader(), index);  // a failure is found again when used
       }
+      if (then) then();
     });
     if (!s.ok()) BC_LOG_WARN_LIMITED("{} (the files are read again when used)", s.message());
     mu_.Lock();
@@ -58,11 +61,13 @@ void FilePrefetcher::Loop() {
   mu_.Unlock();
 }
 
-void FilePrefetcher::Start(std::vector<FileBuffer>* files, std::span<const int64_t> indices) {
+void FilePrefetcher::Start(std::vector<FileBuffer>* files, std::span<const int64_t> indices,
+                           std::function<void()> then) {
   if (!thread_.joinable() || indices.empty()) return;
   MutexLock lock(&mu_);
   files_ = files;
   indices_.assign(indices.begin(), indices.end());
+  then_ = std::move(then);
   busy_ = true;
   cv_.SignalAll();
 }

@@ -278,6 +278,35 @@ TEST_F(GpuImageTest, SplitHardwareBatchGivesTheSamePixels) {
   }
 }
 
+// Note [Pinned bitstreams]: with read-ahead hints the read-ahead thread
+// copies the hardware candidates into page-locked memory (StageFiles) and
+// nvJPEG reads them there; without hints, or with a wrong hint, the pipeline
+// thread copies them itself. Every way gives the same pixels, bit for bit,
+// over several batches in both buffer sets. (Transcoding is off: without
+// hints the progressive files would go to the CPU decoder, with them to the
+// engine, Note [Transcoded progressive files].)
+TEST_F(GpuImageTest, StagedBitstreamsGiveTheSamePixels) {
+  SourceOptions o = Options("train", "cuda:0", "uint8");
+  o.transcode_cache_mb = 0;
+  auto source = [&] {
+    auto s = MakeSource(o);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return std::move(*s);
+  };
+  auto plain = source();
+  const int64_t count = static_cast<int64_t>(plain->size());
+  const Output a = RunSource(*plain, 2, count, 16, Hints::kNone);
+  EXPECT_GT(a.counters.value("gpu_decoded", 0), count / 2);
+  for (Hints hints : {Hints::kRight, Hints::kSomeWrong}) {
+    SCOPED_TRACE(hints == Hints::kRight ? "right hints" : "some wrong hints");
+    auto staged = source();
+    const Output b = RunSource(*staged, 2, count, 16, hints);
+    EXPECT_EQ(a.indices, b.indices);
+    EXPECT_EQ(a.labels, b.labels);
+    EXPECT_TRUE(a.image == b.image) << "the pixels differ from those of unstaged files";
+    EXPECT_EQ(a.counters.value("gpu_decoded", 0), b.counters.value("gpu_decoded", 0));
+  }
+}
 TEST_F(GpuImageTest, DtypesAndLayoutsAreExactConversions) {
   auto f32 = MakeSource(Options("train", "cuda:0"));
   auto f16 = MakeSource(Options("train", "cuda:0", "float16", "nhwc"));
