@@ -25,8 +25,9 @@
 #   too; OUT/cupti.txt gets each trace's benchmarks/cupti_stats.py summary
 #   ("Where the server's decode waits").
 # loop (about 5 minutes): why the server's nvJPEG loop runs slower than the
-#   bare decoder (RESULTS.md, "nvJPEG waits once per image in every
-#   setting": server -> Loader 0.67 of decode-only). The same files:
+#   bare decoder (asked in RESULTS.md, "nvJPEG waits once per image in every
+#   setting", answered in "The pinned copy moves to the read-ahead
+#   thread"; kept to check the loop again). The same files:
 #   decode-only from page-locked and pageable memory, FillBatch alone (no
 #   consumer) with 1 and 4 fallback threads, the server -> a reader process
 #   (fed_coupling.py's reader run), server -> one Loader (gpu_producer.py),

@@ -5,16 +5,18 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "batchcast/image/crop_planner.h"
 #include "batchcast/image/jpeg.h"
+#include "flagged_dataset.h"
 #include "sources/src/cpu_file_cache.h"
 #include "sources/src/decode_route.h"
 #include "sources/src/file_prefetcher.h"
 #include "sources/src/image_dataset.h"
-#include "flagged_dataset.h"
 #include "temp_dataset.h"
 
 namespace batchcast {
@@ -191,6 +193,39 @@ TEST(FilePrefetcher, SkipsFilesKnownBad) {
   ASSERT_EQ(files.size(), 2u);
   EXPECT_EQ(files[0].index, -1);
   EXPECT_EQ(files[1].index, 4);
+}
+
+// Note [Pinned bitstreams]: Start's `then` runs on the read-ahead thread
+// after the reads (it sees the files read), before Wait() returns; an
+// exception it throws is only logged; it does not run when nothing starts.
+TEST(FilePrefetcher, ThenRunsAfterTheReadsOnTheThread) {
+  Fixture f;
+  FilePrefetcher prefetcher(*f.dataset, true);
+  std::vector<FileBuffer> files;
+  const std::vector<int64_t> hint = {1, 2};
+  std::vector<int64_t> seen;
+  std::thread::id ran_on;
+  prefetcher.Start(&files, hint, [&] {
+    for (const FileBuffer& file : files) seen.push_back(file.index);
+    ran_on = std::this_thread::get_id();
+  });
+  prefetcher.Wait();
+  EXPECT_EQ(seen, hint);
+  EXPECT_NE(ran_on, std::thread::id());
+  EXPECT_NE(ran_on, std::this_thread::get_id());
+
+  prefetcher.Start(&files, hint, [] { throw std::runtime_error("staging failed"); });
+  prefetcher.Wait();  // logged; the thread goes on
+  int runs = 0;
+  prefetcher.Start(&files, hint, [&] { ++runs; });
+  prefetcher.Wait();
+  EXPECT_EQ(runs, 1);
+  prefetcher.Start(&files, {}, [&] { ++runs; });  // nothing to read: nothing starts
+  prefetcher.Wait();
+  prefetcher.Stop();
+  prefetcher.Start(&files, hint, [&] { ++runs; });
+  prefetcher.Wait();
+  EXPECT_EQ(runs, 1);
 }
 
 TEST(FilePrefetcher, DisabledReadsNothing) {
