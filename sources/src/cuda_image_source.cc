@@ -105,7 +105,7 @@ class CudaImageSource : public Source {
                  {"hw_decode", 1},
                  {"fallback_decode", workers},
                  {"augment", 1},
-                 {"gpu_wait", 1},
+                 {"gpu_wait", 2},  // the pipeline and the read-ahead thread
                  {"fallback_wait", 1}}),
         cache_(*dataset_, cache_bytes),
         // Transcoding needs the next batch's round (Note [Fallback ahead]).
@@ -315,7 +315,11 @@ Result<uint32_t> CudaImageSource::FillBatch(const SlotView& slot, const ReadAhea
   // The files of this batch were (most likely) read during the last call, and
   // its fallback decodes done (Note [Fallback ahead]); the next batch's are
   // read and decoded while this one decodes, into the other set, sized now.
-  prefetcher_.Wait();
+  {
+    // The read-ahead thread's reads and copies (Note [Pinned bitstreams]).
+    StageTimes::Scope timed(&stages_, kRead);
+    prefetcher_.Wait();
+  }
   split_.Collect();
   const bool ahead = fallback_ahead_ && !next.indices.empty();
   std::vector<int64_t> reads(next.indices.begin(), next.indices.end());
@@ -413,7 +417,11 @@ void CudaImageSource::StageFiles(BatchBuffers& set, const std::vector<int64_t>& 
   if (bytes == 0) return;
   // On a failure nothing is staged: DecodeOnGpu copies the files itself, and
   // the pipeline thread meets the error again.
-  if (!set.done.Synchronize().ok()) return;
+  {
+    StageTimes::Scope timed(&stages_, kGpuWait);
+    if (!set.done.Synchronize().ok()) return;
+  }
+  StageTimes::Scope timed(&stages_, kRead);
   const cuda::DeviceGuard on_device(device_);  // cudaMallocHost on this thread
   if (!on_device.status().ok() || !Grow(set.staged, bytes).ok()) return;
   size_t offset = 0;

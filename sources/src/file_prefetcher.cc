@@ -51,9 +51,12 @@ void FilePrefetcher::Loop() {
         if (dataset_.known_bad(index)) continue;        // Note [Dropped files]: never read again
         (void)files[i].Read(dataset_.reader(), index);  // a failure is found again when used
       }
-      if (then) then();
     });
     if (!s.ok()) BC_LOG_WARN_LIMITED("{} (the files are read again when used)", s.message());
+    if (then) {
+      const Status t = CatchAll("the read-ahead thread's next step", [&] { then(); });
+      if (!t.ok()) BC_LOG_WARN_LIMITED("{}", t.message());
+    }
     mu_.Lock();
     busy_ = false;
     cv_.SignalAll();

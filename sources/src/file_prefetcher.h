@@ -51,9 +51,9 @@ class FilePrefetcher {
   // Starts reading the file of indices[i] into (*files)[i] (grown to
   // indices.size(); out-of-range indices and files known bad, Note [Dropped
   // files], are skipped) on the thread, then runs `then` there (when not
-  // null; its time counts as the reads', an exception it throws is logged
-  // like a failed read). Does nothing when disabled, stopped, or `indices` is
-  // empty (`then` does not run).
+  // null, even after a failed read; it times itself, and an exception it
+  // throws is only logged). Does nothing when disabled, stopped, or
+  // `indices` is empty (`then` does not run).
   // REQUIRES: no read in flight (Wait() returned since the last Start).
   void Start(std::vector<FileBuffer>* files, std::span<const int64_t> indices,
              std::function<void()> then = nullptr) BC_EXCLUDES(mu_);

@@ -456,6 +456,8 @@ void CheckDroppedFilesOnDeviceRing(DecodeMode decode) {
   }
   if (decode == DecodeMode::kGpu) {
     EXPECT_GT(st["producer_stage_s"]["hw_decode"].get<double>(), 0);
+    // The pipeline thread and the read-ahead thread (Note [Pinned bitstreams]).
+    EXPECT_EQ(st["producer_stage_threads"]["gpu_wait"].get<int>(), 2) << st.dump();
     EXPECT_GT(st["producer_stage_s"]["fallback_decode"].get<double>(), 0)
         << "the truncated files decode on the fallback pool";
     EXPECT_EQ(st["source_counters"]["device_cache_on"].get<int64_t>(), 0);
