@@ -162,7 +162,11 @@ def test_a_raw_peer_without_the_key_gets_nothing(runtime):
                     received += chunk
             except (ConnectionResetError, BrokenPipeError):
                 pass
-        assert received[:1] == b"\xff" and received[10:11] == b"\x03", received
+        # A ZMTP signature (0xff, padding, 0x7f); the rest of the greeting (major
+        # version 3, ...) only when it arrived before the server's reset: a
+        # reset discards what the client had not read yet (seen on a GPU host).
+        assert received[:1] == b"\xff" and received[9:10] == b"\x7f", received
+        assert len(received) <= 10 or received[10:11] == b"\x03", received
         assert len(received) <= 64, received  # at most the greeting
         assert refused(srv.endpoint) >= 1
         with batchcast.Loader(srv.endpoint, batch_size=8) as loader:
