@@ -1,11 +1,9 @@
 #!/usr/bin/env bash
-# Issue 9's open measurements on the GPU host, in two calls of a device run
-# (each under 10 minutes on an H100; each step has its own timeout and
+# Issue 9's open measurements on the GPU host, one part per call of a device
+# run (each under 10 minutes on an H100; each step has its own timeout and
 # appends to LOG; the build is kept between the calls of one lease):
-#   source .gpu-deps/env.sh && benchmarks/issue9_gpu_run.sh BUILD_DIR OUT_DIR diagnosis
-#   source .gpu-deps/env.sh && benchmarks/issue9_gpu_run.sh BUILD_DIR OUT_DIR colocate
-#   source .gpu-deps/env.sh && benchmarks/issue9_gpu_run.sh BUILD_DIR OUT_DIR coupling
-#   source .gpu-deps/env.sh && benchmarks/issue9_gpu_run.sh BUILD_DIR OUT_DIR trace
+#   source .gpu-deps/env.sh && benchmarks/issue9_gpu_run.sh BUILD_DIR OUT_DIR PART
+# with PART one of diagnosis, colocate, coupling, trace, loop, mps.
 # Each part first builds what its steps need (batchcast-server, gpu_pipeline_bench, _core).
 # diagnosis (about 8 minutes):
 #   decoder_interference.py: which part of nvJPEG costs a time-sliced trainer
@@ -33,12 +31,17 @@
 #   (fed_coupling.py's reader run), server -> one Loader (gpu_producer.py),
 #   and traces of decode-only and of FillBatch (OUT/cupti.txt): where the
 #   host time per image goes inside the server but not outside it.
+# mps (about 7 minutes): the fed trainer under MPS with one and with two
+#   nvJPEG calls per batch (--nvjpeg-calls), five alternating pairs of 12 s
+#   windows each: 8 s windows spread 0.77-1.01, 12 s ones 0.91-0.94
+#   (RESULTS.md, "The pinned copy moves to the read-ahead thread"), where
+#   the server is behind the trainer a third of the time.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:?build dir}
 OUT=${2:?out dir}
-PART=${3:?diagnosis, colocate, coupling, trace or loop}
-case $PART in diagnosis|colocate|coupling|trace|loop) ;; *) echo "issue9_gpu_run: part must be diagnosis, colocate, coupling, trace or loop" >&2; exit 2;; esac
+PART=${3:?diagnosis, colocate, coupling, trace, loop or mps}
+case $PART in diagnosis|colocate|coupling|trace|loop|mps) ;; *) echo "issue9_gpu_run: part must be diagnosis, colocate, coupling, trace, loop or mps" >&2; exit 2;; esac
 LOG=$OUT/log
 DATA=/tmp/bc_gpu_producer_100x40
 # Each step's folder (JSON and server logs) lies under W; only the JSONs and the
@@ -126,6 +129,11 @@ elif [ "$PART" = loop ]; then
   build_tracer || exit 1
   traced decode "decode-only, input pinned" --modes decode --seconds 4 --nvjpeg-input pinned
   traced fill "FillBatch, 4 fallback threads" --modes fill --seconds 4 --workers 4
+elif [ "$PART" = mps ]; then
+  for k in 1 2; do
+    step 240 python3 benchmarks/gpu_producer.py --out "$W/mps_calls$k" --data $DATA --workers 4 \
+      --no-reference --mps on --nvjpeg-calls $k --warmup 3 --measure 12 --repeat 5
+  done
 else
   step 300 python3 benchmarks/colocate.py --out "$W/colocate" --models resnet18 --jobs 1,4 \
     --sources synthetic,batchcast --mps off,on --budget 280
