@@ -224,7 +224,7 @@ class CudaImageSource : public Source {
                      std::span<const size_t> ids);
   // Note [Pinned bitstreams]: on the read-ahead thread, after it read the
   // files `indices` into set.files.
-  void StageFiles(BatchBuffers& set, const std::vector<int64_t>& indices);
+  void StageFiles(BatchBuffers& set, std::span<const int64_t> indices);
   // Where sample i's file lies in set.staged; null when it was not staged.
   const BatchBuffers::StagedFile* Staged(const SlotView& slot, const BatchBuffers& set,
                                          size_t i) const;
@@ -335,8 +335,9 @@ Result<uint32_t> CudaImageSource::FillBatch(const SlotView& slot, const ReadAhea
     }
   }
   // Note [Pinned bitstreams]: the thread then stages the hardware candidates.
-  prefetcher_.Start(&ahead_set.files, reads,
-                    [this, &ahead_set, reads] { StageFiles(ahead_set, reads); });
+  prefetcher_.Start(&ahead_set.files, reads, [this, &ahead_set](std::span<const int64_t> read) {
+    StageFiles(ahead_set, read);
+  });
   {
     // The previous batch that used this set is done with its buffers.
     StageTimes::Scope timed(&stages_, kGpuWait);
@@ -404,7 +405,7 @@ Result<uint32_t> CudaImageSource::FillBatch(const SlotView& slot, const ReadAhea
 // thread synchronizes with it before it writes `staged` (the event was
 // recorded by the set's last FillBatch, which returned before this read
 // started, and is recorded again only after Wait()).
-void CudaImageSource::StageFiles(BatchBuffers& set, const std::vector<int64_t>& indices) {
+void CudaImageSource::StageFiles(BatchBuffers& set, std::span<const int64_t> indices) {
   set.staged_at.assign(indices.size(), BatchBuffers::StagedFile{});
   auto stageable = [&](size_t i) {
     const int64_t index = indices[i];

@@ -39,7 +39,7 @@ void FilePrefetcher::Loop() {
     }
     std::vector<FileBuffer>& files = *files_;
     const std::vector<int64_t> indices = indices_;
-    const std::function<void()> then = std::move(then_);
+    const Then then = std::move(then_);
     then_ = nullptr;
     mu_.Unlock();
     const Status s = CatchAll("the file prefetcher", [&] {
@@ -54,7 +54,7 @@ void FilePrefetcher::Loop() {
     });
     if (!s.ok()) BC_LOG_WARN_LIMITED("{} (the files are read again when used)", s.message());
     if (then) {
-      const Status t = CatchAll("the read-ahead thread's next step", [&] { then(); });
+      const Status t = CatchAll("the read-ahead thread's next step", [&] { then(indices); });
       if (!t.ok()) BC_LOG_WARN_LIMITED("{}", t.message());
     }
     mu_.Lock();
@@ -65,7 +65,7 @@ void FilePrefetcher::Loop() {
 }
 
 void FilePrefetcher::Start(std::vector<FileBuffer>* files, std::span<const int64_t> indices,
-                           std::function<void()> then) {
+                           Then then) {
   if (!thread_.joinable() || indices.empty()) return;
   MutexLock lock(&mu_);
   files_ = files;

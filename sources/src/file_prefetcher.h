@@ -50,13 +50,14 @@ class FilePrefetcher {
 
   // Starts reading the file of indices[i] into (*files)[i] (grown to
   // indices.size(); out-of-range indices and files known bad, Note [Dropped
-  // files], are skipped) on the thread, then runs `then` there (when not
-  // null, even after a failed read; it times itself, and an exception it
+  // files], are skipped) on the thread, then runs then(indices) there (when
+  // not null, even after a failed read; it times itself, and an exception it
   // throws is only logged). Does nothing when disabled, stopped, or
   // `indices` is empty (`then` does not run).
   // REQUIRES: no read in flight (Wait() returned since the last Start).
-  void Start(std::vector<FileBuffer>* files, std::span<const int64_t> indices,
-             std::function<void()> then = nullptr) BC_EXCLUDES(mu_);
+  using Then = std::function<void(std::span<const int64_t> indices)>;
+  void Start(std::vector<FileBuffer>* files, std::span<const int64_t> indices, Then then = nullptr)
+      BC_EXCLUDES(mu_);
   // Returns when the read Start began is done (at once when none is).
   void Wait() BC_EXCLUDES(mu_);
   // Ends the thread (after the read in flight, if any).
@@ -75,7 +76,7 @@ class FilePrefetcher {
   bool busy_ BC_GUARDED_BY(mu_) = false;  // a read was started and is not done
   std::vector<FileBuffer>* files_ BC_GUARDED_BY(mu_) = nullptr;
   std::vector<int64_t> indices_ BC_GUARDED_BY(mu_);
-  std::function<void()> then_ BC_GUARDED_BY(mu_);
+  Then then_ BC_GUARDED_BY(mu_);
 };
 
 }  // namespace batchcast

@@ -203,27 +203,31 @@ TEST(FilePrefetcher, ThenRunsAfterTheReadsOnTheThread) {
   FilePrefetcher prefetcher(*f.dataset, true);
   std::vector<FileBuffer> files;
   const std::vector<int64_t> hint = {1, 2};
-  std::vector<int64_t> seen;
+  std::vector<int64_t> seen, given;
   std::thread::id ran_on;
-  prefetcher.Start(&files, hint, [&] {
+  prefetcher.Start(&files, hint, [&](std::span<const int64_t> read) {
     for (const FileBuffer& file : files) seen.push_back(file.index);
+    given.assign(read.begin(), read.end());
     ran_on = std::this_thread::get_id();
   });
   prefetcher.Wait();
   EXPECT_EQ(seen, hint);
+  EXPECT_EQ(given, hint);
   EXPECT_NE(ran_on, std::thread::id());
   EXPECT_NE(ran_on, std::this_thread::get_id());
 
-  prefetcher.Start(&files, hint, [] { throw std::runtime_error("staging failed"); });
+  prefetcher.Start(&files, hint,
+                   [](std::span<const int64_t>) { throw std::runtime_error("staging failed"); });
   prefetcher.Wait();  // logged; the thread goes on
   int runs = 0;
-  prefetcher.Start(&files, hint, [&] { ++runs; });
+  prefetcher.Start(&files, hint, [&](std::span<const int64_t>) { ++runs; });
   prefetcher.Wait();
   EXPECT_EQ(runs, 1);
-  prefetcher.Start(&files, {}, [&] { ++runs; });  // nothing to read: nothing starts
+  prefetcher.Start(&files, {},
+                   [&](std::span<const int64_t>) { ++runs; });  // nothing to read: nothing starts
   prefetcher.Wait();
   prefetcher.Stop();
-  prefetcher.Start(&files, hint, [&] { ++runs; });
+  prefetcher.Start(&files, hint, [&](std::span<const int64_t>) { ++runs; });
   prefetcher.Wait();
   EXPECT_EQ(runs, 1);
 }
