@@ -439,10 +439,11 @@ const BatchBuffers::StagedFile* CudaImageSource::Staged(const SlotView& slot,
                                                         const BatchBuffers& set, size_t i) const {
   if (i >= set.staged_at.size()) return nullptr;
   const BatchBuffers::StagedFile& s = set.staged_at[i];
-  // The same file, not re-read or transcoded since (only files the engine
-  // refuses are transcoded: flag is false for them).
+  // The same file in set.files too. Its bytes were not replaced by a
+  // transcode: only files the engine refuses (flag false) are transcoded, and
+  // StageFiles stages flagged files only.
   const bool same = s.index >= 0 && s.index == slot.indices[i] && set.files[i].index == s.index &&
-                    set.files[i].bytes.size() == s.size && dataset_->file(s.index).flag;
+                    set.files[i].bytes.size() == s.size;
   return same ? &s : nullptr;
 }
 
