@@ -9,6 +9,7 @@ minutes on an H100):
 
   python3 benchmarks/decoder_interference.py --out OUT [--data DIR]
       [--rates 3000,7400] [--variants hardware:rgbi,hardware:yuv,hybrid:rgbi]
+      [--input pageable|pinned] [--only-420] [--mps on]
 
 ResNet-18 (bs 128, bf16 autocast, channels_last, SGD: benchmarks/gpu_producer.py's
 trainer) on synthetic GPU data alone, then beside `gpu_pipeline_bench --modes
@@ -20,9 +21,9 @@ decode` paced at each rate, for each variant BACKEND:OUTPUT:
                  GPU, and the fused kernel could convert instead);
   hardware:nv12  the JPEG engine, NV12 (Y, then CbCr interleaved): the
                  format the engine may write itself, without nvJPEG's
-                 per-image conversion kernel; CUDA 13.0's nvJPEG refused it
-                 on an H100 (benchmarks/RESULTS.md, "nvJPEG waits once per
-                 image in every setting"); not in the default set;
+                 per-image conversion kernel; 4:2:0 colour files only
+                 (nvJPEG refuses a batch with any other file); not in the
+                 default set;
   BACKEND:OUTPUT:nopipe
                  the same with NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE (hardware
                  only; not in the default set);
@@ -31,8 +32,8 @@ decode` paced at each rate, for each variant BACKEND:OUTPUT:
 
 Prints, per run, the trainer's images/s and its ratio to alone, and the
 decoder's own images/s and CPU cores (whether it kept its pace beside the
-trainer); writes OUT/decoder_interference.json. MPS is off unless the
-environment says otherwise. The batchcast build is found from
+trainer); writes OUT/decoder_interference.json. MPS is off unless --mps on
+(a private daemon for this run) or the environment says otherwise. The batchcast build is found from
 BATCHCAST_BUILD_DIR (or --build).
 """
 import argparse
@@ -56,9 +57,32 @@ def main(argv=None):
     p.add_argument("--variants", default="hardware:rgbi,hardware:yuv,hybrid:rgbi",
                    help="BACKEND:OUTPUT, comma-separated (backend hardware|hybrid, "
                         "output rgbi|yuv|nv12)")
+    p.add_argument("--input", default="pageable", choices=("pageable", "pinned"),
+                   help="where the decoder's files lie (gpu_pipeline_bench --nvjpeg-input)")
+    p.add_argument("--only-420", action="store_true",
+                   help="every variant decodes the 4:2:0 colour files only (nv12 always does)")
+    p.add_argument("--mps", choices=("off", "on"), default="off",
+                   help="on: start a private MPS daemon first (batchcast/_mps.py), so that "
+                        "the trainer and the decoder share the GPU without time slices")
     p.add_argument("--warmup", type=float, default=3)
     p.add_argument("--measure", type=float, default=8)
     mine = p.parse_args(argv)
+    gpu_producer.find_build(mine.build)  # also puts its batchcast package on sys.path
+    mps = None
+    if mine.mps == "on":
+        # Before any CUDA work of this process and the decoder's.
+        from batchcast._mps import Mps
+
+        mps = Mps.start("on")
+        os.environ.update(mps.env)
+    try:
+        return run(p, mine)
+    finally:
+        if mps is not None:
+            mps.stop()
+
+
+def run(p, mine):
     rates = [float(r) for r in mine.rates.split(",")]
     variants = mine.variants.split(",")
     for v in variants:
@@ -89,7 +113,8 @@ def main(argv=None):
             trainer, decoder = gpu_producer.train_beside(args, gpu_producer.bench_cmd(
                 build, data, args, "decode", gpu_producer.beside_seconds(args), "--rate",
                 str(rate), "--nvjpeg-backend", backend, "--nvjpeg-output", output,
-                "--nvjpeg-pipeline", "off" if nopipe else "on"))
+                "--nvjpeg-pipeline", "off" if nopipe else "on", "--nvjpeg-input", mine.input,
+                *(["--only-420"] if mine.only_420 else [])))
             run = {"variant": variant, "rate_asked": rate, "trainer": trainer,
                    "ratio": trainer / result["alone"], "decoder": decoder}
             result["runs"].append(run)

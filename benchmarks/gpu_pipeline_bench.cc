@@ -5,7 +5,7 @@
 //                      [--modes decode,fill,augment] [--workers N] [--device-cache-mb N]
 //                      [--rate IMAGES_PER_S] [--nvjpeg-backend hardware|hybrid]
 //                      [--nvjpeg-output rgbi|yuv|nv12] [--nvjpeg-pipeline on|off]
-//                      [--nvjpeg-input pageable|pinned|device]
+//                      [--nvjpeg-input pageable|pinned|device] [--only-420]
 //
 // 1. decode-only: nvJPEG batched decode (hardware backend where present) of
 //    the files it supports, read into memory beforehand (no file I/O), batches
@@ -13,6 +13,9 @@
 //    --nvjpeg-backend hybrid, --nvjpeg-output yuv|nv12, --nvjpeg-pipeline off
 //    and --nvjpeg-input pinned|device change what it runs
 //    (benchmarks/decoder_interference.py, issue9_gpu_run.sh's trace part).
+//    --only-420 keeps the 4:2:0 colour files only (JpegInfo::yuv420), the
+//    files NV12 output takes: nv12 implies it, and rgbi with it runs the
+//    same files.
 // 2. fill: CudaImageSource::FillBatch (file reads, nvJPEG, CPU fallback for
 //    the other files, the fused kernel) into a ring of 8 device slots, as the
 //    server's pipeline thread calls it, without consumers; its JSON has each
@@ -95,6 +98,9 @@ int main(int argc, char** argv) {
                  "(one page-locked buffer, as the server passes them) or device (in device "
                  "memory, NVJPEG_BACKEND_HARDWARE_DEVICE)")
       ->check(CLI::IsMember({"pageable", "pinned", "device"}));
+  bool only_420 = false;
+  app.add_flag("--only-420", only_420,
+               "decode: only the 4:2:0 colour files (what --nvjpeg-output nv12 decodes)");
   double pace = 0;
   app.add_option("--rate", pace, "decode and fill: at most this many images/s (0: as fast as it can)");
   // The source options as batchcast-server spells and parses them.
@@ -113,6 +119,7 @@ int main(int argc, char** argv) {
   // ---- 1. decode only ----
   if (modes.find("decode") != std::string::npos) {
     const bool planar = nvjpeg_output != "rgbi";  // yuv, nv12: one byte per pixel per row
+    if (nvjpeg_output == "nv12") only_420 = true;  // nvJPEG's NV12 takes 4:2:0 only
     auto dec = cuda::NvJpegDecoder::Create(
         0, {.allow_hardware = nvjpeg_backend == "hardware",
             .format = nvjpeg_output == "yuv"    ? cuda::NvJpegDecoder::Format::kYuvPlanar
@@ -129,7 +136,8 @@ int main(int argc, char** argv) {
     for (const ImageEntry& e : *entries) {
       std::vector<uint8_t> bytes = ReadAll(e.path);
       auto info = image::ReadJpegInfo(bytes);
-      if (!info.ok() || info->progressive || !(*dec)->Supports(bytes)) {
+      if (!info.ok() || info->progressive || (only_420 && !info->yuv420) ||
+          !(*dec)->Supports(bytes)) {
         ++skipped;
         continue;
       }
@@ -175,7 +183,7 @@ int main(int argc, char** argv) {
       for (const auto& f : files) inputs.emplace_back(f.data(), f.size());
     }
     size_t max_bytes = 0;
-    for (auto [w, h] : dims) max_bytes = std::max<size_t>(max_bytes, size_t(w) * h * 3);
+    for (auto [w, h] : dims) max_bytes = std::max<size_t>(max_bytes, size_t(w + 1) * h * 3);
     std::vector<cuda::DeviceBuffer> arenas;
     std::vector<cuda::Event> done;
     for (int k = 0; k < 2; ++k) {
@@ -200,8 +208,10 @@ int main(int argc, char** argv) {
           const size_t f = next++ % files.size();
           jpegs.push_back(inputs[f]);
           const auto [w, h] = dims[f];
-          outs.push_back(
-              {arenas[k].data() + max_bytes * i, size_t(w) * (planar ? 1 : 3), size_t(h)});
+          // NV12's CbCr rows hold 2 * ceil(w / 2) bytes: an even pitch fits
+          // both planes.
+          const size_t pitch = planar ? (size_t(w) + 1) / 2 * 2 : size_t(w) * 3;
+          outs.push_back({arenas[k].data() + max_bytes * i, pitch, size_t(h)});
         }
         if (Status s = (*dec)->DecodeBatch(k, jpegs, outs, stream->ref()); !s.ok()) Die(s);
         (void)done[k].Record(stream->ref());
@@ -215,12 +225,12 @@ int main(int argc, char** argv) {
     };
     run(1.0);  // warm up
     auto [rate, cores] = run(seconds);
-    nlohmann::json j = {{"mode", "decode_only"},   {"backend", (*dec)->backend_name()},
-                        {"output", nvjpeg_output}, {"pipeline", nvjpeg_pipeline},
-                        {"input", nvjpeg_input},   {"rate_asked", pace},
-                        {"files", files.size()},   {"files_not_supported", skipped},
-                        {"batch", batch},          {"images_per_s", rate},
-                        {"cpu_cores_used", cores}};
+    nlohmann::json j = {{"mode", "decode_only"},          {"backend", (*dec)->backend_name()},
+                        {"output", nvjpeg_output},        {"pipeline", nvjpeg_pipeline},
+                        {"input", nvjpeg_input},          {"rate_asked", pace},
+                        {"only_420", only_420},           {"files", files.size()},
+                        {"files_not_supported", skipped}, {"batch", batch},
+                        {"images_per_s", rate},           {"cpu_cores_used", cores}};
     std::cout << j.dump() << std::endl;
   }
 

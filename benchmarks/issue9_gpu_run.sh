@@ -113,8 +113,9 @@ elif [ "$PART" = trace ]; then
   done
   # The decoder alone (no trainer), the files in pageable, page-locked and
   # device memory: synchronizes per image in each (RESULTS.md, "nvJPEG waits
-  # once per image in every setting"). OUTPUT:PIPELINE:INPUT; nv12 is left
-  # out: CUDA 13.0's nvJPEG refused it on an H100 (EXECUTION_FAILED).
+  # once per image in every setting"). OUTPUT:PIPELINE:INPUT; nv12 and yuv
+  # are left out (three device copies per image instead of the kernel: "No
+  # output format takes nvJPEG's per-image work away").
   for v in ${BC_TRACE_VARIANTS:-rgbi:on:pageable rgbi:on:pinned rgbi:on:device}; do
     IFS=: read -r o p i <<<"$v"
     traced "decode_${o}_${p}_${i}" "decode-only, output $o, pipeline $p, input $i" \

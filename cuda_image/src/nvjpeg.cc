@@ -228,7 +228,10 @@ Status NvJpegDecoder::DecodeBatch(int state, std::span<const std::span<const uin
   impl.data.resize(jpegs.size());
   impl.lengths.resize(jpegs.size());
   impl.images.assign(jpegs.size(), nvjpegImage_t{});
-  const int planes = format_ == Format::kYuvPlanar ? 3 : format_ == Format::kNv12 ? 2 : 1;
+  // NV12 fills two planes, but CUDA 13.0's nvJPEG (hardware backend) copies
+  // three per image and fails (EXECUTION_FAILED) when channel[2] is null:
+  // NV12 outputs get room for three planes of pitch * height too.
+  const int planes = format_ == Format::kRgbInterleaved ? 1 : 3;
   for (size_t i = 0; i < jpegs.size(); ++i) {
     impl.data[i] = jpegs[i].data();
     impl.lengths[i] = jpegs[i].size();

@@ -249,6 +249,10 @@ Result<JpegInfo> JpegDecoder::ReadHeader(std::span<const uint8_t> bytes, uint64_
   info.components = c.num_components;
   info.progressive = c.progressive_mode != 0;
   info.color = ToColorSpace(c.jpeg_color_space);
+  info.yuv420 = info.color == JpegInfo::ColorSpace::kYCbCr && c.num_components == 3 &&
+                c.comp_info[0].h_samp_factor == 2 && c.comp_info[0].v_samp_factor == 2 &&
+                c.comp_info[1].h_samp_factor == 1 && c.comp_info[1].v_samp_factor == 1 &&
+                c.comp_info[2].h_samp_factor == 1 && c.comp_info[2].v_samp_factor == 1;
   const uint64_t pixels = static_cast<uint64_t>(c.image_width) * c.image_height;
   if (pixels > max_pixels) {
     jpeg_abort_decompress(&impl_->cinfo);

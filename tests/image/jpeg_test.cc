@@ -57,6 +57,12 @@ TEST(ReadJpegInfo, Fields) {
   EXPECT_EQ(info->components, 3);
   EXPECT_FALSE(info->progressive);
   EXPECT_EQ(info->color, JpegInfo::ColorSpace::kYCbCr);
+  EXPECT_TRUE(info->yuv420);
+  for (int samp : {TJSAMP_444, TJSAMP_422, TJSAMP_440}) {
+    info = ReadJpegInfo(EncodeJpeg(SmoothRgb(32, 32), 90, samp));
+    ASSERT_TRUE(info.ok());
+    EXPECT_FALSE(info->yuv420) << "subsampling " << samp;
+  }
 
   const auto gray = EncodeJpeg(SmoothGray(64, 80), 90);
   info = ReadJpegInfo(gray);
@@ -65,6 +71,7 @@ TEST(ReadJpegInfo, Fields) {
   EXPECT_EQ(info->height, 80);
   EXPECT_EQ(info->components, 1);
   EXPECT_EQ(info->color, JpegInfo::ColorSpace::kGray);
+  EXPECT_FALSE(info->yuv420);
 
   const auto progressive = EncodeJpeg(SmoothRgb(40, 30), 90, TJSAMP_444, true);
   info = ReadJpegInfo(progressive);

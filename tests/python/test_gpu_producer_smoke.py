@@ -214,3 +214,19 @@ def test_issue9_gpu_run_names_its_parts(tmp_path):
     assert r.returncode == 2, r.stdout + r.stderr
     assert "diagnosis, colocate, coupling, trace, loop or mps" in r.stderr, r.stderr
     assert not (tmp_path / "b").exists()
+
+
+def test_decoder_interference_refuses_bad_settings(tmp_path):
+    # What issue9 runs pass (--mps, --input, --only-420, variants): a bad value
+    # is refused before any GPU work or MPS daemon.
+    if not os.path.exists(os.path.join(H.BUILD, "tools", "batchcast-server")):
+        pytest.skip("batchcast-server is not built")
+    script = os.path.join(BENCH, "decoder_interference.py")
+    env = {**os.environ, "BATCHCAST_BUILD_DIR": H.BUILD}
+    for extra, msg in ((["--mps", "bogus"], "argument --mps: invalid choice"),
+                       (["--input", "device"], "argument --input: invalid choice"),
+                       (["--only-420", "--variants", "hardware:nv21"], "bad variant 'hardware:nv21'")):
+        r = subprocess.run([sys.executable, script, "--out", str(tmp_path), *extra],
+                           capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == 2, (extra, r.stdout + r.stderr)
+        assert msg in r.stderr, r.stderr

@@ -30,10 +30,11 @@ class NvJpegDecoder {
   enum class Backend { kHardware, kGpuHybrid };
   // What DecodeBatch writes. kRgbInterleaved is what the fused kernel reads;
   // kYuvPlanar (the Y, Cb and Cr planes as decoded, no colour conversion) and
-  // kNv12 (Y, then Cb and Cr interleaved at half height: what the JPEG
-  // engine may write without nvJPEG's per-image conversion kernel; CUDA
-  // 13.0's nvJPEG refused it on an H100: DecodeBatch returns DataLoss) are
+  // kNv12 (Y, then Cb and Cr interleaved at half height; 4:2:0 colour files
+  // only, JpegInfo::yuv420: nvJPEG fails a batch with any other file) are
   // for measuring the decoder alone (benchmarks/decoder_interference.py).
+  // Neither takes nvJPEG's per-image work away: it copies the planes out
+  // (three device copies per image) instead of a conversion kernel.
   enum class Format { kRgbInterleaved, kYuvPlanar, kNv12 };
 
   // How a decoder is made (one options struct: most callers take the defaults).
@@ -77,8 +78,10 @@ class NvJpegDecoder {
   // kRgbInterleaved: interleaved RGB, `pitch` bytes per row (at least
   // pitch * height bytes). kYuvPlanar: three planes of `pitch` bytes per row
   // and `height` rows each, Y at data, Cb and Cr after it (subsampled chroma
-  // fills the top left of its plane; a gray image writes Y only). kNv12: two
-  // such planes, Y, then CbCr interleaved in the top half of the second.
+  // fills the top left of its plane; a gray image writes Y only). kNv12: Y,
+  // then CbCr interleaved in the top half of the second plane; the output
+  // needs room for three planes all the same (nvjpeg.cc says why), and an
+  // even pitch (a CbCr row holds 2 * ceil(width / 2) bytes).
   struct Output {
     uint8_t* data = nullptr;
     size_t pitch = 0;

@@ -59,6 +59,9 @@ struct JpegInfo {
   int components = 0;        // components in the file: 1, 3 or 4
   bool progressive = false;  // progressive (multi-scan) coding
   ColorSpace color = ColorSpace::kUnknown;
+  // YCbCr with chroma halved both ways (4:2:0: Y sampled 2x2, Cb and Cr 1x1),
+  // the only layout nvJPEG's NV12 output takes.
+  bool yuv420 = false;
 };
 
 // "gray", "ycbcr", "rgb", "cmyk", "ycck", "unknown".
