@@ -5,7 +5,7 @@ On the GPU host (about 5 minutes on an H100; everything in one run):
 
   python3 benchmarks/gpu_producer.py --out OUT [--data DIR] [--workers 2] [--mps on]
       [--transcode-cache-mb 1024] [--nvjpeg-calls 1] [--handoff] [--interference] [--paced]
-      [--no-reference] [--repeat N]
+      [--no-reference] [--repeat N] [--gpu-priority normal|high] [--in-process normal,high]
 
   1. dataset: tools/make_dataset.py (100 classes x 40 images, ~500x375; 5 %
      progressive, 5 % grayscale, 4:4:4 and 4:2:2 sampling: on an H100 about
@@ -31,7 +31,8 @@ On the GPU host (about 5 minutes on an H100; everything in one run):
      trainer's own rate drifts by several per cent between windows);
   5. with --interference, the same trainer on synthetic data beside an nvJPEG
      decode-only process; with --handoff, fed by a --synthetic server (the
-     hand-off alone, no decoding): where a fed trainer loses its time;
+     hand-off alone, no decoding; --repeat pairs with synthetic windows, as
+     in 4): where a fed trainer loses its time;
      with --paced, the same trainer on synthetic data beside an nvJPEG
      decode-only process and beside a FillBatch process (decode, fallbacks,
      kernel: the server's producer work without the hand-off), each paced
@@ -44,7 +45,14 @@ On the GPU host (about 5 minutes on an H100; everything in one run):
      CUDA_INJECTION64_PATH=/tmp/libcupti_trace.so BC_CUPTI_DIR=OUT"
      (benchmarks/cupti_trace.cc: the GPU host has no Nsight Systems).
 
---no-reference skips steps 2 and the Loader's rate of step 3 (a
+  6. with --in-process P[,P]: the same server run by batchcast.Server inside
+     the trainer's process (one CUDA context: the GPU does not time-slice
+     between the server's decode and the trainer), at each --gpu-priority P
+     (Note [Server stream priority]): the Loader's rate (as in 3) and the
+     fed trainer's pairs (as in 4); the server's CPU is that of its own
+     threads (named bc-*). --gpu-priority sets the server process's of 3-4.
+
+--no-reference skips steps 2 and the Loader's rate of steps 3 and 6 (a
 diagnosis run: the trainer's rates only).
 
 Prints a summary and writes OUT/gpu_producer.json. Every figure says the
@@ -117,7 +125,7 @@ class ServerProc:
         else:
             cmd += ["--device", "cuda:0", "--decode", "gpu", "--device-cache-mb", "0",
                     "--transcode-cache-mb", str(args.transcode_cache_mb),
-                    "--nvjpeg-calls", str(args.nvjpeg_calls)]
+                    "--nvjpeg-calls", str(args.nvjpeg_calls), "--gpu-priority", args.gpu_priority]
         cmd += list(extra)  # more serve options
         # BC_SERVER_PREFIX (e.g. "env CUDA_INJECTION64_PATH=/tmp/libcupti_trace.so
         # BC_CUPTI_DIR=OUT", benchmarks/cupti_trace.cc) is put before the command.
@@ -150,6 +158,56 @@ class ServerProc:
             self.proc.kill()
             self.proc.wait()
         self.log.close()
+
+
+def server_thread_cpu_seconds():
+    """CPU seconds of this process's batchcast server threads (named bc-*,
+    core/src/thread_name.h; not the Loaders' bc-flush threads, nor CUDA's or
+    nvJPEG's own threads)."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:  # the thread ended
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        if name.startswith("bc-") and name != "bc-flush":
+            fields = stat[stat.rindex(")") + 2:].split()
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
+class InProcServer:
+    """The same server as ServerProc's, run by batchcast.Server in this
+    process, the trainer's: its decode and kernels share the trainer's CUDA
+    context, so the GPU does not time-slice between them (Note [Server
+    stream priority]); `priority` is its --gpu-priority. Same interface as
+    ServerProc; cpu() counts the server's own threads."""
+
+    def __init__(self, data, name, args, priority):
+        import batchcast
+
+        self.name = name
+        opts = dict(name=name, batch_size=args.server_batch, window=args.window, size=args.size,
+                    dtype="float16", transform="train", workers=args.workers)
+        if args.smoke:
+            opts["device"] = "cpu"
+        else:
+            opts.update(device="cuda:0", decode="gpu", device_cache_mb=0,
+                        transcode_cache_mb=args.transcode_cache_mb,
+                        nvjpeg_calls=args.nvjpeg_calls, gpu_priority=priority)
+        self.server = batchcast.Server(data, **opts)
+
+    def stats(self):
+        return self.server.stats()
+
+    def cpu(self):
+        return server_thread_cpu_seconds()
+
+    def stop(self):
+        self.server.close()
 
 
 def stage_shares(before, after, wall):
@@ -330,6 +388,23 @@ def train_rate(args, server=None, info=None, pull_only=False, sync_steps=False):
     return n / wall
 
 
+def fed_pairs(args, server, info=None):
+    """The trainer on synthetic data, then fed by `server`, --repeat times:
+    the trainer's own rate drifts by several per cent between windows, so
+    each fed window is compared with the synthetic one just before it, and
+    the median of those ratios is the figure. `info` gets what the server's
+    stats say of the last fed window (train_rate)."""
+    pairs = []
+    for _ in range(args.repeat):
+        synthetic = train_rate(args)
+        if info is not None:
+            info.clear()
+        pairs.append([synthetic, train_rate(args, server, info)])
+    return {"pairs": pairs, "synthetic": statistics.median(p[0] for p in pairs),
+            "fed": statistics.median(p[1] for p in pairs),
+            "ratio": statistics.median(p[1] / p[0] for p in pairs)}
+
+
 def beside_seconds(args):
     """--seconds for a gpu_pipeline_bench run that outlasts train_rate beside it."""
     return args.warmup + args.measure + 10
@@ -357,6 +432,45 @@ def train_beside(args, cmd, server=None):
     return trainer, got
 
 
+def stages_text(shares, threads=None):
+    """"read 20%, hw_decode 80% (x2), ...": stage shares of the wall time."""
+    threads = threads or {}
+    return ", ".join(f"{k} {v * 100:.0f}%" + (f" (x{threads[k]})" if threads.get(k, 1) > 1 else "")
+                     for k, v in shares.items())
+
+
+def pairs_text(pairs, what="pairs"):
+    """", the median of 3 pairs: 0.90, 0.95, 1.00" (nothing for one pair)."""
+    if len(pairs) < 2:
+        return ""
+    return f", the median of {len(pairs)} {what}: " + ", ".join(f"{b / a:.2f}" for a, b in pairs)
+
+
+def in_process_lines(r, ref):
+    """The summary lines of the --in-process runs (the server in the trainer's process)."""
+    lines = []
+    for priority, got in r.get("in_process", {}).items():
+        lines.append(f"in the trainer's process (batchcast.Server, one CUDA context), "
+                     f"--gpu-priority {priority}:")
+        rd = got.get("read")
+        if rd:
+            lines.append(f"  server -> one Loader: {rd['images_per_s']:,.0f} img/s"
+                         + (f" = {rd['images_per_s'] / ref:.2f} of decode-only" if ref else "")
+                         + f"; server threads {rd['server_cores']:.2f} cores; stages "
+                         + stages_text(rd["stage_share"], rd["stage_threads"]))
+        if "ratio" in got:
+            fs = got.get("server", {})
+            lines.append(f"  ResNet-18 fed: {got['fed']:,.0f} img/s, synthetic {got['synthetic']:,.0f}"
+                         f" (medians); fed / synthetic = {got['ratio']:.2f}"
+                         + pairs_text(got["pairs"]))
+            if fs:
+                lines.append(f"  while fed: Next() waited {fs['trainer_wait_share'] * 100:.0f}% "
+                             f"of the time; server threads {fs['server_cores']:.2f} cores, "
+                             f"{fs['server_images_per_s']:,.0f} img/s; stages "
+                             + stages_text(fs["stage_share"]))
+    return lines
+
+
 def summary(r):
     lines = [f"{r.get('device', 'cpu (smoke run)')}; device cache: OFF (--device-cache-mb 0)"]
     rd = r.get("read")
@@ -381,11 +495,8 @@ def summary(r):
                         f"{ref:,.0f} img/s (the higher of {runs}, before and after; goal >= 0.90)"
                         if ref else ""))
         lines.append(f"server CPU: {rd['server_cores']:.2f} cores (goal <= 2)")
-        threads = rd["stage_threads"]
         lines.append("stages (share of wall time; pool stages are summed over their threads): "
-                     + ", ".join(f"{k} {v * 100:.0f}%" + (f" (x{threads[k]})"
-                                                          if threads.get(k, 1) > 1 else "")
-                                 for k, v in rd["stage_share"].items()))
+                     + stages_text(rd["stage_share"], rd["stage_threads"]))
         lines.append(f"consumer waited {rd['consumer_wait_share'] * 100:.0f}% of the time "
                      "(server-side)")
     if "train_synthetic" in r:
@@ -394,15 +505,12 @@ def summary(r):
         lines.append(f"ResNet-18 bs {r['args']['train_batch']} bf16 channels_last: synthetic "
                      f"{s:,.0f} img/s, fed by the server {f:,.0f} img/s (medians); fed / "
                      f"synthetic = {r.get('train_fed_ratio', f / s):.2f} (goal >= 0.90; >= 0.95 "
-                     "under MPS)"
-                     + (f", the median of {len(pairs)} pairs: "
-                        + ", ".join(f"{b / a:.2f}" for a, b in pairs) if len(pairs) > 1 else ""))
+                     "under MPS)" + pairs_text(pairs))
         fs = r.get("train_fed_server")
         if fs:
             lines.append("  while fed: the trainer's Next() waited "
                          f"{fs['trainer_wait_share'] * 100:.0f}% of the time; server "
-                         f"{fs['server_cores']:.2f} cores; stages "
-                         + ", ".join(f"{k} {v * 100:.0f}%" for k, v in fs["stage_share"].items()))
+                         f"{fs['server_cores']:.2f} cores; stages " + stages_text(fs["stage_share"]))
         for key, what in (("decode_only", "an nvJPEG decode-only process (no server)"),
                           ("paced_decode", "an nvJPEG decode-only process paced at the fed rate"),
                           ("paced_fill", "a FillBatch process (the server's GPU work, no "
@@ -414,9 +522,11 @@ def summary(r):
                 lines.append(f"  synthetic beside {what}: {x:,.0f} img/s = {x / s:.2f} ({got})")
         if "train_fed_synthetic_server" in r:
             h = r["train_fed_synthetic_server"]
+            hp = r.get("train_handoff_pairs", [])
             lines.append(f"  fed by a --synthetic server (hand-off only, no decoding): "
-                         f"{h:,.0f} img/s = {h / s:.2f}")
-    return "\n".join(lines)
+                         f"{h:,.0f} img/s = {r.get('train_handoff_ratio', h / s):.2f}"
+                         + pairs_text(hp, "pairs with synthetic"))
+    return "\n".join(lines + in_process_lines(r, ref))
 
 
 def parse_args(argv=None):
@@ -439,6 +549,11 @@ def parse_args(argv=None):
                    help="the server's (0: progressive files decoded on the CPU pool)")
     p.add_argument("--nvjpeg-calls", type=int, default=1,
                    help="the server's (Note [Split hardware batch])")
+    p.add_argument("--gpu-priority", choices=("normal", "high"), default="normal",
+                   help="the server process's --gpu-priority")
+    p.add_argument("--in-process", default="",
+                   help="also: the trainer fed by a batchcast.Server in its own process (one "
+                        "CUDA context) at each of these --gpu-priority values, e.g. normal,high")
     p.add_argument("--handoff", action="store_true",
                    help="also: ResNet-18 fed by a --synthetic server (the hand-off without "
                         "the server's decoding)")
@@ -451,12 +566,16 @@ def parse_args(argv=None):
                    help="skip the decode-only reference and the Loader's rate (trainer rates only)")
     p.add_argument("--repeat", type=int, default=1,
                    help="measure the trainer on synthetic data then fed this many times, "
-                        "alternately; the median ratio is the figure")
+                        "alternately; the median ratio is the figure (--handoff too)")
     p.add_argument("--warmup", type=float, default=5)
     p.add_argument("--measure", type=float, default=15)
     args = p.parse_args(argv)
     if args.repeat < 1:
         p.error("--repeat must be at least 1")
+    args.in_process = [x for x in args.in_process.split(",") if x]
+    for x in args.in_process:
+        if x not in ("normal", "high"):
+            p.error(f"--in-process takes normal and/or high, got {x!r}")
     if args.smoke:
         args.classes, args.per_class, args.size = 2, 12, 32
         args.server_batch = args.loader_batch = 8
@@ -510,21 +629,25 @@ def run(args, build, data, t_start):
             if after["images_per_s"] > result["decode_only"]["images_per_s"]:
                 result["decode_only"] = after
         if not args.smoke:
-            # Synthetic then fed, --repeat times: the trainer's own rate drifts
-            # by several per cent between windows, so each fed window is
-            # compared with the synthetic one just before it, and the median
-            # of those ratios is the figure.
-            pairs = []
-            for _ in range(args.repeat):
-                synthetic = train_rate(args)
-                result["train_fed_server"] = {}
-                pairs.append([synthetic, train_rate(args, server, result["train_fed_server"])])
-            result["train_pairs"] = pairs
-            result["train_synthetic"] = statistics.median(p[0] for p in pairs)
-            result["train_fed"] = statistics.median(p[1] for p in pairs)
-            result["train_fed_ratio"] = statistics.median(p[1] / p[0] for p in pairs)
+            result["train_fed_server"] = {}
+            fed = fed_pairs(args, server, result["train_fed_server"])
+            result.update({"train_pairs": fed["pairs"], "train_synthetic": fed["synthetic"],
+                           "train_fed": fed["fed"], "train_fed_ratio": fed["ratio"]})
     finally:
         server.stop()
+    for priority in args.in_process:
+        # The same server in the trainer's own process (one CUDA context).
+        inproc = InProcServer(data, f"{name}-inproc-{priority}", args, priority)
+        try:
+            got = {}
+            if args.smoke or not args.no_reference:
+                got["read"] = read_rate(inproc, args, "reader")
+            if not args.smoke:
+                got["server"] = {}
+                got.update(fed_pairs(args, inproc, got["server"]))
+            result.setdefault("in_process", {})[priority] = got
+        finally:
+            inproc.stop()
     if args.interference and not args.smoke:
         # The same trainer on synthetic data while another process runs the
         # nvJPEG hardware decode-only loop: what the engine's work alone costs it.
@@ -548,7 +671,10 @@ def run(args, build, data, t_start):
         synth = ServerProc(build, data, name + "-synth", args,
                            os.path.join(args.out, "server_synthetic.log"), synthetic=True)
         try:
-            result["train_fed_synthetic_server"] = train_rate(args, synth)
+            fed = fed_pairs(args, synth)
+            result.update({"train_handoff_pairs": fed["pairs"],
+                           "train_fed_synthetic_server": fed["fed"],
+                           "train_handoff_ratio": fed["ratio"]})
         finally:
             synth.stop()
     result["seconds"] = time.monotonic() - t_start

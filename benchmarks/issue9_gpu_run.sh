@@ -3,7 +3,7 @@
 # run (each under 10 minutes on an H100; each step has its own timeout and
 # appends to LOG; the build is kept between the calls of one lease):
 #   source .gpu-deps/env.sh && benchmarks/issue9_gpu_run.sh BUILD_DIR OUT_DIR PART
-# with PART one of diagnosis, colocate, coupling, trace, loop, mps.
+# with PART one of the parts below (PARTS).
 # Each part first builds what its steps need (batchcast-server, gpu_pipeline_bench, _core).
 # diagnosis (about 8 minutes):
 #   decoder_interference.py: which part of nvJPEG costs a time-sliced trainer
@@ -36,12 +36,18 @@
 #   windows each: 8 s windows spread 0.77-1.01, 12 s ones 0.91-0.94
 #   (RESULTS.md, "The pinned copy moves to the read-ahead thread"), where
 #   the server is behind the trainer a third of the time.
+# inproc (about 6 minutes): gpu_producer.py with --in-process normal,high:
+#   the fed trainer with the server in its own process (one CUDA context,
+#   no time slicing between the server's decode and the trainer), at both
+#   --gpu-priority values, beside the usual server process; three
+#   alternating pairs of 8 s windows each (Note [Server stream priority]).
 set -u
+PARTS="diagnosis colocate coupling trace loop mps inproc"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:?build dir}
 OUT=${2:?out dir}
-PART=${3:?diagnosis, colocate, coupling, trace, loop or mps}
-case $PART in diagnosis|colocate|coupling|trace|loop|mps) ;; *) echo "issue9_gpu_run: part must be diagnosis, colocate, coupling, trace, loop or mps" >&2; exit 2;; esac
+PART=${3:?one of: $PARTS}
+case " $PARTS " in *" $PART "*) ;; *) echo "issue9_gpu_run: part must be one of: $PARTS" >&2; exit 2;; esac
 LOG=$OUT/log
 DATA=/tmp/bc_gpu_producer_100x40
 # Each step's folder (JSON and server logs) lies under W; only the JSONs and the
@@ -130,6 +136,9 @@ elif [ "$PART" = loop ]; then
   build_tracer || exit 1
   traced decode "decode-only, input pinned" --modes decode --seconds 4 --nvjpeg-input pinned
   traced fill "FillBatch, 4 fallback threads" --modes fill --seconds 4 --workers 4
+elif [ "$PART" = inproc ]; then
+  step 420 python3 benchmarks/gpu_producer.py --out "$W/inproc" --data $DATA --workers 4 \
+    --warmup 3 --measure 8 --repeat 3 --in-process normal,high
 elif [ "$PART" = mps ]; then
   for k in 1 2; do
     step 240 python3 benchmarks/gpu_producer.py --out "$W/mps_calls$k" --data $DATA --workers 4 \

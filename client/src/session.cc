@@ -9,6 +9,7 @@
 #include "core/src/catch_all.h"
 #include "core/src/logging.h"
 #include "core/src/runtime_dir.h"
+#include "core/src/thread_name.h"
 #include "curve_client.h"
 #include "server_probe.h"
 
@@ -95,7 +96,10 @@ Result<std::shared_ptr<Session>> Session::Open(const ConsumerOptions& options) {
   s->server_pid_visible_ =
       s->endpoint_.starts_with("ipc://") && ProcessAlive(static_cast<int>(s->welcome_.server_pid));
   Session* raw = s.get();
-  s->flush_thread_ = std::thread([raw] { raw->FlushLoop(); });
+  s->flush_thread_ = std::thread([raw] {
+    SetThreadName("bc-flush");
+    raw->FlushLoop();
+  });
   return s;
 }
 

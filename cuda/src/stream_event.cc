@@ -14,13 +14,26 @@ void internal::StreamTraits::Destroy(const Handle& h) noexcept {
   (void)cudaStreamDestroy(h.stream);
 }
 
-Result<Stream> Stream::Create(int device) {
+Result<Stream> Stream::Create(int device, StreamPriority priority) {
   DeviceGuard g(device);
   BATCHCAST_RETURN_IF_ERROR(g.status());
+  // CUDA's convention: lower numbers are higher priorities; 0 is the default.
+  int least = 0, greatest = 0;
+  if (priority == StreamPriority::kHigh) {
+    BATCHCAST_RETURN_IF_ERROR(
+        BATCHCAST_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest)));
+  }
   cudaStream_t s = nullptr;
   BATCHCAST_RETURN_IF_ERROR(
-      BATCHCAST_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)));
+      BATCHCAST_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest)));
   return Stream(Traits::Handle{s, device});
+}
+
+Result<int> Stream::Priority() const {
+  int priority = 0;
+  BATCHCAST_RETURN_IF_ERROR(
+      BATCHCAST_CUDA_CHECK(cudaStreamGetPriority(handle_->stream, &priority)));
+  return priority;
 }
 
 Status Stream::Synchronize() const {

@@ -37,7 +37,8 @@ void internal::DeviceBufferTraits::Destroy(const Handle&) noexcept {}
 void internal::PinnedBufferTraits::Destroy(const Handle&) noexcept {}
 void internal::IpcMappingTraits::Destroy(const Handle&) noexcept {}
 
-Result<Stream> Stream::Create(int) { return NoCuda(); }
+Result<Stream> Stream::Create(int, StreamPriority) { return NoCuda(); }
+Result<int> Stream::Priority() const { return NoCuda(); }
 Status Stream::Synchronize() const { return NoCuda(); }
 
 Result<Event> Event::Create(int, bool, bool) { return NoCuda(); }

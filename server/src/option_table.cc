@@ -262,6 +262,10 @@ const ServerOption kOptions[] = {
       "thread (1..4)"),
   Choice<ParseDecodeMode, DecodeModeName, &O::source, &S::decode>("decode", G::kSource, "auto|cpu|gpu",
       "where JPEGs are decoded"),
+  Choice<ParseStreamPriority, StreamPriorityName, &O::source, &S::gpu_priority>("gpu_priority",
+      G::kSource, "normal|high",
+      "CUDA stream priority of the server's GPU work; high lets it go before the kernels of a "
+      "trainer in the same process (an in-process batchcast.Server); no effect between processes"),
   Choice<ParseErrorPolicy, ErrorPolicyName, &O::source, &S::on_error>("on_error", G::kSource, "skip|fail",
       "what an undecodable file does"),
   Integer<&O::source, &S::max_pixels>("max_pixels", G::kSource, "largest image (width*height) to decode"),

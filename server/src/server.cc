@@ -13,6 +13,7 @@
 #include "core/src/logging.h"
 #include "core/src/reclaim.h"
 #include "core/src/sampler.h"
+#include "core/src/thread_name.h"
 #include "device_list.h"
 #include "server_impl.h"
 
@@ -151,7 +152,8 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
 Status Server::Impl::StartThreads(SlotWriter writer, std::optional<Sampler> sampler) {
   for (Ring& ring : rings) {
     BATCHCAST_ASSIGN_OR_RETURN(
-        ring.publisher, MakeSlotPublisher(*ring.memory, *layout, fields, *ring.scheduler, writer));
+        ring.publisher, MakeSlotPublisher(*ring.memory, *layout, fields, *ring.scheduler, writer,
+                                          options.source.gpu_priority));
     if (sampler) {
       // Every ring runs the same sampler: the same stream (Note [Rings per GPU]).
       ring.producer =
@@ -160,10 +162,15 @@ Status Server::Impl::StartThreads(SlotWriter writer, std::optional<Sampler> samp
     }
   }
   MutexLock l(&shutdown_mu);
-  control_thread = std::thread([this] { control->Run(); });  // catches what escapes it
+  control_thread = std::thread([this] {
+    SetThreadName("bc-control");
+    control->Run();  // catches what escapes it
+  });
   for (Ring& ring : rings) {
     if (!ring.producer) continue;
     producer_threads.emplace_back([this, &ring] {
+      SetThreadName(ring.device >= 0 ? "bc-producer-" + std::to_string(ring.device)
+                                     : std::string("bc-producer"));
       Status s = CatchAll("the producer thread", [&ring]() -> Status {
         // The ring's device is this thread's for its life: the source's
         // kernels launch on its streams (Note [Server threads]).

@@ -26,14 +26,15 @@ SlotView RingSlotView(const RingMemory& memory, const RingLayout& layout,
 Result<std::unique_ptr<SlotPublisher>> MakeSlotPublisher(const RingMemory& memory,
                                                          const RingLayout& layout,
                                                          const std::vector<FieldSpec>& fields,
-                                                         Scheduler& scheduler, SlotWriter writer) {
+                                                         Scheduler& scheduler, SlotWriter writer,
+                                                         StreamPriority priority) {
   if (!memory.has_device_memory()) {
     return std::unique_ptr<SlotPublisher>(
         std::make_unique<HostSlotPublisher>(memory, layout, fields, scheduler));
   }
   BATCHCAST_ASSIGN_OR_RETURN(
       std::unique_ptr<DeviceSlotPublisher> p,
-      DeviceSlotPublisher::Create(memory, layout, fields, scheduler, writer));
+      DeviceSlotPublisher::Create(memory, layout, fields, scheduler, writer, priority));
   return std::unique_ptr<SlotPublisher>(std::move(p));
 }
 
@@ -65,12 +66,12 @@ DeviceSlotPublisher::DeviceSlotPublisher(const RingMemory& memory, const RingLay
 
 Result<std::unique_ptr<DeviceSlotPublisher>> DeviceSlotPublisher::Create(
     const RingMemory& memory, const RingLayout& layout, const std::vector<FieldSpec>& fields,
-    Scheduler& scheduler, SlotWriter writer) {
+    Scheduler& scheduler, SlotWriter writer, StreamPriority priority) {
   BATCHCAST_CHECK(memory.has_device_memory());
   std::unique_ptr<DeviceSlotPublisher> p(
       new DeviceSlotPublisher(memory, layout, fields, scheduler, writer));
   if (writer != SlotWriter::kExternal) {
-    BATCHCAST_ASSIGN_OR_RETURN(cuda::Stream s, cuda::Stream::Create(p->device_));
+    BATCHCAST_ASSIGN_OR_RETURN(cuda::Stream s, cuda::Stream::Create(p->device_, priority));
     p->stream_.emplace(std::move(s));
   }
   if (writer == SlotWriter::kHostSource) BATCHCAST_RETURN_IF_ERROR(p->PrepareStaging());

@@ -22,7 +22,8 @@
 //     then commits the slot (Scheduler::Commit), which lets BATCH messages
 //     name it.
 //  3. A consumer makes its stream wait on the event (cudaStreamWaitEvent)
-//     before it hands the batch to the user (client/src/cuda_ring_view.cc, via client/src/batch.cc).
+//     before it hands the batch to the user (client/src/cuda_ring_view.cc, via
+//     client/src/batch.cc).
 //  4. The slot is rewritten only after every lease on it ended (Note [Leases],
 //     scheduler.h), and a consumer ends a lease only after the GPU work that
 //     read the batch completed (Note [Device leases], client/src/lease_ledger.h).
@@ -35,6 +36,21 @@
 // current around its own calls (Note [Consumers on another GPU],
 // client/src/cuda_ring_view.cc), so a consumer on another GPU waits on the
 // same event in the ring device's context.
+//
+// Note [Server stream priority]
+// --gpu-priority (SourceOptions::gpu_priority) sets the priority of every
+// stream the server's GPU work runs on: the producer's stream (owned here:
+// nvJPEG's first call, the fused kernel, the copies into the ring) and the
+// image source's side streams (Note [Split hardware batch]). CUDA orders
+// priorities within one context only. So `high` matters where the server
+// shares a context with a trainer, i.e. an in-process batchcast.Server: the
+// trainer's kernels keep the SMs they hold, and the server's short kernels
+// (nvJPEG's per-image conversion, which the pipeline thread waits for
+// before the next image; the fused augmentation) are scheduled before the
+// trainer's queued ones instead of behind them. Between processes without
+// MPS the GPU time-slices whole contexts and priorities do nothing
+// (RESULTS.md, "Where the server's decode waits"). Measured: RESULTS.md,
+// "The server in the trainer's process".
 //
 // Thread-safety: one writer thread at a time calls Begin and Publish, in
 // pairs (Begin, fill, Publish). The Scheduler it commits to is thread-safe.
@@ -82,10 +98,10 @@ class SlotPublisher {
 // argument must outlive the publisher. A device ring's publisher owns the
 // producer's stream (kDeviceSource, kHostSource) and staging (kHostSource);
 // it waits for that stream when destroyed, so no queued write outlives it.
-Result<std::unique_ptr<SlotPublisher>> MakeSlotPublisher(const RingMemory& memory,
-                                                         const RingLayout& layout,
-                                                         const std::vector<FieldSpec>& fields,
-                                                         Scheduler& scheduler, SlotWriter writer);
+// That stream has priority `priority` (Note [Server stream priority]).
+Result<std::unique_ptr<SlotPublisher>> MakeSlotPublisher(
+    const RingMemory& memory, const RingLayout& layout, const std::vector<FieldSpec>& fields,
+    Scheduler& scheduler, SlotWriter writer, StreamPriority priority = StreamPriority::kNormal);
 
 class HostSlotPublisher final : public SlotPublisher {
  public:
@@ -104,11 +120,9 @@ class HostSlotPublisher final : public SlotPublisher {
 class DeviceSlotPublisher final : public SlotPublisher {
  public:
   // REQUIRES: memory.has_device_memory().
-  static Result<std::unique_ptr<DeviceSlotPublisher>> Create(const RingMemory& memory,
-                                                             const RingLayout& layout,
-                                                             const std::vector<FieldSpec>& fields,
-                                                             Scheduler& scheduler,
-                                                             SlotWriter writer);
+  static Result<std::unique_ptr<DeviceSlotPublisher>> Create(
+      const RingMemory& memory, const RingLayout& layout, const std::vector<FieldSpec>& fields,
+      Scheduler& scheduler, SlotWriter writer, StreamPriority priority);
   ~DeviceSlotPublisher() override;
   Result<SlotView> Begin(const SlotGrant& grant, uint32_t epoch) override;
   Status Publish(const SlotView& filled, uint32_t valid) override;

@@ -1,10 +1,15 @@
 #include "background_task.h"
 
 #include "core/src/catch_all.h"
+#include "core/src/thread_name.h"
 
 namespace batchcast {
 
-BackgroundTask::BackgroundTask() : thread_([this] { Loop(); }) {}
+BackgroundTask::BackgroundTask()
+    : thread_([this] {
+        SetThreadName("bc-task");
+        Loop();
+      }) {}
 
 BackgroundTask::~BackgroundTask() {
   (void)Wait();

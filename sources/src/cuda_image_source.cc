@@ -92,12 +92,14 @@ class CudaImageSource : public Source {
  public:
   // `workers` fallback decoders besides the pipeline thread; a device cache
   // of `cache_bytes` (0: none); one decoder per nvJPEG call of a hardware
-  // batch (Note [Split hardware batch]).
+  // batch (Note [Split hardware batch]); side streams at `priority` (Note
+  // [Server stream priority]).
   CudaImageSource(std::unique_ptr<ImageDataset> dataset, int device,
                   std::vector<std::unique_ptr<cuda::NvJpegDecoder>> decoders, int workers,
-                  size_t cache_bytes, size_t transcode_bytes)
+                  size_t cache_bytes, size_t transcode_bytes, StreamPriority priority)
       : dataset_(std::move(dataset)),
         device_(device),
+        priority_(priority),
         decoders_(std::move(decoders)),
         decoder_(decoders_.front().get()),
         pool_(workers),
@@ -147,7 +149,7 @@ class CudaImageSource : public Source {
       s.jpegs.resize(decoders_.size());
       s.outputs.resize(decoders_.size());
       for (size_t c = 1; c < decoders_.size(); ++c) {
-        BATCHCAST_ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create(device_));
+        BATCHCAST_ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create(device_, priority_));
         BATCHCAST_ASSIGN_OR_RETURN(cuda::Event done, cuda::Event::Create(device_));
         s.side_streams.push_back(std::move(stream));
         s.side_done.push_back(std::move(done));
@@ -185,7 +187,8 @@ class CudaImageSource : public Source {
         decoder_->backend_name() +
         (decoders_.size() > 1 ? " (" + std::to_string(decoders_.size()) + " calls per batch)"
                               : std::string()) +
-        " on cuda:" + std::to_string(device_) + ", " +
+        " on cuda:" + std::to_string(device_) +
+        (priority_ == StreamPriority::kHigh ? " (high-priority streams)" : "") + ", " +
         std::to_string(dataset_->size() - gpu_files_) + " files decoded on the CPU, device cache " +
         (cache_.bytes() > 0 ? std::to_string(cache_.bytes() >> 20) + " MiB" : std::string("off")) +
         ", transcode cache " +
@@ -235,6 +238,7 @@ class CudaImageSource : public Source {
   const std::unique_ptr<ImageDataset> dataset_;
   cuda::AugmentParams params_;
   const int device_;
+  const StreamPriority priority_;
   // One per nvJPEG call of a hardware batch; decoder_ is the first, which
   // also answers Supports().
   const std::vector<std::unique_ptr<cuda::NvJpegDecoder>> decoders_;
@@ -628,9 +632,9 @@ Result<std::unique_ptr<Source>> MakeCudaImageSource(const SourceOptions& options
   const uint64_t gpu = CountFlagged(*dataset);
   BC_LOG_INFO("{} files for {}, {} for the CPU decoder ({} fallback threads beside it)", gpu,
               decoder->backend_name(), dataset->size() - gpu, workers);
-  auto source = std::make_unique<CudaImageSource>(std::move(dataset), device, std::move(decoders),
-                                                  workers, options.device_cache_mb << 20,
-                                                  options.transcode_cache_mb << 20);
+  auto source = std::make_unique<CudaImageSource>(
+      std::move(dataset), device, std::move(decoders), workers, options.device_cache_mb << 20,
+      options.transcode_cache_mb << 20, options.gpu_priority);
   BATCHCAST_RETURN_IF_ERROR(source->Init());
   source->LogDeviceCache();
   return std::unique_ptr<Source>(std::move(source));

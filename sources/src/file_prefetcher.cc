@@ -2,6 +2,7 @@
 
 #include "core/src/catch_all.h"
 #include "core/src/logging.h"
+#include "core/src/thread_name.h"
 
 namespace batchcast {
 
@@ -14,7 +15,12 @@ Status FileBuffer::Read(SampleReader& reader, int64_t sample) {
 FilePrefetcher::FilePrefetcher(const ImageDataset& dataset, bool enabled, StageTimes* times,
                                size_t stage)
     : dataset_(dataset), times_(times), stage_(stage) {
-  if (enabled) thread_ = std::thread([this] { Loop(); });
+  if (enabled) {
+    thread_ = std::thread([this] {
+      SetThreadName("bc-readahead");
+      Loop();
+    });
+  }
 }
 
 FilePrefetcher::~FilePrefetcher() { Stop(); }

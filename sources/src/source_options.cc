@@ -15,6 +15,8 @@ constexpr EnumNames<DecodeMode, 3> kDecodeNames{
     {{{DecodeMode::kAuto, "auto"}, {DecodeMode::kCpu, "cpu"}, {DecodeMode::kGpu, "gpu"}}}};
 constexpr EnumNames<ErrorPolicy, 2> kErrorPolicyNames{
     "on_error", {{{ErrorPolicy::kSkip, "skip"}, {ErrorPolicy::kFail, "fail"}}}};
+constexpr EnumNames<StreamPriority, 2> kStreamPriorityNames{
+    "gpu_priority", {{{StreamPriority::kNormal, "normal"}, {StreamPriority::kHigh, "high"}}}};
 }  // namespace
 
 Result<TransformKind> ParseTransformKind(std::string_view t) { return kTransformNames.Parse(t); }
@@ -25,6 +27,10 @@ Result<DecodeMode> ParseDecodeMode(std::string_view t) { return kDecodeNames.Par
 std::string_view DecodeModeName(DecodeMode m) { return kDecodeNames.Name(m); }
 Result<ErrorPolicy> ParseErrorPolicy(std::string_view t) { return kErrorPolicyNames.Parse(t); }
 std::string_view ErrorPolicyName(ErrorPolicy p) { return kErrorPolicyNames.Name(p); }
+Result<StreamPriority> ParseStreamPriority(std::string_view t) {
+  return kStreamPriorityNames.Parse(t);
+}
+std::string_view StreamPriorityName(StreamPriority p) { return kStreamPriorityNames.Name(p); }
 
 DType SourceOptions::output_dtype() const {
   if (dtype) return *dtype;

@@ -1,16 +1,23 @@
 #include "thread_pool.h"
 
 #include <atomic>
+#include <string>
 #include <utility>
 
 #include "batchcast/core/check.h"
 #include "core/src/catch_all.h"
+#include "core/src/thread_name.h"
 
 namespace batchcast {
 
 ThreadPool::ThreadPool(int threads) : threads_(threads) {
   BATCHCAST_CHECK(threads >= 1);
-  for (int w = 1; w < threads; ++w) helpers_.emplace_back([this, w] { Loop(w); });
+  for (int w = 1; w < threads; ++w) {
+    helpers_.emplace_back([this, w] {
+      SetThreadName("bc-pool-" + std::to_string(w));
+      Loop(w);
+    });
+  }
 }
 
 ThreadPool::~ThreadPool() {

@@ -135,5 +135,34 @@ TEST_F(GpuEngine, LeaseOutlivesBatchUntilQueuedKernelsComplete) {
   EXPECT_EQ(st["slots"]["leased"].get<int>(), 0) << st.dump();
 }
 
+// Note [Server stream priority]: a high-priority stream gets the device's
+// greatest priority (CUDA: lower numbers are higher), a normal one the default.
+TEST_F(GpuEngine, HighPriorityStreamHasTheGreatestPriority) {
+  auto normal = cuda::Stream::Create(0);
+  auto high = cuda::Stream::Create(0, StreamPriority::kHigh);
+  ASSERT_TRUE(normal.ok() && high.ok()) << high.status().ToString();
+  auto p_normal = normal->Priority();
+  auto p_high = high->Priority();
+  ASSERT_TRUE(p_normal.ok() && p_high.ok()) << p_high.status().ToString();
+  EXPECT_EQ(*p_normal, 0);
+  EXPECT_LT(*p_high, *p_normal) << "an H100 offers priorities below 0";
+}
+
+// A server whose GPU work runs on high-priority streams (--gpu-priority high)
+// serves the same samples: every batch of a consumer matches the formula.
+TEST_F(GpuEngine, HighPriorityServerServesTheFormula) {
+  const std::string name = UniqueName("gprio");
+  auto server = ring_.StartServer(name, {"--synthetic", "1000", "--size", "32", "--batch-size",
+                                         "16", "--window", "4", "--gpu-priority", "high"});
+  auto consumer = ring_.Connect(name, 24, JoinPolicy::kImmediate);
+  ASSERT_TRUE(consumer);
+  for (int i = 0; i < 30; ++i) {
+    auto b = consumer->Next();
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    if (b->end_of_epoch()) continue;
+    ASSERT_TRUE(ring_.BatchMatchesFormula(*b)) << "batch " << i;
+  }
+}
+
 }  // namespace
 }  // namespace batchcast

@@ -253,7 +253,8 @@ TEST_F(GpuImageTest, CpuAndGpuPathsAgree) {
 // Note [Split hardware batch]: with 2 or 3 nvJPEG calls per batch (odd
 // batch sizes: runs of unequal length) the same files decode into the same
 // places as with one, bit for bit, in both buffer sets, with the read-ahead
-// hints as the server gives them.
+// hints as the server gives them; with 2 calls also on high-priority side
+// streams (Note [Server stream priority]).
 TEST_F(GpuImageTest, SplitHardwareBatchGivesTheSamePixels) {
   SourceOptions o = Options("train", "cuda:0", "uint8");
   auto one = MakeSource(o);
@@ -261,13 +262,16 @@ TEST_F(GpuImageTest, SplitHardwareBatchGivesTheSamePixels) {
   const int64_t count = static_cast<int64_t>((*one)->size());
   const Output a = RunSource(**one, 5, count, 27, Hints::kRight);
   EXPECT_GT(a.counters.value("gpu_decoded", 0), count / 2);
-  for (int calls : {2, 3}) {
+  for (int calls : {2, 3, -2}) {
     SCOPED_TRACE(calls);
-    o.nvjpeg_calls = calls;
+    o.nvjpeg_calls = std::abs(calls);
+    o.gpu_priority = calls < 0 ? StreamPriority::kHigh : StreamPriority::kNormal;
     auto split = MakeSource(o);
     ASSERT_TRUE(split.ok()) << split.status().ToString();
-    EXPECT_NE((*split)->description().find(std::to_string(calls) + " calls per batch"),
+    EXPECT_NE((*split)->description().find(std::to_string(o.nvjpeg_calls) + " calls per batch"),
               std::string::npos)
+        << (*split)->description();
+    EXPECT_EQ((*split)->description().find("high-priority streams") != std::string::npos, calls < 0)
         << (*split)->description();
     const Output b = RunSource(**split, 5, count, 27, Hints::kRight);
     EXPECT_EQ(a.indices, b.indices);

@@ -25,7 +25,7 @@ SCRIPT = os.path.join(BENCH, "gpu_producer.py")
 def test_smoke_run_reports_rate_stages_and_wait(tmp_path):
     env = dict(os.environ, BATCHCAST_BUILD_DIR=H.BUILD)
     r = subprocess.run([sys.executable, SCRIPT, "--smoke", "--out", str(tmp_path / "out"),
-                        "--data", str(tmp_path / "data")],
+                        "--data", str(tmp_path / "data"), "--in-process", "normal"],
                        env=env, capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stdout + r.stderr
     with open(tmp_path / "out" / "gpu_producer.json") as f:
@@ -39,6 +39,39 @@ def test_smoke_run_reports_rate_stages_and_wait(tmp_path):
     assert read["stage_threads"]["decode_augment"] == 1
     assert 0 <= read["consumer_wait_share"] <= 1.5, read
     assert "device cache: OFF" in r.stdout and "server -> one Loader" in r.stdout, r.stdout
+    # --in-process: the same server run by batchcast.Server in the benchmark's
+    # process; its CPU is that of its own threads (named bc-*), not the
+    # process's.
+    inproc = result["in_process"]["normal"]["read"]
+    assert inproc["images_per_s"] > 0
+    assert 0 < inproc["server_cores"] < 8, inproc
+    assert inproc["stage_share"]["decode_augment"] > 0
+    assert "in the trainer's process (batchcast.Server, one CUDA context)" in r.stdout, r.stdout
+
+
+def test_in_process_takes_only_the_gpu_priorities(tmp_path):
+    r = subprocess.run([sys.executable, SCRIPT, "--smoke", "--out", str(tmp_path / "out"),
+                        "--in-process", "normal,urgent"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "--in-process takes normal and/or high, got 'urgent'" in r.stderr
+
+
+def test_summary_gives_the_in_process_runs():
+    import gpu_producer
+
+    text = gpu_producer.summary({
+        "args": {"train_batch": 128}, "decode_only": {"images_per_s": 20000.0},
+        "in_process": {"high": {
+            "read": {"images_per_s": 19000.0, "server_cores": 1.5,
+                     "stage_share": {"hw_decode": 0.9}, "stage_threads": {}},
+            "pairs": [[100.0, 95.0], [100.0, 97.0], [100.0, 90.0]], "synthetic": 100.0,
+            "fed": 95.0, "ratio": 0.95,
+            "server": {"trainer_wait_share": 0.1, "server_cores": 1.2,
+                       "server_images_per_s": 9000.0, "stage_share": {"hw_decode": 0.5}}}}})
+    assert "--gpu-priority high:" in text, text
+    assert "server -> one Loader: 19,000 img/s = 0.95 of decode-only" in text, text
+    assert "fed / synthetic = 0.95, the median of 3 pairs: 0.95, 0.97, 0.90" in text, text
+    assert "Next() waited 10% of the time; server threads 1.20 cores" in text, text
 
 
 def test_issue9_diagnosis_programs_check_their_arguments(tmp_path):
@@ -69,6 +102,14 @@ def test_repeated_trainer_windows_give_the_median_ratio(tmp_path):
                                  "train_pairs": pairs})
     assert "fed / synthetic = 0.90" in text, text
     assert "the median of 3 pairs: 0.50, 1.00, 0.90" in text, text
+    # --handoff with --repeat: its own pairs, its own median ratio.
+    text = gpu_producer.summary({"args": {"train_batch": 128}, "train_synthetic": 100.0,
+                                 "train_fed": 90.0, "train_fed_ratio": 0.9,
+                                 "train_fed_synthetic_server": 97.0, "train_handoff_ratio": 0.97,
+                                 "train_handoff_pairs": [[100.0, 97.0], [100.0, 99.0],
+                                                         [110.0, 99.0]]})
+    assert ("hand-off only, no decoding): 97 img/s = 0.97, the median of 3 pairs with "
+            "synthetic: 0.97, 0.99, 0.90") in text, text
 
 
 def test_summary_says_where_the_reference_decoder_read_its_files():
@@ -206,13 +247,12 @@ def test_gpu_pipeline_bench_refuses_unknown_decoder_settings(tmp_path):
 
 def test_issue9_gpu_run_names_its_parts(tmp_path):
     # A part it does not know is refused before anything is built, naming
-    # the parts it has (mps: the fed trainer under MPS with one and two
-    # nvJPEG calls per batch, for the next GPU call).
+    # the parts it has (inproc: the server in the trainer's process).
     script = os.path.join(BENCH, "issue9_gpu_run.sh")
     r = subprocess.run(["bash", script, str(tmp_path / "b"), str(tmp_path / "out"), "bogus"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r.stdout + r.stderr
-    assert "diagnosis, colocate, coupling, trace, loop or mps" in r.stderr, r.stderr
+    assert "one of: diagnosis colocate coupling trace loop mps inproc" in r.stderr, r.stderr
     assert not (tmp_path / "b").exists()
 
 

@@ -280,6 +280,30 @@ def test_lease_ends_when_the_last_tensor_is_freed(server):
     next(stream)  # and the stream goes on
 
 
+def _thread_names():
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:  # the thread ended meanwhile
+            pass
+    return names
+
+
+def test_in_process_server_threads_are_named():
+    # top -H / ps -L show which threads of a trainer's process are the
+    # server's (core/src/thread_name.h); gpu_producer.py --in-process counts
+    # their CPU by these names.
+    with batchcast.Server(synthetic=300, size=8, batch_size=32, window=4, workers=2,
+                          name=H.unique_name("names")) as srv:
+        loader = batchcast.Loader(srv.endpoint, batch_size=32)
+        next(iter(loader))
+        names = _thread_names()
+        loader.close()
+    assert {"bc-control", "bc-producer", "bc-flush"} <= set(names), names
+
+
 def test_in_process_server_context_manager():
     name = H.unique_name("ctx")
     with batchcast.Server(synthetic=300, size=8, batch_size=32, window=4, name=name) as srv:

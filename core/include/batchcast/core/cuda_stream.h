@@ -16,6 +16,17 @@
 
 namespace batchcast {
 
+// The scheduling priority of a stream's kernels (cudaStreamCreateWithPriority).
+// It orders work of one CUDA context only: the kernels of a server's
+// high-priority streams go before a trainer's kernels when both run in one
+// process (an in-process batchcast.Server), and may preempt them; between
+// processes without MPS the GPU time-slices whole contexts and priorities
+// do not apply (Note [Server stream priority]).
+enum class StreamPriority : uint8_t {
+  kNormal = 0,  // CUDA's default priority
+  kHigh = 1,    // the greatest priority the device offers
+};
+
 class CudaStreamRef {
  public:
   constexpr CudaStreamRef() = default;

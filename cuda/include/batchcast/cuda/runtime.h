@@ -141,13 +141,16 @@ struct IpcMappingTraits {
 
 }  // namespace internal
 
-// A non-blocking stream (cudaStreamNonBlocking) on one device.
+// A non-blocking stream (cudaStreamNonBlocking) on one device, at CUDA's
+// default priority or the device's greatest (StreamPriority::kHigh).
 class Stream {
  public:
-  static Result<Stream> Create(int device);
+  static Result<Stream> Create(int device, StreamPriority priority = StreamPriority::kNormal);
   Stream() = default;
   CudaStreamRef ref() const { return CudaStreamRef(handle_->stream); }
   int device() const { return handle_->device; }
+  // cudaStreamGetPriority: lower numbers are higher priorities, 0 the default.
+  Result<int> Priority() const;
   Status Synchronize() const;
 
  private:

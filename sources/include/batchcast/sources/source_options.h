@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "batchcast/core/cuda_stream.h"
 #include "batchcast/core/dtype.h"
 #include "batchcast/core/field_spec.h"
 #include "batchcast/core/status.h"
@@ -50,6 +51,10 @@ enum class ErrorPolicy : uint8_t {
 Result<ErrorPolicy> ParseErrorPolicy(std::string_view text);
 std::string_view ErrorPolicyName(ErrorPolicy policy);
 
+// --gpu-priority: normal | high (StreamPriority, batchcast/core/cuda_stream.h).
+Result<StreamPriority> ParseStreamPriority(std::string_view text);
+std::string_view StreamPriorityName(StreamPriority priority);
+
 struct SourceOptions {
   // A dataset path (ImageFolder directory or .tsv list), or synthetic > 0.
   std::string data;
@@ -87,6 +92,9 @@ struct SourceOptions {
   // run at once, each with its own decoder, stream and thread (Note [Split
   // hardware batch]); 1..4.
   int nvjpeg_calls = 1;
+  // A device ring: the priority of every stream the server's GPU work runs on
+  // (decode, augment, copies into the ring; Note [Server stream priority]).
+  StreamPriority gpu_priority = StreamPriority::kNormal;
   // Tar shards: samples of the shuffle buffer that mixes the shards' streams
   // (core/src/sampler.h); the source holds at most about this many encoded
   // samples plus one batch in memory (Note [Shard reads]). 0 or 1: no mixing.
