@@ -50,7 +50,8 @@ On the GPU host (about 5 minutes on an H100; everything in one run):
      between the server's decode and the trainer), at each --gpu-priority P
      (Note [Server stream priority]): the Loader's rate (as in 3) and the
      fed trainer's pairs (as in 4); the server's CPU is that of its own
-     threads (named bc-*). --gpu-priority sets the server process's of 3-4.
+     threads (named bc-*). --gpu-priority sets the server process's of 3-4;
+     --in-process-only skips 3-4.
 
 --no-reference skips steps 2 and the Loader's rate of steps 3 and 6 (a
 diagnosis run: the trainer's rates only).
@@ -562,6 +563,8 @@ def parse_args(argv=None):
     p.add_argument("--paced", action="store_true",
                    help="also: ResNet-18 on synthetic data beside a decode-only and a FillBatch "
                         "process paced at the fed rate (the server's GPU work, no hand-off)")
+    p.add_argument("--in-process-only", action="store_true",
+                   help="only the --in-process runs: no server process (steps 3-4)")
     p.add_argument("--no-reference", action="store_true",
                    help="skip the decode-only reference and the Loader's rate (trainer rates only)")
     p.add_argument("--repeat", type=int, default=1,
@@ -573,6 +576,10 @@ def parse_args(argv=None):
     if args.repeat < 1:
         p.error("--repeat must be at least 1")
     args.in_process = [x for x in args.in_process.split(",") if x]
+    if args.in_process_only and not args.in_process:
+        p.error("--in-process-only needs --in-process")
+    if args.in_process_only and (args.paced or args.handoff):
+        p.error("--paced and --handoff compare with the server process: not with --in-process-only")
     for x in args.in_process:
         if x not in ("normal", "high"):
             p.error(f"--in-process takes normal and/or high, got {x!r}")
@@ -604,17 +611,8 @@ def main(argv=None):
             mps.stop()
 
 
-def run(args, build, data, t_start):
-    make_dataset(args, data)
-    result = {"args": vars(args), "data": data, "device_cache": False,
-              "dataset_bytes": warm_page_cache(data)}
-    if not args.smoke:
-        import torch
-
-        result["device"] = torch.cuda.get_device_name(0)
-        if not args.no_reference:
-            result["decode_only"] = decode_only(build, data, args)
-    name = f"gpuprod-{os.getpid()}"
+def process_server(args, build, data, name, result):
+    """Steps 3-4: the server process, one Loader's rate, the fed trainer's pairs."""
     server = ServerProc(build, data, name, args, os.path.join(args.out, "server.log"))
     try:
         if args.smoke or not args.no_reference:
@@ -635,6 +633,21 @@ def run(args, build, data, t_start):
                            "train_fed": fed["fed"], "train_fed_ratio": fed["ratio"]})
     finally:
         server.stop()
+
+
+def run(args, build, data, t_start):
+    make_dataset(args, data)
+    result = {"args": vars(args), "data": data, "device_cache": False,
+              "dataset_bytes": warm_page_cache(data)}
+    if not args.smoke:
+        import torch
+
+        result["device"] = torch.cuda.get_device_name(0)
+        if not args.no_reference:
+            result["decode_only"] = decode_only(build, data, args)
+    name = f"gpuprod-{os.getpid()}"
+    if not args.in_process_only:
+        process_server(args, build, data, name, result)
     for priority in args.in_process:
         # The same server in the trainer's own process (one CUDA context).
         inproc = InProcServer(data, f"{name}-inproc-{priority}", args, priority)

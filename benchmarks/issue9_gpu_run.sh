@@ -36,11 +36,13 @@
 #   windows each: 8 s windows spread 0.77-1.01, 12 s ones 0.91-0.94
 #   (RESULTS.md, "The pinned copy moves to the read-ahead thread"), where
 #   the server is behind the trainer a third of the time.
-# inproc (about 6 minutes): gpu_producer.py with --in-process normal,high:
-#   the fed trainer with the server in its own process (one CUDA context,
-#   no time slicing between the server's decode and the trainer), at both
-#   --gpu-priority values, beside the usual server process; three
-#   alternating pairs of 8 s windows each (Note [Server stream priority]).
+# inproc (about 8 minutes): the fed trainer with the server in its own
+#   process (gpu_producer.py --in-process: one CUDA context, no time slicing
+#   between the server's decode and the trainer) beside the usual server
+#   process, four alternating pairs of 10 s windows each; then in-process
+#   only with --nvjpeg-calls 2. (The first call of this part compared
+#   --gpu-priority normal and high: RESULTS.md, "The server in the
+#   trainer's process"; BC_INPROC_PRIORITIES=normal,high does it again.)
 set -u
 PARTS="diagnosis colocate coupling trace loop mps inproc"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -137,8 +139,11 @@ elif [ "$PART" = loop ]; then
   traced decode "decode-only, input pinned" --modes decode --seconds 4 --nvjpeg-input pinned
   traced fill "FillBatch, 4 fallback threads" --modes fill --seconds 4 --workers 4
 elif [ "$PART" = inproc ]; then
-  step 420 python3 benchmarks/gpu_producer.py --out "$W/inproc" --data $DATA --workers 4 \
-    --warmup 3 --measure 8 --repeat 3 --in-process normal,high
+  step 330 python3 benchmarks/gpu_producer.py --out "$W/inproc" --data $DATA --workers 4 \
+    --warmup 3 --measure 10 --repeat 4 --in-process "${BC_INPROC_PRIORITIES:-normal}"
+  step 170 python3 benchmarks/gpu_producer.py --out "$W/inproc_calls2" --data $DATA --workers 4 \
+    --warmup 3 --measure 10 --repeat 4 --in-process normal --in-process-only --no-reference \
+    --nvjpeg-calls 2
 elif [ "$PART" = mps ]; then
   for k in 1 2; do
     step 240 python3 benchmarks/gpu_producer.py --out "$W/mps_calls$k" --data $DATA --workers 4 \

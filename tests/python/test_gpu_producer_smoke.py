@@ -54,6 +54,9 @@ def test_in_process_takes_only_the_gpu_priorities(tmp_path):
                         "--in-process", "normal,urgent"], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 2 and "--in-process takes normal and/or high, got 'urgent'" in r.stderr
+    r = subprocess.run([sys.executable, SCRIPT, "--smoke", "--out", str(tmp_path / "out"),
+                        "--in-process-only"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--in-process-only needs --in-process" in r.stderr, r.stderr
 
 
 def test_summary_gives_the_in_process_runs():
