@@ -100,6 +100,25 @@ def make_dataset(args, data):
     subprocess.run(cmd, check=True, timeout=300)
 
 
+def server_options(args, priority, synthetic=False):
+    """The benchmark's server as batchcast.Server options (ServerProc passes
+    them as serve flags, InProcServer as keywords): the image dataset on
+    cuda:0 with GPU decode, train `args.size` float16, the device cache off,
+    --gpu-priority `priority`; or with `synthetic` the hand-off alone (no
+    decoding, no kernels of the server's: its samples are copied into the
+    ring). The smoke run's ring is on the CPU."""
+    opts = dict(batch_size=args.server_batch, window=args.window, size=args.size,
+                device="cpu" if args.smoke else "cuda:0")
+    if synthetic:
+        opts["synthetic"] = 100000
+        return opts
+    opts.update(dtype="float16", transform="train", workers=args.workers)
+    if not args.smoke:
+        opts.update(decode="gpu", device_cache_mb=0, transcode_cache_mb=args.transcode_cache_mb,
+                    nvjpeg_calls=args.nvjpeg_calls, gpu_priority=priority)
+    return opts
+
+
 class ServerProc:
     """A batchcast-server process serving `data` (stopped by stop())."""
 
@@ -109,24 +128,9 @@ class ServerProc:
         self.batchcast = batchcast
         self.name = name
         cmd = [os.path.join(build, "tools", "batchcast-server"), "serve", "--name", name,
-               "--batch-size", str(args.server_batch), "--window", str(args.window), "--size",
-               str(args.size),
-               "--status-interval", "0"]
-        if synthetic:
-            # The hand-off alone: no decoding, no kernels of the server's (its
-            # samples are copied into the ring).
-            cmd += ["--synthetic", "100000"]
-        else:
-            cmd += [data, "--dtype", "float16", "--transform", "train", "--workers",
-                    str(args.workers)]
-        if args.smoke:
-            cmd += ["--device", "cpu"]
-        elif synthetic:
-            cmd += ["--device", "cuda:0"]
-        else:
-            cmd += ["--device", "cuda:0", "--decode", "gpu", "--device-cache-mb", "0",
-                    "--transcode-cache-mb", str(args.transcode_cache_mb),
-                    "--nvjpeg-calls", str(args.nvjpeg_calls), "--gpu-priority", args.gpu_priority]
+               "--status-interval", "0"] + ([] if synthetic else [data])
+        for key, value in server_options(args, args.gpu_priority, synthetic).items():
+            cmd += ["--" + key.replace("_", "-"), str(value)]
         cmd += list(extra)  # more serve options
         # BC_SERVER_PREFIX (e.g. "env CUDA_INJECTION64_PATH=/tmp/libcupti_trace.so
         # BC_CUPTI_DIR=OUT", benchmarks/cupti_trace.cc) is put before the command.
@@ -191,15 +195,7 @@ class InProcServer:
         import batchcast
 
         self.name = name
-        opts = dict(name=name, batch_size=args.server_batch, window=args.window, size=args.size,
-                    dtype="float16", transform="train", workers=args.workers)
-        if args.smoke:
-            opts["device"] = "cpu"
-        else:
-            opts.update(device="cuda:0", decode="gpu", device_cache_mb=0,
-                        transcode_cache_mb=args.transcode_cache_mb,
-                        nvjpeg_calls=args.nvjpeg_calls, gpu_priority=priority)
-        self.server = batchcast.Server(data, **opts)
+        self.server = batchcast.Server(data, name=name, **server_options(args, priority))
 
     def stats(self):
         return self.server.stats()

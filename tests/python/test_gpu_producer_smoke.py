@@ -273,3 +273,23 @@ def test_decoder_interference_refuses_bad_settings(tmp_path):
                            capture_output=True, text=True, timeout=60, env=env)
         assert r.returncode == 2, (extra, r.stdout + r.stderr)
         assert msg in r.stderr, r.stderr
+
+
+def test_server_process_and_in_process_server_get_the_same_options():
+    # One option set for both (server_options): the GPU image server with the
+    # device cache off and the --gpu-priority asked for; the hand-off server
+    # only synthetic samples on the ring's device.
+    import gpu_producer
+
+    args = gpu_producer.parse_args(["--out", "x", "--workers", "4", "--nvjpeg-calls", "2"])
+    opts = gpu_producer.server_options(args, "high")
+    assert opts == {"batch_size": 256, "window": 8, "size": 224, "device": "cuda:0",
+                    "dtype": "float16", "transform": "train", "workers": 4, "decode": "gpu",
+                    "device_cache_mb": 0, "transcode_cache_mb": 1024, "nvjpeg_calls": 2,
+                    "gpu_priority": "high"}, opts
+    assert gpu_producer.server_options(args, "high", synthetic=True) == {
+        "batch_size": 256, "window": 8, "size": 224, "device": "cuda:0", "synthetic": 100000}
+    # Every key is an option of batchcast.Server and of `batchcast-server serve`.
+    from batchcast._server import SERVER_OPTIONS
+
+    assert set(opts) | {"synthetic"} <= SERVER_OPTIONS
