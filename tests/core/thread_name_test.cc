@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <string>
+#include <string_view>
 #include <thread>
 
 namespace batchcast {
@@ -19,26 +20,25 @@ std::string OwnComm() {
   return name;
 }
 
-TEST(ThreadName, NamesTheCallingThreadOnly) {
-  const std::string before = OwnComm();
+// The name a new thread has after SetThreadName(name).
+std::string NameInNewThread(std::string_view name) {
   std::string seen;
   std::thread t([&] {
-    SetThreadName("bc-test");
+    SetThreadName(name);
     seen = OwnComm();
   });
   t.join();
-  EXPECT_EQ(seen, "bc-test");
+  return seen;
+}
+
+TEST(ThreadName, NamesTheCallingThreadOnly) {
+  const std::string before = OwnComm();
+  EXPECT_EQ(NameInNewThread("bc-test"), "bc-test");
   EXPECT_EQ(OwnComm(), before);
 }
 
 TEST(ThreadName, LongNamesAreCutToFifteenCharacters) {
-  std::string seen;
-  std::thread t([&] {
-    SetThreadName("bc-a-name-much-longer-than-linux-keeps");
-    seen = OwnComm();
-  });
-  t.join();
-  EXPECT_EQ(seen, "bc-a-name-much-");
+  EXPECT_EQ(NameInNewThread("bc-a-name-much-longer-than-linux-keeps"), "bc-a-name-much-");
 }
 
 }  // namespace
