@@ -16,10 +16,13 @@
 // fed_coupling.py), then python3 benchmarks/cupti_stats.py DIR/cupti_PID.txt.
 //
 // Lines (times in ns of CUPTI's clock):
-//   K start end queued submitted stream name   a kernel
-//   M start end bytes stream copy_kind         a copy
-//   S start end bytes stream                   a memset
-//   R|D start end thread name                  a runtime | driver API call
+//   K start end queued submitted stream corr name   a kernel
+//   M start end bytes stream copy_kind corr         a copy
+//   S start end bytes stream corr                   a memset
+//   R|D start end thread corr name                  a runtime | driver API call
+//   T thread name                                   a thread's name, once
+// `thread` is the system thread id (gettid); `corr` links a kernel or copy
+// to the API call that launched it, and so to its thread.
 // Records are flushed every 500 ms and at exit (a process killed with SIGKILL
 // loses its last half second). A measuring tool, not part of the library.
 #include <cupti.h>
@@ -27,13 +30,26 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
+#include <set>
 #include <string>
 
 namespace {
 
 FILE* g_out = nullptr;
 std::mutex g_mu;
+std::set<uint32_t> g_named;  // threads whose T line is written; guarded by g_mu
+
+// Writes a thread's name (its /proc comm, e.g. bc-producer) the first time it
+// makes a call. REQUIRES: g_mu held.
+void NameThread(uint32_t tid) {
+  if (!g_named.insert(tid).second) return;
+  std::ifstream comm("/proc/self/task/" + std::to_string(tid) + "/comm");
+  std::string name;
+  if (!std::getline(comm, name) || name.empty()) name = "?";
+  fprintf(g_out, "T %u %s\n", tid, name.c_str());
+}
 
 void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *size = 8 << 20;
@@ -47,9 +63,10 @@ void WriteApi(const CUpti_Activity* rec) {
   const char* name = nullptr;
   cuptiGetCallbackName(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, a->cbid,
                        &name);
-  fprintf(g_out, "%c %llu %llu %u %s\n", runtime ? 'R' : 'D',
+  NameThread(a->threadId);
+  fprintf(g_out, "%c %llu %llu %u %u %s\n", runtime ? 'R' : 'D',
           static_cast<unsigned long long>(a->start), static_cast<unsigned long long>(a->end),
-          a->threadId, name ? name : "?");
+          a->threadId, a->correlationId, name ? name : "?");
 }
 
 void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
@@ -59,24 +76,25 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
     switch (rec->kind) {
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
-        fprintf(g_out, "K %llu %llu %llu %llu %u %s\n", static_cast<unsigned long long>(k->start),
-                static_cast<unsigned long long>(k->end), static_cast<unsigned long long>(k->queued),
-                static_cast<unsigned long long>(k->submitted), k->streamId,
+        fprintf(g_out, "K %llu %llu %llu %llu %u %u %s\n",
+                static_cast<unsigned long long>(k->start), static_cast<unsigned long long>(k->end),
+                static_cast<unsigned long long>(k->queued),
+                static_cast<unsigned long long>(k->submitted), k->streamId, k->correlationId,
                 k->name ? k->name : "?");
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
-        fprintf(g_out, "M %llu %llu %llu %u %u\n", static_cast<unsigned long long>(m->start),
+        fprintf(g_out, "M %llu %llu %llu %u %u %u\n", static_cast<unsigned long long>(m->start),
                 static_cast<unsigned long long>(m->end), static_cast<unsigned long long>(m->bytes),
-                m->streamId, static_cast<unsigned>(m->copyKind));
+                m->streamId, static_cast<unsigned>(m->copyKind), m->correlationId);
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
-        fprintf(g_out, "S %llu %llu %llu %u\n", static_cast<unsigned long long>(m->start),
+        fprintf(g_out, "S %llu %llu %llu %u %u\n", static_cast<unsigned long long>(m->start),
                 static_cast<unsigned long long>(m->end), static_cast<unsigned long long>(m->bytes),
-                m->streamId);
+                m->streamId, m->correlationId);
         break;
       }
       case CUPTI_ACTIVITY_KIND_RUNTIME:
@@ -105,6 +123,7 @@ extern "C" int InitializeInjection() {
       std::string(dir ? dir : "/tmp") + "/cupti_" + std::to_string(getpid()) + ".txt";
   g_out = fopen(path.c_str(), "w");
   if (g_out == nullptr) return 0;
+  cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
   cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted);
   cuptiActivityEnableLatencyTimestamps(1);
   for (CUpti_ActivityKind kind :

@@ -43,8 +43,17 @@
 #   only with --nvjpeg-calls 2. (The first call of this part compared
 #   --gpu-priority normal and high: RESULTS.md, "The server in the
 #   trainer's process"; BC_INPROC_PRIORITIES=normal,high does it again.)
+# inproc_trace (about 7 minutes): where the fed trainer's and the server's
+#   time goes when the server runs in the trainer's process, and, for
+#   comparison, from its own process: each whole process traced by
+#   benchmarks/cupti_trace.cc, one synthetic and one fed window each;
+#   OUT/cupti_threads.txt gets cupti_stats.py --threads of every trace (per
+#   thread: its calls, and how long the kernels it launched waited to start),
+#   OUT/inproc_slice.txt.gz one second of the in-process fed window, raw.
+#   Then, untraced, in process with CUDA_DEVICE_MAX_CONNECTIONS=32 beside
+#   the default (8), three pairs each.
 set -u
-PARTS="diagnosis colocate coupling trace loop mps inproc"
+PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:?build dir}
 OUT=${2:?out dir}
@@ -144,6 +153,34 @@ elif [ "$PART" = inproc ]; then
   step 170 python3 benchmarks/gpu_producer.py --out "$W/inproc_calls2" --data $DATA --workers 4 \
     --warmup 3 --measure 10 --repeat 4 --in-process normal --in-process-only --no-reference \
     --nvjpeg-calls 2
+elif [ "$PART" = inproc_trace ]; then
+  build_tracer || exit 1
+  for where in inproc process; do
+    mkdir -p "$W/cupti_$where"
+    if [ $where = inproc ]; then flags="--in-process normal --in-process-only"; else flags=""; fi
+    CUDA_INJECTION64_PATH=/tmp/libcupti_trace.so BC_CUPTI_DIR="$W/cupti_$where" \
+      step 150 python3 benchmarks/gpu_producer.py --out "$W/traced_$where" --data $DATA \
+      --workers 4 --no-reference --warmup 3 --measure 6 --repeat 1 $flags
+    for t in "$W/cupti_$where"/cupti_*.txt; do
+      [ -f "$t" ] || continue
+      { echo "== $where: $(basename "$t") ($(wc -l <"$t") lines)"
+        python3 benchmarks/cupti_stats.py "$t" --threads --bin 2 --top 4; } \
+        >>"$OUT/cupti_threads.txt" 2>&1
+    done
+  done
+  # The trainer's trace (the biggest) of the in-process run: one second,
+  # 3 s before its last record (inside the fed window), raw.
+  t=$(ls -S "$W"/cupti_inproc/cupti_*.txt 2>/dev/null | head -1)
+  if [ -n "$t" ]; then
+    last=$(awk '$1 ~ /^[KMSRD]$/ && $2 > m {m = $2} END {printf "%.0f", m}' "$t")
+    awk -v a=$((last - 4000000000)) -v b=$((last - 3000000000)) \
+      '$1 == "T" || ($1 ~ /^[KMSRD]$/ && $2 >= a && $2 < b)' "$t" | gzip >"$OUT/inproc_slice.txt.gz"
+  fi
+  for c in 8 32; do
+    CUDA_DEVICE_MAX_CONNECTIONS=$c step 150 python3 benchmarks/gpu_producer.py \
+      --out "$W/inproc_conn$c" --data $DATA --workers 4 --no-reference --warmup 3 --measure 8 \
+      --repeat 3 --in-process normal --in-process-only
+  done
 elif [ "$PART" = mps ]; then
   for k in 1 2; do
     step 240 python3 benchmarks/gpu_producer.py --out "$W/mps_calls$k" --data $DATA --workers 4 \

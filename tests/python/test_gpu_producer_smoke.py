@@ -213,24 +213,45 @@ def test_cupti_stats_summarizes_a_trace(tmp_path):
     s = 1_000_000_000
     trace = tmp_path / "cupti_1.txt"
     trace.write_text("\n".join([
-        f"K {s} {s + 3000} {s - 500} {s - 1000} 7 nvjpeg::rgba2rgb kernel",
-        f"M {s + 1000} {s + 5000} 42000 7 1",
-        f"R {s} {s + 300000} 12 cudaEventSynchronize_v3020",
-        f"R {s + 400000} {s + 500000} 12 cudaEventSynchronize_v3020",
+        "T 12 bc-producer",
+        "T 13 python3",
+        f"K {s} {s + 3000} {s - 500} {s - 1000} 7 100 nvjpeg::rgba2rgb kernel",
+        f"M {s + 1000} {s + 5000} 42000 7 1 101",
+        f"R {s - 2000} {s - 1500} 12 100 cudaLaunchKernel_v7000",
+        f"R {s - 1400} {s - 1300} 12 101 cudaMemcpyAsync_v3020",
+        f"R {s} {s + 300000} 12 102 cudaEventSynchronize_v3020",
+        f"R {s + 400000} {s + 500000} 12 103 cudaEventSynchronize_v3020",
+        f"K {s + 10000} {s + 90000} 0 {s + 2000} 9 104 conv",
+        f"R {s + 1000} {s + 2000} 13 104 cudaLaunchKernel_v7000",
         "garbage line",
-        f"K {2 * s} {2 * s + 200000} 0 0 7 augment",
+        f"K {2 * s} {2 * s + 200000} 0 0 7 105 augment",
         "",
     ]))
-    lines = cupti_stats.summarize(cupti_stats.read(str(trace)))
+    records, names = cupti_stats.read(str(trace))
+    assert names == {"12": "bc-producer", "13": "python3"}
+    lines = cupti_stats.summarize(records)
     assert len(lines) == 2, lines
     assert "copies x1 0 ms 0 MB" in lines[0], lines[0]
     assert "nvjpeg::rgba2rgb kernel x1 3 us (wait 1 us)" in lines[0], lines[0]
     assert "cudaEventSynchronize_v3020 x2 0 ms (200 us)" in lines[0], lines[0]
     assert "augment x1 200 us" in lines[1] and "gpu 0 ms" in lines[1], lines[1]
     assert cupti_stats.covered([(0, 10), (5, 20), (30, 40)]) == 30
+    # Per thread: each kernel and copy is charged to the thread whose call
+    # launched it (correlation id), with its wait from submission to start.
+    text = "\n".join(cupti_stats.by_thread(records, names, bin_s=1.0))
+    producer, trainer = text.index("bc-producer (12)"), text.index("python3 (13)")
+    assert producer < trainer, text  # the thread with the most API time first
+    assert "cudaEventSynchronize_v3020 x2 0 ms (200 us, p90 300 us)" in text, text
+    assert "stream 7 nvjpeg::rgba2rgb kernel x1 3 us (wait p50 1 us, p90 1 us)" in text, text
+    assert "stream 7 copy kind 1 x1 4 us" in text, text
+    assert "stream 9 conv x1 80 us (wait p50 8 us, p90 8 us)" in text[trainer:], text
+    assert "stream 9" not in text[producer:trainer], text
     r = subprocess.run([sys.executable, os.path.join(BENCH, "cupti_stats.py"),
                         str(trace), "--bin", "0"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--bin must be > 0" in r.stderr, r.stderr
+    r = subprocess.run([sys.executable, os.path.join(BENCH, "cupti_stats.py"), str(trace),
+                        "--threads"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "bc-producer (12)" in r.stdout, r.stdout + r.stderr
 
 
 def test_gpu_pipeline_bench_refuses_unknown_decoder_settings(tmp_path):
@@ -255,7 +276,7 @@ def test_issue9_gpu_run_names_its_parts(tmp_path):
     r = subprocess.run(["bash", script, str(tmp_path / "b"), str(tmp_path / "out"), "bogus"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r.stdout + r.stderr
-    assert "one of: diagnosis colocate coupling trace loop mps inproc" in r.stderr, r.stderr
+    assert "one of: diagnosis colocate coupling trace loop mps inproc inproc_trace" in r.stderr, r.stderr
     assert not (tmp_path / "b").exists()
 
 
