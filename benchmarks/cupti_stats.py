@@ -127,13 +127,15 @@ def by_thread(records, names, bin_s=2.0, top=4):
         return ["no records"]
     launcher = {}  # correlation id -> thread id
     for kind, _, _, f in records:
-        if kind in ("R", "D"):
+        if kind in ("R", "D") and len(f) > API_NAME:
             launcher[f[4]] = f[3]
     lines = []
     for b, recs in sorted(binned(records, bin_s).items()):
         apis = collections.defaultdict(lambda: collections.defaultdict(list))
         work = collections.defaultdict(lambda: collections.defaultdict(list))
         for kind, s, e, f in recs:
+            if len(f) <= (KERNEL_NAME if kind == "K" else 6 if kind == "M" else 5):
+                continue  # a line cut short (the trace of a killed process)
             if kind in ("R", "D"):
                 apis[f[3]][" ".join(f[API_NAME:])].append(e - s)
             elif kind == "K":

@@ -469,7 +469,8 @@ def in_process_lines(r, ref):
 
 
 def summary(r):
-    lines = [f"{r.get('device', 'cpu (smoke run)')}; device cache: OFF (--device-cache-mb 0)"]
+    lines = [f"{r.get('device', 'cpu (smoke run)')}; device cache: OFF (--device-cache-mb 0); "
+             f"CUDA hardware queues: {r.get('hardware_queues') or 'unset (8)'}"]
     rd = r.get("read")
     if rd:
         lines += [f"MPS: {rd.get('mps')} ({rd.get('mps_detail')})",
@@ -540,6 +541,10 @@ def parse_args(argv=None):
     p.add_argument("--window", type=int, default=8, help="the server's")
     p.add_argument("--loader-batch", type=int, default=256)
     p.add_argument("--train-batch", type=int, default=128)
+    p.add_argument("--hardware-queues", type=int, choices=range(1, 33), metavar="1..32",
+                   help="CUDA_DEVICE_MAX_CONNECTIONS for this process, the server and the "
+                   "decode-only reference (default: as batchcast sets it, 32 unless set; Note "
+                   "[Hardware queues])")
     p.add_argument("--mps", choices=("off", "on"), default="off",
                    help="on: start NVIDIA MPS (batchcast._mps) for the server and the trainer")
     p.add_argument("--transcode-cache-mb", type=int, default=1024,
@@ -593,6 +598,13 @@ def main(argv=None):
     data = args.data or os.path.join(
         "/tmp", f"bc_gpu_producer_{args.classes}x{args.per_class}")
     t_start = time.monotonic()
+    if args.hardware_queues:
+        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = str(args.hardware_queues)
+    # As a training script would, before any CUDA work (torch's included):
+    # batchcast then gives this process's context its queues (Note [Hardware
+    # queues]); the server processes inherit the variable.
+    import batchcast  # noqa: F401
+
     mps = None
     if args.mps == "on" and not args.smoke:
         # Before any CUDA work of this process and the server's (batchcast/_mps.py).
@@ -634,7 +646,8 @@ def process_server(args, build, data, name, result):
 def run(args, build, data, t_start):
     make_dataset(args, data)
     result = {"args": vars(args), "data": data, "device_cache": False,
-              "dataset_bytes": warm_page_cache(data)}
+              "dataset_bytes": warm_page_cache(data),
+              "hardware_queues": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS")}
     if not args.smoke:
         import torch
 

@@ -52,8 +52,13 @@
 #   OUT/inproc_slice.txt.gz one second of the in-process fed window, raw.
 #   Then, untraced, in process with CUDA_DEVICE_MAX_CONNECTIONS=32 beside
 #   the default (8), three pairs each.
+# queues (about 8 minutes): Note [Hardware queues]. gpu_producer.py whole
+#   (decode-only, server -> one Loader, the fed trainer from a server process
+#   and in process, three pairs each) with batchcast's 32 hardware queues,
+#   then the same with --hardware-queues 8 (CUDA's default). BC_QUEUES_MPS=on
+#   runs both under MPS instead, without the decode-only reference.
 set -u
-PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace"
+PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace queues"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:?build dir}
 OUT=${2:?out dir}
@@ -180,6 +185,14 @@ elif [ "$PART" = inproc_trace ]; then
     CUDA_DEVICE_MAX_CONNECTIONS=$c step 150 python3 benchmarks/gpu_producer.py \
       --out "$W/inproc_conn$c" --data $DATA --workers 4 --no-reference --warmup 3 --measure 8 \
       --repeat 3 --in-process normal --in-process-only
+  done
+elif [ "$PART" = queues ]; then
+  mps=${BC_QUEUES_MPS:-off}
+  extra=""
+  [ "$mps" = on ] && extra="--no-reference"
+  for q in 32 8; do
+    step 270 python3 benchmarks/gpu_producer.py --out "$W/queues$q" --data $DATA --workers 4 \
+      --warmup 3 --measure 8 --repeat 3 --in-process normal --hardware-queues $q --mps "$mps" $extra
   done
 elif [ "$PART" = mps ]; then
   for k in 1 2; do

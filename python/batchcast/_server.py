@@ -4,10 +4,11 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 import weakref
 from typing import Any, Dict, Optional, Sequence, Union
 
-from batchcast import _check, _core
+from batchcast import _check, _core, _queues
 from batchcast._read_only import ReadOnly
 
 #: Keyword arguments of batchcast.Server: the server's option table
@@ -115,6 +116,11 @@ class Server(_Serving):
     memory is removed) on :meth:`close`, on leaving the ``with`` block
     (including by KeyboardInterrupt), when the object is garbage-collected, or
     at interpreter exit.
+
+    On a GPU, in a process that trains too: import batchcast before any CUDA
+    work (it asks for 32 CUDA hardware queues, CUDA_DEVICE_MAX_CONNECTIONS),
+    or the server's decode waits behind the training kernels; a
+    RuntimeWarning says so when the process's CUDA context has fewer.
     """
 
     def __init__(
@@ -131,6 +137,10 @@ class Server(_Serving):
         elif data is not None:
             opts["data"] = _check.text("data", data, path=True)
         self._attach(_core.Server.start(opts))
+        if str(opts.get("device", "")).startswith("cuda"):
+            why = _queues.check_server_process()
+            if why is not None:
+                warnings.warn(why, RuntimeWarning, stacklevel=2)
 
     epoch_len = ReadOnly("_core.epoch_len", int)
 

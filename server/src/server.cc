@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "batchcast/cuda/hardware_queues.h"
 #include "batchcast/cuda/runtime.h"
 #include "batchcast/sources/make_source.h"
 #include "core/src/catch_all.h"
@@ -133,6 +134,18 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
       if (!mps) {
         mps = ProbeMps();  // mps_probe.h: a heuristic, said as such
         BC_LOG_INFO("MPS {} ({})", mps->name(), mps->reason);
+        // Note [Hardware queues]: what this process's context got, if it
+        // was created after the environment was read here.
+        const int queues = cuda::HardwareQueues();
+        if (queues < cuda::kMaxHardwareQueues) {
+          BC_LOG_WARN("CUDA hardware queues: {} (CUDA_DEVICE_MAX_CONNECTIONS); the server's "
+                      "streams share them, and in a trainer's process its decode waits behind "
+                      "the trainer's kernels: set CUDA_DEVICE_MAX_CONNECTIONS={} before CUDA "
+                      "starts",
+                      queues, cuda::kMaxHardwareQueues);
+        } else {
+          BC_LOG_INFO("CUDA hardware queues: {} (CUDA_DEVICE_MAX_CONNECTIONS)", queues);
+        }
       }
     }
     ring.scheduler = std::make_unique<Scheduler>(sc);

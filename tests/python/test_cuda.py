@@ -135,3 +135,30 @@ def test_train_resnet_example_runs_with_shared_on_cuda():
                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert r.returncode == 0, r.stdout + r.stderr
     assert "images/s" in r.stdout, r.stdout
+
+
+def test_in_process_gpu_server_warns_when_cuda_started_before_the_import():
+    # Note [Hardware queues]: `import batchcast` before CUDA starts gives the
+    # context 32 queues and the GPU Server says nothing; CUDA started first
+    # (the default 8 queues, shared with the trainer): one RuntimeWarning.
+    def warnings_of(cuda_first):
+        code = ("import os, warnings, torch\n"
+                + ("torch.zeros(1, device='cuda')\n" if cuda_first else "")
+                + "import batchcast\n"
+                "torch.zeros(1, device='cuda')\n"
+                "with warnings.catch_warnings(record=True) as w:\n"
+                "    warnings.simplefilter('always')\n"
+                f"    batchcast.Server(synthetic=100, size=8, device='cuda:0',\n"
+                f"                     name='{H.unique_name('queues')}').close()\n"
+                "print(sum('hardware queue' in str(x.message) for x in w))")
+        env = {k: v for k, v in os.environ.items() if k != "CUDA_DEVICE_MAX_CONNECTIONS"}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (H.PYDIR, env.get("PYTHONPATH")) if p)
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, timeout=120)
+        if r.returncode != 0 and "no CUDA support" in r.stderr:
+            pytest.skip("this build has no CUDA ring")
+        assert r.returncode == 0, r.stdout + r.stderr
+        return int(r.stdout.split()[-1])
+
+    assert warnings_of(cuda_first=False) == 0
+    assert warnings_of(cuda_first=True) == 1

@@ -39,6 +39,7 @@ def test_smoke_run_reports_rate_stages_and_wait(tmp_path):
     assert read["stage_threads"]["decode_augment"] == 1
     assert 0 <= read["consumer_wait_share"] <= 1.5, read
     assert "device cache: OFF" in r.stdout and "server -> one Loader" in r.stdout, r.stdout
+    assert "CUDA hardware queues: 32" in r.stdout, r.stdout  # Note [Hardware queues]
     # --in-process: the same server run by batchcast.Server in the benchmark's
     # process; its CPU is that of its own threads (named bc-*), not the
     # process's.
@@ -276,7 +277,7 @@ def test_issue9_gpu_run_names_its_parts(tmp_path):
     r = subprocess.run(["bash", script, str(tmp_path / "b"), str(tmp_path / "out"), "bogus"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r.stdout + r.stderr
-    assert "one of: diagnosis colocate coupling trace loop mps inproc inproc_trace" in r.stderr, r.stderr
+    assert "one of: diagnosis colocate coupling trace loop mps inproc inproc_trace queues" in r.stderr, r.stderr
     assert not (tmp_path / "b").exists()
 
 

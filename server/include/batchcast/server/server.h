@@ -13,6 +13,13 @@
 //
 // Thread-safety: all methods are thread-safe. Destroying the Server stops it.
 // Which thread does what: Note [Server threads] in server/src/server_impl.h.
+//
+// A GPU server in a process that runs CUDA work of its own (a C++ trainer):
+// give the process 32 CUDA hardware queues, CUDA_DEVICE_MAX_CONNECTIONS=32 in
+// its environment before its first CUDA call, or the server's decode waits
+// behind the trainer's kernels (Note [Hardware queues] in
+// cuda/include/batchcast/cuda/hardware_queues.h; batchcast-server and
+// `import batchcast` set it themselves). The server logs the number it sees.
 #pragma once
 
 #include <chrono>

@@ -1,0 +1,22 @@
+#include "batchcast/cuda/hardware_queues.h"
+
+#include <cstdlib>
+#include <string>
+
+namespace batchcast::cuda {
+
+void PreferManyHardwareQueues() {
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", std::to_string(kMaxHardwareQueues).c_str(),
+         /*overwrite=*/0);
+}
+
+int HardwareQueues() {
+  const char* value = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (value == nullptr || *value == '\0') return kDefaultHardwareQueues;
+  char* end = nullptr;
+  const long n = std::strtol(value, &end, 10);
+  if (*end != '\0' || n < 1 || n > kMaxHardwareQueues) return kDefaultHardwareQueues;
+  return static_cast<int>(n);
+}
+
+}  // namespace batchcast::cuda
