@@ -543,8 +543,8 @@ def parse_args(argv=None):
     p.add_argument("--train-batch", type=int, default=128)
     p.add_argument("--hardware-queues", type=int, choices=range(1, 33), metavar="1..32",
                    help="CUDA_DEVICE_MAX_CONNECTIONS for this process, the server and the "
-                   "decode-only reference (default: as batchcast sets it, 32 unless set; Note "
-                   "[Hardware queues])")
+                   "decode-only reference (default: CUDA's 8, or 32 with --in-process-only, "
+                   "as batchcast.Server sets it; Note [Hardware queues])")
     p.add_argument("--mps", choices=("off", "on"), default="off",
                    help="on: start NVIDIA MPS (batchcast._mps) for the server and the trainer")
     p.add_argument("--transcode-cache-mb", type=int, default=1024,
@@ -598,13 +598,15 @@ def main(argv=None):
     data = args.data or os.path.join(
         "/tmp", f"bc_gpu_producer_{args.classes}x{args.per_class}")
     t_start = time.monotonic()
+    # Note [Hardware queues]: CUDA_DEVICE_MAX_CONNECTIONS for this process
+    # and the processes it starts; without --hardware-queues CUDA's default,
+    # except that --in-process-only starts CUDA with the 32 that
+    # batchcast.Server would have set had the trainer created it first (it
+    # measures synthetic windows before).
     if args.hardware_queues:
         os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = str(args.hardware_queues)
-    # As a training script would, before any CUDA work (torch's included):
-    # batchcast then gives this process's context its queues (Note [Hardware
-    # queues]); the server processes inherit the variable.
-    import batchcast  # noqa: F401
-
+    elif args.in_process_only:
+        os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")
     mps = None
     if args.mps == "on" and not args.smoke:
         # Before any CUDA work of this process and the server's (batchcast/_mps.py).

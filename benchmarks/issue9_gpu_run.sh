@@ -52,13 +52,16 @@
 #   OUT/inproc_slice.txt.gz one second of the in-process fed window, raw.
 #   Then, untraced, in process with CUDA_DEVICE_MAX_CONNECTIONS=32 beside
 #   the default (8), three pairs each.
-# queues (about 8 minutes): Note [Hardware queues]. gpu_producer.py whole
-#   (decode-only, server -> one Loader, the fed trainer from a server process
-#   and in process, three pairs each) with batchcast's 32 hardware queues,
-#   then the same with --hardware-queues 8 (CUDA's default). BC_QUEUES_MPS=on
-#   runs both under MPS instead, without the decode-only reference.
+# queues (about 9 minutes): Note [Hardware queues]. benchmarks/
+#   hardware_queues_probe.py (what the GPU sees in each way of starting
+#   CUDA); gpu_producer.py with a server process at CUDA's default 8 queues
+#   (decode-only, server -> one Loader, the fed trainer, three pairs); the
+#   fed trainer with the server in its process (32 queues, as
+#   batchcast.Server sets them).
+# queues_mps (about 5 minutes): under MPS, the fed trainer from a server
+#   process with 8 and with 32 queues (three pairs each).
 set -u
-PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace queues"
+PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:?build dir}
 OUT=${2:?out dir}
@@ -187,12 +190,15 @@ elif [ "$PART" = inproc_trace ]; then
       --repeat 3 --in-process normal --in-process-only
   done
 elif [ "$PART" = queues ]; then
-  mps=${BC_QUEUES_MPS:-off}
-  extra=""
-  [ "$mps" = on ] && extra="--no-reference"
-  for q in 32 8; do
-    step 270 python3 benchmarks/gpu_producer.py --out "$W/queues$q" --data $DATA --workers 4 \
-      --warmup 3 --measure 8 --repeat 3 --in-process normal --hardware-queues $q --mps "$mps" $extra
+  step 120 python3 benchmarks/hardware_queues_probe.py
+  step 200 python3 benchmarks/gpu_producer.py --out "$W/process8" --data $DATA --workers 4 \
+    --warmup 3 --measure 8 --repeat 3
+  step 160 python3 benchmarks/gpu_producer.py --out "$W/inproc32" --data $DATA --workers 4 \
+    --warmup 3 --measure 8 --repeat 3 --no-reference --in-process normal --in-process-only
+elif [ "$PART" = queues_mps ]; then
+  for q in 8 32; do
+    step 160 python3 benchmarks/gpu_producer.py --out "$W/mps$q" --data $DATA --workers 4 \
+      --warmup 3 --measure 8 --repeat 3 --no-reference --mps on --hardware-queues $q
   done
 elif [ "$PART" = mps ]; then
   for k in 1 2; do

@@ -14,7 +14,6 @@
 #include <nlohmann/json.hpp>
 
 #include "batchcast/client/consumer.h"
-#include "batchcast/cuda/hardware_queues.h"
 #include "batchcast/server/option_table.h"
 #include "batchcast/server/server.h"
 #include "core/src/logging.h"
@@ -205,8 +204,6 @@ int Main(int argc, char** argv) {
 // Nothing a user types, a file name or a server's reply may abort the
 // program: whatever escapes is reported (exit 1).
 int main(int argc, char** argv) {
-  // Before any CUDA call, while this is the only thread: Note [Hardware queues].
-  batchcast::cuda::PreferManyHardwareQueues();
   try {
     return Main(argc, argv);
   } catch (const std::exception& e) {

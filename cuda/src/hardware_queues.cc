@@ -1,14 +1,8 @@
 #include "batchcast/cuda/hardware_queues.h"
 
 #include <cstdlib>
-#include <string>
 
 namespace batchcast::cuda {
-
-void PreferManyHardwareQueues() {
-  setenv("CUDA_DEVICE_MAX_CONNECTIONS", std::to_string(kMaxHardwareQueues).c_str(),
-         /*overwrite=*/0);
-}
 
 int HardwareQueues() {
   const char* value = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");

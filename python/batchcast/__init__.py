@@ -14,10 +14,6 @@ The server runs as ``batchcast-server serve DATA --name demo ...``, in-process
 DataLoader (:class:`Producer`). See DESIGN.md ("Consumer semantics") for
 epochs, join policies, the window and leases.
 
-Importing batchcast sets CUDA_DEVICE_MAX_CONNECTIONS=32 unless it is set, so
-that a GPU :class:`Server` in this process gets CUDA hardware queues of its
-own (Note [Hardware queues]); it takes effect when CUDA has not started yet.
-
 Public API:
 
 - :class:`Loader` (consumer), :class:`Server` (built-in pipeline in-process),
@@ -37,16 +33,12 @@ from __future__ import annotations
 import json as _json
 from typing import Any, Dict, Optional
 
-from batchcast import _queues
-
-_queues.prefer_many()  # before any CUDA call: Note [Hardware queues]
-
-from batchcast import _check, _core  # noqa: E402
-from batchcast import _errors  # noqa: E402
-from batchcast._errors import *  # noqa: F401,F403,E402  (the exception classes; see _errors.__all__)
-from batchcast._loader import Loader  # noqa: E402
-from batchcast._producer import Producer  # noqa: E402
-from batchcast._server import SERVER_OPTIONS, Server  # noqa: E402
+from batchcast import _check, _core
+from batchcast import _errors
+from batchcast._errors import *  # noqa: F401,F403  (the exception classes; see _errors.__all__)
+from batchcast._loader import Loader
+from batchcast._producer import Producer
+from batchcast._server import SERVER_OPTIONS, Server
 
 __version__ = _core.__version__
 

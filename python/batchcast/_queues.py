@@ -1,19 +1,21 @@
-"""CUDA hardware queues for a server in this process.
+"""CUDA hardware queues for a GPU server in this process.
 
-Note [Hardware queues] (cuda/include/batchcast/cuda/hardware_queues.h): a
-CUDA context gets CUDA_DEVICE_MAX_CONNECTIONS hardware queues (default 8),
-read when the process creates its context. A GPU :class:`batchcast.Server`
-in a training process shares them with the trainer's stream, and its decode
-then waits behind the training kernels queued ahead of it. ``import
-batchcast`` asks for 32 (unless the variable is set); that works when no
-CUDA context exists yet, so :class:`batchcast.Server` warns when the one of
-its process was created with fewer.
+Note [Hardware queues] (cuda/include/batchcast/cuda/hardware_queues.h): CUDA
+gives a process CUDA_DEVICE_MAX_CONNECTIONS hardware queues (default 8),
+read when the process starts CUDA. A GPU :class:`batchcast.Server` in a
+training process shares them with the trainer, and with 8 its decode waits
+behind the training kernels queued ahead of it. So the Server asks for 32
+for the CUDA start it makes itself (the variable set for that moment only,
+so that processes started later, a batchcast-server among them, keep CUDA's
+default, which suits a server process), and warns when CUDA had already
+started in the process with fewer.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from typing import Optional
+from typing import Iterator, Optional
 
 ENV = "CUDA_DEVICE_MAX_CONNECTIONS"
 PREFERRED = 32  # cuda::kMaxHardwareQueues
@@ -21,7 +23,7 @@ DEFAULT = 8  # CUDA's default
 
 
 def parse(value: Optional[str]) -> int:
-    """The queues a context created with this value gets (as cuda::HardwareQueues)."""
+    """The queues a CUDA start with this value gets (as cuda::HardwareQueues)."""
     try:
         n = int(value) if value is not None and value.strip() == value else 0
     except ValueError:
@@ -30,7 +32,7 @@ def parse(value: Optional[str]) -> int:
 
 
 def cuda_started() -> bool:
-    """Whether this process already has a CUDA context, as far as torch says
+    """Whether CUDA has started in this process, as far as torch knows
     (without importing it)."""
     torch = sys.modules.get("torch")
     try:
@@ -39,42 +41,41 @@ def cuda_started() -> bool:
         return False
 
 
-class _State:
-    """What held when batchcast was imported."""
-
-    value_at_import: Optional[str] = None
-    cuda_started_at_import = False
-
-
-def prefer_many() -> None:
-    """At ``import batchcast``: remembers the variable and whether CUDA had
-    started, then sets the variable to 32 unless it is set."""
-    _State.value_at_import = os.environ.get(ENV)
-    _State.cuda_started_at_import = cuda_started()
-    os.environ.setdefault(ENV, str(PREFERRED))
-
-
-def shortfall(value_at_import: Optional[str], cuda_started_at_import: bool,
-              value_now: Optional[str]) -> Optional[str]:
-    """Why a GPU server in this process would share too few hardware queues
-    with the trainer, or None: a context created before the import got the
-    value of then; one created since, the value of now."""
-    value = value_at_import if cuda_started_at_import else value_now
-    queues = parse(value)
+def shortfall(started_before: bool, value: Optional[str]) -> Optional[str]:
+    """Why a GPU server in this process shares too few queues with the
+    process's other CUDA work, or None. `started_before`: CUDA had started
+    before the server; `value`: the variable then."""
+    queues = parse(value) if started_before else PREFERRED
     if queues >= PREFERRED:
         return None
-    how = (f"{ENV}={value}" if value is not None else f"{ENV} unset, CUDA's default")
-    if cuda_started_at_import:
-        how += ", CUDA started before `import batchcast`"
-    advice = (f"import batchcast before any CUDA work, or set {ENV}={PREFERRED} in the environment"
-              if queues > 1 else
+    how = f"{ENV}={value}" if value is not None else f"{ENV} unset: CUDA's default"
+    advice = (f"create the Server before any other CUDA work, or start the process with "
+              f"{ENV}={PREFERRED}" if queues > 1 else
               f"with {ENV}=1 (which orders all kernels) run the server as its own process")
     return (f"batchcast.Server on a GPU shares this process's {queues} CUDA hardware queue"
-            f"{'s' if queues != 1 else ''} ({how}) with its other CUDA work: the server's "
-            f"decode waits behind the kernels queued ahead of it, and a trainer fed from it "
-            f"waits for data; {advice} (Note [Hardware queues])")
+            f"{'s' if queues != 1 else ''} ({how}; CUDA started before the Server) with the "
+            f"process's other CUDA work: the server's decode waits behind the kernels queued "
+            f"ahead of it, and a trainer fed from it waits for data; {advice} (Note "
+            f"[Hardware queues])")
 
 
-def check_server_process() -> Optional[str]:
-    """shortfall() for this process."""
-    return shortfall(_State.value_at_import, _State.cuda_started_at_import, os.environ.get(ENV))
+@contextlib.contextmanager
+def for_server_start(device: str) -> Iterator[dict]:
+    """Around the start of a Server on `device`: on a GPU, with CUDA not
+    started and the variable unset, sets it to 32 for the start (restored
+    after); yields a dict whose "warning" is the shortfall() text, if any."""
+    out: dict = {"warning": None}
+    if not device.startswith("cuda"):
+        yield out
+        return
+    started = cuda_started()
+    value = os.environ.get(ENV)
+    ours = not started and value is None
+    if ours:
+        os.environ[ENV] = str(PREFERRED)
+    try:
+        out["warning"] = shortfall(started, value)
+        yield out
+    finally:
+        if ours and os.environ.get(ENV) == str(PREFERRED):
+            del os.environ[ENV]

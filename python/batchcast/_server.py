@@ -117,10 +117,11 @@ class Server(_Serving):
     (including by KeyboardInterrupt), when the object is garbage-collected, or
     at interpreter exit.
 
-    On a GPU, in a process that trains too: import batchcast before any CUDA
-    work (it asks for 32 CUDA hardware queues, CUDA_DEVICE_MAX_CONNECTIONS),
-    or the server's decode waits behind the training kernels; a
-    RuntimeWarning says so when the process's CUDA context has fewer.
+    On a GPU, in a process that trains too: create the Server before any
+    other CUDA work (it then starts CUDA with 32 hardware queues,
+    CUDA_DEVICE_MAX_CONNECTIONS, unless the variable is set), or the server's
+    decode waits behind the training kernels; a RuntimeWarning says so when
+    CUDA started earlier with fewer (Note [Hardware queues]).
     """
 
     def __init__(
@@ -136,11 +137,10 @@ class Server(_Serving):
             opts["data"] = "::".join(_check.text("data", d, path=True) or "" for d in data)
         elif data is not None:
             opts["data"] = _check.text("data", data, path=True)
-        self._attach(_core.Server.start(opts))
-        if str(opts.get("device", "")).startswith("cuda"):
-            why = _queues.check_server_process()
-            if why is not None:
-                warnings.warn(why, RuntimeWarning, stacklevel=2)
+        with _queues.for_server_start(str(opts.get("device", ""))) as queues:
+            self._attach(_core.Server.start(opts))
+        if queues["warning"] is not None:
+            warnings.warn(queues["warning"], RuntimeWarning, stacklevel=2)
 
     epoch_len = ReadOnly("_core.epoch_len", int)
 

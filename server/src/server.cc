@@ -134,18 +134,11 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
       if (!mps) {
         mps = ProbeMps();  // mps_probe.h: a heuristic, said as such
         BC_LOG_INFO("MPS {} ({})", mps->name(), mps->reason);
-        // Note [Hardware queues]: what this process's context got, if it
-        // was created after the environment was read here.
-        const int queues = cuda::HardwareQueues();
-        if (queues < cuda::kMaxHardwareQueues) {
-          BC_LOG_WARN("CUDA hardware queues: {} (CUDA_DEVICE_MAX_CONNECTIONS); the server's "
-                      "streams share them, and in a trainer's process its decode waits behind "
-                      "the trainer's kernels: set CUDA_DEVICE_MAX_CONNECTIONS={} before CUDA "
-                      "starts",
-                      queues, cuda::kMaxHardwareQueues);
-        } else {
-          BC_LOG_INFO("CUDA hardware queues: {} (CUDA_DEVICE_MAX_CONNECTIONS)", queues);
-        }
+        // Note [Hardware queues]: as this process's CUDA start read it
+        // (unless the variable changed since): 8 suits a server process, 32
+        // a server in the trainer's process.
+        BC_LOG_INFO("CUDA hardware queues: {} (CUDA_DEVICE_MAX_CONNECTIONS)",
+                    cuda::HardwareQueues());
       }
     }
     ring.scheduler = std::make_unique<Scheduler>(sc);

@@ -24,6 +24,7 @@ SCRIPT = os.path.join(BENCH, "gpu_producer.py")
 
 def test_smoke_run_reports_rate_stages_and_wait(tmp_path):
     env = dict(os.environ, BATCHCAST_BUILD_DIR=H.BUILD)
+    env.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
     r = subprocess.run([sys.executable, SCRIPT, "--smoke", "--out", str(tmp_path / "out"),
                         "--data", str(tmp_path / "data"), "--in-process", "normal"],
                        env=env, capture_output=True, text=True, timeout=180)
@@ -39,7 +40,8 @@ def test_smoke_run_reports_rate_stages_and_wait(tmp_path):
     assert read["stage_threads"]["decode_augment"] == 1
     assert 0 <= read["consumer_wait_share"] <= 1.5, read
     assert "device cache: OFF" in r.stdout and "server -> one Loader" in r.stdout, r.stdout
-    assert "CUDA hardware queues: 32" in r.stdout, r.stdout  # Note [Hardware queues]
+    # Note [Hardware queues]: CUDA's default unless --hardware-queues.
+    assert "CUDA hardware queues: unset (8)" in r.stdout, r.stdout
     # --in-process: the same server run by batchcast.Server in the benchmark's
     # process; its CPU is that of its own threads (named bc-*), not the
     # process's.
@@ -58,6 +60,9 @@ def test_in_process_takes_only_the_gpu_priorities(tmp_path):
     r = subprocess.run([sys.executable, SCRIPT, "--smoke", "--out", str(tmp_path / "out"),
                         "--in-process-only"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--in-process-only needs --in-process" in r.stderr, r.stderr
+    r = subprocess.run([sys.executable, SCRIPT, "--smoke", "--out", str(tmp_path / "out"),
+                        "--hardware-queues", "33"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "argument --hardware-queues: invalid choice" in r.stderr, r.stderr
 
 
 def test_summary_gives_the_in_process_runs():
@@ -277,7 +282,7 @@ def test_issue9_gpu_run_names_its_parts(tmp_path):
     r = subprocess.run(["bash", script, str(tmp_path / "b"), str(tmp_path / "out"), "bogus"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r.stdout + r.stderr
-    assert "one of: diagnosis colocate coupling trace loop mps inproc inproc_trace queues" in r.stderr, r.stderr
+    assert "one of: diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps" in r.stderr, r.stderr
     assert not (tmp_path / "b").exists()
 
 

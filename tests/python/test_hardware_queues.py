@@ -1,79 +1,90 @@
-"""Note [Hardware queues]: `import batchcast` asks for 32 CUDA hardware
-queues unless CUDA_DEVICE_MAX_CONNECTIONS is set, and a GPU batchcast.Server
-says when its process's CUDA context has fewer. No GPU needed here; the
-warning of a real in-process GPU server is checked in test_cuda.py."""
+"""Note [Hardware queues]: a GPU batchcast.Server asks for 32 CUDA hardware
+queues for the CUDA start it makes (CUDA_DEVICE_MAX_CONNECTIONS set for that
+moment only) and says when CUDA had started with fewer. No GPU needed here;
+what the GPU sees is checked in test_cuda.py (hardware_queues_probe.py)."""
 import os
-import subprocess
-import sys
+
+import pytest
 
 import _bc_helpers as H
 
-H.require_batchcast()
+batchcast = H.require_batchcast()
 from batchcast import _queues  # noqa: E402
 
 VAR = "CUDA_DEVICE_MAX_CONNECTIONS"
 
 
-def _python(code, value=None):
-    """Runs `code` in a fresh interpreter with batchcast importable and
-    CUDA_DEVICE_MAX_CONNECTIONS unset (or `value`); its stdout."""
-    env = {k: v for k, v in os.environ.items() if k != VAR}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (H.PYDIR, env.get("PYTHONPATH")) if p)
-    if value is not None:
-        env[VAR] = value
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return r.stdout.strip()
+@pytest.fixture
+def no_var(monkeypatch):
+    monkeypatch.delenv(VAR, raising=False)
 
 
-def test_import_asks_for_32_queues_unless_the_user_set_a_value():
-    code = f"import os, batchcast; print(os.environ['{VAR}'])"
-    assert _python(code) == "32"
-    assert _python(code, value="1") == "1"  # Megatron-LM's setting is kept
-    assert _python(code, value="16") == "16"
+def test_import_leaves_the_variable_alone(no_var):
+    # Processes started later (a batchcast-server: 8 suits it) inherit it.
+    import importlib
+
+    importlib.reload(batchcast)
+    assert VAR not in os.environ
 
 
-def test_a_context_made_before_the_import_is_reported():
-    # torch said CUDA had started before `import batchcast` (a stand-in
-    # module, since no GPU here): the context has CUDA's default 8 queues.
-    code = ("import sys, types\n"
-            "fake = types.ModuleType('torch')\n"
-            "fake.cuda = types.SimpleNamespace(is_initialized=lambda: True)\n"
-            "sys.modules['torch'] = fake\n"
-            "from batchcast import _queues\n"
-            "import batchcast\n"
-            "print(_queues.check_server_process())")
-    out = _python(code)
-    assert "shares this process's 8 CUDA hardware queues" in out, out
-    assert "CUDA started before `import batchcast`" in out, out
-    assert "import batchcast before any CUDA work" in out, out
-    # Not started: the import's 32 hold for the context made later.
-    assert _python("from batchcast import _queues\nprint(_queues.check_server_process())") == "None"
+def test_the_variable_is_set_for_a_gpu_start_only_and_then_restored(no_var, monkeypatch):
+    monkeypatch.setattr(_queues, "cuda_started", lambda: False)
+    with _queues.for_server_start("cuda:0") as q:
+        assert os.environ[VAR] == "32" and q["warning"] is None
+    assert VAR not in os.environ
+    with _queues.for_server_start("cpu") as q:
+        assert VAR not in os.environ and q["warning"] is None
+    # Restored also when the start fails.
+    with pytest.raises(ValueError):
+        with _queues.for_server_start("cuda:all"):
+            raise ValueError("no GPU")
+    assert VAR not in os.environ
 
 
-def test_shortfall_reads_the_value_the_context_got():
-    # Created before the import: the value then counts, whatever it is now.
-    assert _queues.shortfall(None, True, "32").startswith(
+def test_a_value_the_user_set_is_kept(monkeypatch):
+    monkeypatch.setattr(_queues, "cuda_started", lambda: False)
+    for value in ("1", "8", "16"):  # 1: Megatron-LM's setting
+        monkeypatch.setenv(VAR, value)
+        with _queues.for_server_start("cuda:0") as q:
+            assert os.environ[VAR] == value and q["warning"] is None
+        assert os.environ[VAR] == value
+
+
+def test_cuda_started_before_the_server_is_reported(no_var, monkeypatch):
+    monkeypatch.setattr(_queues, "cuda_started", lambda: True)
+    with _queues.for_server_start("cuda:0") as q:
+        assert VAR not in os.environ  # too late to matter: not set
+    assert q["warning"].startswith(
         "batchcast.Server on a GPU shares this process's 8 CUDA hardware queues "
-        f"({VAR} unset, CUDA's default, CUDA started before `import batchcast`)")
-    assert _queues.shortfall("32", True, "8") is None
-    # Created after the import (or not yet): the value now.
-    assert _queues.shortfall(None, False, "32") is None
-    assert "(CUDA_DEVICE_MAX_CONNECTIONS=16)" in _queues.shortfall("16", False, "16")
-    one = _queues.shortfall("1", False, "1")
+        f"({VAR} unset: CUDA's default; CUDA started before the Server)"), q["warning"]
+    assert "create the Server before any other CUDA work" in q["warning"]
+    monkeypatch.setenv(VAR, "32")
+    with _queues.for_server_start("cuda:0") as q:
+        pass
+    assert q["warning"] is None
+    one = _queues.shortfall(True, "1")
     assert "1 CUDA hardware queue (" in one and "run the server as its own process" in one, one
-    # What CUDA does not take counts as its default 8 (cuda::HardwareQueues).
+
+
+def test_values_cuda_does_not_take_count_as_its_default():
+    # As cuda::HardwareQueues (tests/cuda/hardware_queues_test.cc).
     assert [_queues.parse(v) for v in (None, "", "0", "33", " 4", "x", "1", "32")] == [
         8, 8, 8, 8, 8, 8, 1, 32]
 
 
-def test_a_cpu_server_does_not_warn(recwarn):
-    batchcast = H.require_batchcast()
-    os.environ[VAR] = "8"
-    try:
-        with batchcast.Server(synthetic=100, size=8, name=H.unique_name("queues")):
-            pass
-    finally:
-        os.environ[VAR] = "32"
+def test_cuda_started_asks_torch_without_importing_it(monkeypatch):
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "torch", None)
+    assert _queues.cuda_started() is False
+    fake = types.ModuleType("torch")
+    fake.cuda = types.SimpleNamespace(is_initialized=lambda: True)
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    assert _queues.cuda_started() is True
+
+
+def test_a_cpu_server_neither_sets_nor_warns(no_var, recwarn):
+    with batchcast.Server(synthetic=100, size=8, name=H.unique_name("queues")):
+        assert VAR not in os.environ
     assert not [w for w in recwarn if "hardware queue" in str(w.message)]

@@ -1,46 +1,44 @@
 // The number of hardware work queues ("connections") of this process's CUDA
-// contexts, and the server's preference for many of them.
+// contexts (Note [Hardware queues]).
 //
 // Note [Hardware queues]
 // ~~~~~~~~~~~~~~~~~~~~~~
 // A CUDA context submits work to the GPU through a fixed number of hardware
-// queues, CUDA_DEVICE_MAX_CONNECTIONS (1-32, default 8), read once when the
-// process creates its context. Streams are spread over the queues; with more
-// streams than queues, several streams share one, and work of one waits
-// behind work of another queued before it although the streams are
-// independent. The server creates more than 8 streams (the producer's, the
-// nvJPEG side streams, the read-ahead's copies), so in a process of its own
-// with 8 queues its streams share queues with each other; and a server in the
-// trainer's process (batchcast.Server) shares them with the trainer's
-// stream: nvJPEG's per-image conversion kernel then waits behind the training
-// kernels queued ahead of it (milliseconds), once per image. Measured on the
-// H100 with the server in the trainer's process (benchmarks/RESULTS.md,
-// "Hardware queues"): 8 queues, the trainer's Next() waited 22 % of the time
-// and a fed ResNet-18 ran at 0.91 of synthetic; 32 queues, it never waited,
-// 0.93.
+// queues, CUDA_DEVICE_MAX_CONNECTIONS (1-32, default 8), read when the
+// process starts CUDA. Streams are spread over the queues; with more streams
+// than queues several share one, and work of one stream waits behind work
+// queued before it on another, although the streams are independent. A GPU
+// server in the trainer's process (batchcast.Server) shares the trainer's
+// context: with 8 queues one of the server's many streams (the producer's,
+// the nvJPEG side streams, the read-ahead's copies) shares the trainer's
+// queue, and nvJPEG's per-image conversion kernel waits behind the training
+// kernels queued ahead of it, once per image. With 32 queues it does not.
 //
-// So batchcast asks for 32 where it can: batchcast-server's main() and
-// `import batchcast` set CUDA_DEVICE_MAX_CONNECTIONS=32 unless it is set
-// (PreferManyHardwareQueues); it takes effect only when no CUDA context
-// exists yet in the process. batchcast.Server warns when its process's
-// context has, or may have, fewer (python/batchcast/_queues.py). A value the
-// user set is kept: 1 (Megatron-LM's setting, which orders all kernels) puts
-// an in-process server's work in the trainer's one queue; run the server as
-// its own process there. Only the number of queues changes, not the order of
-// work within a stream nor any synchronization.
+// Measured on the H100 (benchmarks/RESULTS.md, "Hardware queues"), fed
+// ResNet-18 / synthetic, MPS off:
+//   server in the trainer's process: 8 queues 0.90-0.91 (the trainer's Next()
+//     waited 22-61 % of the time), 32 queues 0.92-0.93 (it never waited);
+//   server in its own process: 8 queues 0.70, 32 queues 0.62, and server ->
+//     one Loader 0.93 against 0.68 of decode-only: time-sliced contexts with
+//     more queues cost more.
+// So 32 only where the server shares its context: batchcast.Server on a GPU
+// sets CUDA_DEVICE_MAX_CONNECTIONS=32 for the CUDA start it makes, when the
+// variable is unset and CUDA has not started in the process
+// (python/batchcast/_queues.py), and warns when CUDA started before it with
+// fewer; batchcast-server leaves the variable as it finds it and logs the
+// number (HardwareQueues). A value the user set is kept: 1 (Megatron-LM's
+// setting, which orders all kernels) puts an in-process server's work in the
+// trainer's one queue; run the server as its own process there. Only the
+// number of queues changes, not the order of work within a stream nor any
+// synchronization.
 #pragma once
 
 namespace batchcast::cuda {
 
-// CUDA's range and default for CUDA_DEVICE_MAX_CONNECTIONS, and what the
-// server asks for.
+// CUDA's range and default for CUDA_DEVICE_MAX_CONNECTIONS; an in-process
+// server asks for the most.
 inline constexpr int kMaxHardwareQueues = 32;
 inline constexpr int kDefaultHardwareQueues = 8;
-
-// Sets CUDA_DEVICE_MAX_CONNECTIONS to kMaxHardwareQueues unless it is set
-// (Note [Hardware queues]). Takes effect only for a CUDA context created
-// afterwards in this process. Not thread-safe (setenv): call it first in main().
-void PreferManyHardwareQueues();
 
 // The queues a context created now would get: CUDA_DEVICE_MAX_CONNECTIONS
 // when it is a number in [1, 32], else CUDA's default 8.

@@ -18,8 +18,9 @@
 // give the process 32 CUDA hardware queues, CUDA_DEVICE_MAX_CONNECTIONS=32 in
 // its environment before its first CUDA call, or the server's decode waits
 // behind the trainer's kernels (Note [Hardware queues] in
-// cuda/include/batchcast/cuda/hardware_queues.h; batchcast-server and
-// `import batchcast` set it themselves). The server logs the number it sees.
+// cuda/include/batchcast/cuda/hardware_queues.h; batchcast.Server does it
+// itself). A server in a process of its own is best with CUDA's default 8.
+// The server logs the number it sees.
 #pragma once
 
 #include <chrono>
