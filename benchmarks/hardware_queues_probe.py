@@ -6,9 +6,10 @@
 
 Each case runs in a fresh interpreter with CUDA_DEVICE_MAX_CONNECTIONS unset
 (or as the case says), starts CUDA its own way, then probes: a long kernel
-on one stream, then a tiny kernel on each of the next 15 streams of torch's
-pool. A stream that shares the long kernel's hardware queue waits behind it
-(`blocked`): 1 or more with 8 queues, 0 with 32. Cases:
+on one stream and a tiny one that must wait for it, then a tiny kernel on
+each of the next 15 streams of torch's pool. A stream that shares the first
+stream's hardware queue waits behind its waiting kernel (`blocked`): 1 or
+more with 8 queues, 0 with 32. Cases:
 
   server_first      batchcast.Server(device="cuda:0") before any CUDA work
   torch_first       torch.zeros(1, device="cuda") first, then the Server
@@ -17,8 +18,9 @@ pool. A stream that shares the long kernel's hardware queue waits behind it
   env_8             CUDA_DEVICE_MAX_CONNECTIONS=8 set, then the Server
   torch_only        no Server at all (CUDA's default)
 
-Prints one JSON line per case: blocked streams, and how many of the
-Server's RuntimeWarnings named the hardware queues.
+Prints one JSON line per case: blocked streams (and which, counted from the
+first), and how many of the Server's RuntimeWarnings named the hardware
+queues.
 """
 import argparse
 import json
@@ -44,23 +46,26 @@ if {server}:
 first = torch.cuda.Stream()
 others = [torch.cuda.Stream() for _ in range(15)]
 x = torch.zeros(16, device="cuda")
+z = torch.zeros(16, device="cuda")
 torch.cuda.synchronize()
 blocked = None
 for _ in range(3):  # the fewest of three tries: a try can be disturbed
     with torch.cuda.stream(first):
         torch.cuda._sleep(int(3e8))  # a few hundred ms
+        x[0:1].add_(1)  # waits for the sleep, and holds its hardware queue meanwhile
     events = []
     for s in others:
         with torch.cuda.stream(s):
-            x.add_(1)
+            z.add_(1)
             e = torch.cuda.Event()
             e.record(s)
             events.append(e)
     time.sleep(0.05)
-    n = sum(not e.query() for e in events)
-    blocked = n if blocked is None else min(blocked, n)
+    n = [i + 1 for i, e in enumerate(events) if not e.query()]
+    blocked = n if blocked is None or len(n) < len(blocked) else blocked
     torch.cuda.synchronize()
-print(json.dumps({{"blocked": blocked, "warnings": len(caught), "env_after": os.environ.get("{var}")}}))
+print(json.dumps({{"blocked": len(blocked), "which": blocked, "warnings": len(caught),
+                  "env_after": os.environ.get("{var}")}}))
 """
 
 CASES = {

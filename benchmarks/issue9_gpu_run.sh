@@ -58,8 +58,9 @@
 #   (decode-only, server -> one Loader, the fed trainer, three pairs); the
 #   fed trainer with the server in its process (32 queues, as
 #   batchcast.Server sets them).
-# queues_mps (about 5 minutes): under MPS, the fed trainer from a server
-#   process with 8 and with 32 queues (three pairs each).
+# queues_mps (about 5 minutes): hardware_queues_probe.py, then under MPS the
+#   fed trainer from a server process with 8 and with 32 queues (three pairs
+#   each; BC_QUEUES_ORDER="32 8" the other way round).
 set -u
 PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -196,7 +197,8 @@ elif [ "$PART" = queues ]; then
   step 160 python3 benchmarks/gpu_producer.py --out "$W/inproc32" --data $DATA --workers 4 \
     --warmup 3 --measure 8 --repeat 3 --no-reference --in-process normal --in-process-only
 elif [ "$PART" = queues_mps ]; then
-  for q in 8 32; do
+  step 120 python3 benchmarks/hardware_queues_probe.py
+  for q in ${BC_QUEUES_ORDER:-8 32}; do
     step 160 python3 benchmarks/gpu_producer.py --out "$W/mps$q" --data $DATA --workers 4 \
       --warmup 3 --measure 8 --repeat 3 --no-reference --mps on --hardware-queues $q
   done

@@ -152,6 +152,6 @@ def test_in_process_gpu_server_gets_its_own_hardware_queues():
         if "no CUDA support" in str(e):
             pytest.skip("this build has no CUDA ring")
         raise
-    assert first == {"blocked": 0, "warnings": 0, "env_after": None}, first  # variable restored
+    assert first == {"blocked": 0, "which": [], "warnings": 0, "env_after": None}, first
     late = probe.run_case("torch_first", H.PYDIR)
     assert late["blocked"] >= 1 and late["warnings"] == 1, late
