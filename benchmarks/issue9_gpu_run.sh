@@ -51,16 +51,16 @@
 #   thread: its calls, and how long the kernels it launched waited to start),
 #   OUT/inproc_slice.txt.gz one second of the in-process fed window, raw.
 #   Then, untraced, in process with CUDA_DEVICE_MAX_CONNECTIONS=32 beside
-#   the default (8), three pairs each.
-# queues (about 9 minutes): Note [Hardware queues]. benchmarks/
-#   hardware_queues_probe.py (what the GPU sees in each way of starting
-#   CUDA); gpu_producer.py with a server process at CUDA's default 8 queues
-#   (decode-only, server -> one Loader, the fed trainer, three pairs); the
-#   fed trainer with the server in its process (32 queues, as
-#   batchcast.Server sets them).
-# queues_mps (about 5 minutes): hardware_queues_probe.py, then under MPS the
-#   fed trainer from a server process with 8 and with 32 queues (three pairs
-#   each; BC_QUEUES_ORDER="32 8" the other way round).
+#   the default (8), three pairs each. (On the H100 the traced trainer ran
+#   so slowly that both traced steps hit their limit before the fed window:
+#   RESULTS.md, "Hardware queues".)
+# queues (about 5 minutes): Note [Hardware queues]. gpu_producer.py with a
+#   server process at CUDA's default 8 queues (decode-only, server -> one
+#   Loader, the fed trainer, three pairs); the fed trainer with the server in
+#   its process (32 queues, as batchcast.Server sets them).
+# queues_mps (about 4 minutes): under MPS, the fed trainer from a server
+#   process with 8 and with 32 queues (three pairs each; BC_QUEUES_ORDER="32 8"
+#   the other way round).
 set -u
 PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -191,13 +191,11 @@ elif [ "$PART" = inproc_trace ]; then
       --repeat 3 --in-process normal --in-process-only
   done
 elif [ "$PART" = queues ]; then
-  step 120 python3 benchmarks/hardware_queues_probe.py
   step 200 python3 benchmarks/gpu_producer.py --out "$W/process8" --data $DATA --workers 4 \
     --warmup 3 --measure 8 --repeat 3
   step 160 python3 benchmarks/gpu_producer.py --out "$W/inproc32" --data $DATA --workers 4 \
     --warmup 3 --measure 8 --repeat 3 --no-reference --in-process normal --in-process-only
 elif [ "$PART" = queues_mps ]; then
-  step 120 python3 benchmarks/hardware_queues_probe.py
   for q in ${BC_QUEUES_ORDER:-8 32}; do
     step 160 python3 benchmarks/gpu_producer.py --out "$W/mps$q" --data $DATA --workers 4 \
       --warmup 3 --measure 8 --repeat 3 --no-reference --mps on --hardware-queues $q

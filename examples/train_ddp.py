@@ -111,6 +111,12 @@ def start_server(args, batchcast, job):
 def main():
     args = parse_args()
     rank, world, local_rank, job = place()
+    batchcast = import_batchcast()
+    batchcast.set_log_level("warn")
+    # The node's server, before this process's other CUDA work: a GPU server
+    # then starts CUDA with hardware queues of its own (README, "PyTorch, one
+    # job"; Note [Hardware queues]).
+    server = start_server(args, batchcast, job) if local_rank == 0 else None
     cuda = args.device.startswith("cuda")
     if cuda:
         torch.cuda.set_device(local_rank % torch.cuda.device_count())
@@ -120,10 +126,6 @@ def main():
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, world)))
     dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world,
                             timeout=datetime.timedelta(minutes=5))
-    batchcast = import_batchcast()
-    batchcast.set_log_level("warn")
-
-    server = start_server(args, batchcast, job) if local_rank == 0 else None
     dist.barrier()  # every node's server is up before any rank connects
     name = args.shared or f"ddp-{job}"[:64]
     # The group and the rank come from the launcher (torchrun or SLURM):
