@@ -61,8 +61,12 @@
 # queues_mps (about 4 minutes): under MPS, the fed trainer from a server
 #   process with 8 and with 32 queues (three pairs each; BC_QUEUES_ORDER="32 8"
 #   the other way round).
+# mps_parts (about 5 minutes): under MPS, where the fed trainer's last 5 %
+#   go: fed pairs, then the trainer on synthetic data beside an nvJPEG
+#   decode-only process and beside a FillBatch process, each paced at the
+#   fed rate, then fed by a --synthetic server (the hand-off alone).
 set -u
-PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps"
+PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:?build dir}
 OUT=${2:?out dir}
@@ -200,6 +204,9 @@ elif [ "$PART" = queues_mps ]; then
     step 160 python3 benchmarks/gpu_producer.py --out "$W/mps$q" --data $DATA --workers 4 \
       --warmup 3 --measure 8 --repeat 3 --no-reference --mps on --hardware-queues $q
   done
+elif [ "$PART" = mps_parts ]; then
+  step 330 python3 benchmarks/gpu_producer.py --out "$W/mps_parts" --data $DATA --workers 4 \
+    --warmup 3 --measure 8 --repeat 3 --no-reference --mps on --paced --handoff
 elif [ "$PART" = mps ]; then
   for k in 1 2; do
     step 240 python3 benchmarks/gpu_producer.py --out "$W/mps_calls$k" --data $DATA --workers 4 \
