@@ -37,7 +37,10 @@ On the GPU host (about 5 minutes on an H100; everything in one run):
      decode-only process and beside a FillBatch process (decode, fallbacks,
      kernel: the server's producer work without the hand-off), each paced
      at the rate the fed trainer reached (gpu_pipeline_bench --rate); each
-     such process's own rate is reported too (did it keep its pace?).
+     such process's own rate is reported too (did it keep its pace?); with
+     --in-process too, the trainer on synthetic data while a thread of its
+     process pulls from the in-process server at the fed rate
+     (PacedPuller: the server's work in process, the trainer not waiting).
      BC_PACED_PREFIX (e.g. "nsys profile -o OUT/fill --trace cuda") is put
      before the paced FillBatch command: a trace of the server's GPU work;
      BC_SERVER_PREFIX likewise before every batchcast-server command (this
@@ -72,6 +75,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -205,6 +209,53 @@ class InProcServer:
 
     def stop(self):
         self.server.close()
+
+
+class PacedPuller:
+    """A thread of this process that takes batches from `server` (its .name)
+    at `rate` images/s through a batchcast.Loader and drops them: with an
+    InProcServer, the server's work at the fed rate, in the trainer's
+    process, without the trainer's steps waiting on it (the in-process
+    analogue of --paced). Use as a context manager; `images_per_s` once it
+    has stopped."""
+
+    def __init__(self, server, args, rate):
+        self.name, self.batch, self.rate = server.name, args.loader_batch, float(rate)
+        self.stop_event = threading.Event()
+        self.images, self.wall, self.error = 0, 0.0, None
+        self.thread = threading.Thread(target=self._run, name="paced-puller", daemon=True)
+
+    def _run(self):
+        import batchcast
+
+        try:
+            with batchcast.Loader(self.name, batch_size=self.batch, timeout=120,
+                                  name="paced") as loader:
+                t0 = time.monotonic()
+                while not self.stop_event.is_set():
+                    for batch in loader:
+                        del batch
+                        self.images += self.batch
+                        delay = t0 + self.images / self.rate - time.monotonic()
+                        if delay > 0:
+                            self.stop_event.wait(delay)
+                        if self.stop_event.is_set():
+                            break
+                self.wall = time.monotonic() - t0
+        except Exception as e:  # reported with the result, not lost in the thread
+            self.error = repr(e)
+
+    @property
+    def images_per_s(self):
+        return self.images / self.wall if self.wall > 0 else 0.0
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_event.set()
+        self.thread.join(timeout=60)
 
 
 def stage_shares(before, after, wall):
@@ -465,6 +516,12 @@ def in_process_lines(r, ref):
                              f"of the time; server threads {fs['server_cores']:.2f} cores, "
                              f"{fs['server_images_per_s']:,.0f} img/s; stages "
                              + stages_text(fs["stage_share"]))
+        if "synthetic_beside_paced_pull" in got:
+            x, pull = got["synthetic_beside_paced_pull"], got["paced_pull"]
+            lines.append(f"  synthetic beside this server pulled by a thread at the fed rate: "
+                         f"{x:,.0f} img/s = {x / got['synthetic']:.2f} (the puller got "
+                         f"{pull['images_per_s']:,.0f} img/s"
+                         + (f"; error {pull['error']}" if pull["error"] else "") + ")")
     return lines
 
 
@@ -563,7 +620,9 @@ def parse_args(argv=None):
                    help="also: ResNet-18 on synthetic data beside an nvJPEG decode-only process")
     p.add_argument("--paced", action="store_true",
                    help="also: ResNet-18 on synthetic data beside a decode-only and a FillBatch "
-                        "process paced at the fed rate (the server's GPU work, no hand-off)")
+                        "process paced at the fed rate (the server's GPU work, no hand-off); "
+                        "with --in-process, beside the in-process server pulled by a thread at "
+                        "the fed rate")
     p.add_argument("--in-process-only", action="store_true",
                    help="only the --in-process runs: no server process (steps 3-4)")
     p.add_argument("--no-reference", action="store_true",
@@ -579,8 +638,8 @@ def parse_args(argv=None):
     args.in_process = [x for x in args.in_process.split(",") if x]
     if args.in_process_only and not args.in_process:
         p.error("--in-process-only needs --in-process")
-    if args.in_process_only and (args.paced or args.handoff):
-        p.error("--paced and --handoff compare with the server process: not with --in-process-only")
+    if args.in_process_only and args.handoff:
+        p.error("--handoff compares with the server process: not with --in-process-only")
     for x in args.in_process:
         if x not in ("normal", "high"):
             p.error(f"--in-process takes normal and/or high, got {x!r}")
@@ -669,6 +728,14 @@ def run(args, build, data, t_start):
             if not args.smoke:
                 got["server"] = {}
                 got.update(fed_pairs(args, inproc, got["server"]))
+            if args.paced and not args.smoke:
+                # The trainer on synthetic data while this server serves a
+                # puller in the same process at the fed rate.
+                with PacedPuller(inproc, args, got["fed"]) as puller:
+                    time.sleep(2)
+                    got["synthetic_beside_paced_pull"] = train_rate(args)
+                got["paced_pull"] = {"images_per_s": puller.images_per_s,
+                                     "error": puller.error}
             result.setdefault("in_process", {})[priority] = got
         finally:
             inproc.stop()
@@ -677,7 +744,7 @@ def run(args, build, data, t_start):
         # nvJPEG hardware decode-only loop: what the engine's work alone costs it.
         result["train_synthetic_beside_decode_only"], result["beside_decode_only"] = train_beside(
             args, bench_cmd(build, data, args, "decode", beside_seconds(args)))
-    if args.paced and not args.smoke:
+    if args.paced and not args.smoke and not args.in_process_only:
         # What the server's GPU work costs the trainer without the hand-off:
         # the same trainer beside a process doing that work at the fed rate.
         pace = ["--rate", str(result["train_fed"])]

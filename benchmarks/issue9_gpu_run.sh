@@ -65,8 +65,12 @@
 #   go: fed pairs, then the trainer on synthetic data beside an nvJPEG
 #   decode-only process and beside a FillBatch process, each paced at the
 #   fed rate, then fed by a --synthetic server (the hand-off alone).
+# inproc_parts (about 3 minutes; not run yet): the server in the trainer's
+#   process (32 queues), fed pairs, then the trainer on synthetic data while
+#   a thread of its process pulls from that server at the fed rate
+#   (gpu_producer.py --paced with --in-process: PacedPuller).
 set -u
-PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts"
+PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts inproc_parts"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:?build dir}
 OUT=${2:?out dir}
@@ -207,6 +211,9 @@ elif [ "$PART" = queues_mps ]; then
 elif [ "$PART" = mps_parts ]; then
   step 330 python3 benchmarks/gpu_producer.py --out "$W/mps_parts" --data $DATA --workers 4 \
     --warmup 3 --measure 8 --repeat 3 --no-reference --mps on --paced --handoff
+elif [ "$PART" = inproc_parts ]; then
+  step 240 python3 benchmarks/gpu_producer.py --out "$W/inproc_parts" --data $DATA --workers 4 \
+    --warmup 3 --measure 8 --repeat 3 --no-reference --in-process normal --in-process-only --paced
 elif [ "$PART" = mps ]; then
   for k in 1 2; do
     step 240 python3 benchmarks/gpu_producer.py --out "$W/mps_calls$k" --data $DATA --workers 4 \

@@ -61,6 +61,10 @@ def test_in_process_takes_only_the_gpu_priorities(tmp_path):
                         "--in-process-only"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--in-process-only needs --in-process" in r.stderr, r.stderr
     r = subprocess.run([sys.executable, SCRIPT, "--smoke", "--out", str(tmp_path / "out"),
+                        "--in-process", "normal", "--in-process-only", "--handoff"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--handoff compares with the server process" in r.stderr, r.stderr
+    r = subprocess.run([sys.executable, SCRIPT, "--smoke", "--out", str(tmp_path / "out"),
                         "--hardware-queues", "33"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "argument --hardware-queues: invalid choice" in r.stderr, r.stderr
 
@@ -76,8 +80,12 @@ def test_summary_gives_the_in_process_runs():
             "pairs": [[100.0, 95.0], [100.0, 97.0], [100.0, 90.0]], "synthetic": 100.0,
             "fed": 95.0, "ratio": 0.95,
             "server": {"trainer_wait_share": 0.1, "server_cores": 1.2,
-                       "server_images_per_s": 9000.0, "stage_share": {"hw_decode": 0.5}}}}})
+                       "server_images_per_s": 9000.0, "stage_share": {"hw_decode": 0.5}},
+            "synthetic_beside_paced_pull": 96.0,
+            "paced_pull": {"images_per_s": 94.0, "error": None}}}})
     assert "--gpu-priority high:" in text, text
+    assert ("synthetic beside this server pulled by a thread at the fed rate: 96 img/s = 0.96 "
+            "(the puller got 94 img/s)") in text, text
     assert "server -> one Loader: 19,000 img/s = 0.95 of decode-only" in text, text
     assert "fed / synthetic = 0.95, the median of 3 pairs: 0.95, 0.97, 0.90" in text, text
     assert "Next() waited 10% of the time; server threads 1.20 cores" in text, text
@@ -282,7 +290,7 @@ def test_issue9_gpu_run_names_its_parts(tmp_path):
     r = subprocess.run(["bash", script, str(tmp_path / "b"), str(tmp_path / "out"), "bogus"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r.stdout + r.stderr
-    assert "one of: diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts" in r.stderr, r.stderr
+    assert "one of: diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts inproc_parts" in r.stderr, r.stderr
     assert not (tmp_path / "b").exists()
 
 
@@ -320,3 +328,24 @@ def test_server_process_and_in_process_server_get_the_same_options():
     from batchcast._server import SERVER_OPTIONS
 
     assert set(opts) | {"synthetic"} <= SERVER_OPTIONS
+
+
+def test_paced_puller_keeps_its_rate_and_reports_errors():
+    # gpu_producer.PacedPuller (--paced with --in-process): a thread that
+    # pulls batches from an in-process server at a given rate and drops them.
+    import types
+
+    import gpu_producer
+
+    batchcast = H.require_batchcast()
+    args = types.SimpleNamespace(loader_batch=10)
+    with batchcast.Server(synthetic=1000, size=8, batch_size=10,
+                          name=H.unique_name("puller")) as server:
+        with gpu_producer.PacedPuller(server, args, rate=200) as puller:
+            time.sleep(1.5)
+    assert puller.error is None, puller.error
+    assert 120 <= puller.images_per_s <= 230, puller.images_per_s  # about 200, not flat out
+    gone = types.SimpleNamespace(name=H.unique_name("no-such-server"))
+    with gpu_producer.PacedPuller(gone, args, rate=200) as puller:
+        puller.thread.join(timeout=30)
+    assert puller.error is not None and puller.images_per_s == 0.0
