@@ -3,6 +3,8 @@ queues for the CUDA start it makes (CUDA_DEVICE_MAX_CONNECTIONS set for that
 moment only) and says when CUDA had started with fewer. No GPU needed here;
 what the GPU sees is checked in test_cuda.py (hardware_queues_probe.py)."""
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -19,12 +21,14 @@ def no_var(monkeypatch):
     monkeypatch.delenv(VAR, raising=False)
 
 
-def test_import_leaves_the_variable_alone(no_var):
+def test_import_leaves_the_variable_alone():
     # Processes started later (a batchcast-server: 8 suits it) inherit it.
-    import importlib
-
-    importlib.reload(batchcast)
-    assert VAR not in os.environ
+    env = {k: v for k, v in os.environ.items() if k != VAR}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (H.PYDIR, env.get("PYTHONPATH")) if p)
+    r = subprocess.run([sys.executable, "-c",
+                        f"import os, batchcast; print(os.environ.get('{VAR}'))"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "None", r.stdout + r.stderr
 
 
 def test_the_variable_is_set_for_a_gpu_start_only_and_then_restored(no_var, monkeypatch):
