@@ -184,3 +184,28 @@ def test_a_killed_server_is_reported_at_once(tmp_path):
     # Reclaimed by the next server (of any name).
     with batchcast.Server(synthetic=10, size=4, name=H.unique_name("next")):
         assert not os.path.exists("/dev/shm/" + _core.host_ring_shm_name(name))
+
+
+def test_gpu_only_options_on_a_host_ring_are_said_to_be_ignored():
+    # --gpu-priority, --nvjpeg-calls, --transcode-cache-mb, --device-cache-mb
+    # change nothing on a host ring: the server says so at start (once),
+    # and says nothing when they keep their defaults.
+    def start_log(**options):
+        code = ("import batchcast\n"
+                f"batchcast.Server(synthetic=100, size=8, name='{H.unique_name('gpuonly')}',"
+                f" **{options!r}).close()\n")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (H.PYDIR, env.get("PYTHONPATH")) if p)
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stderr
+
+    log = start_log(gpu_priority="high", nvjpeg_calls=2)
+    assert ("nvjpeg_calls (--nvjpeg-calls), gpu_priority (--gpu-priority): only a CUDA ring "
+            "(--device cuda:N) uses them; ignored on this host ring") in log, log
+    assert "transcode_cache_mb" not in log, log
+    log = start_log(transcode_cache_mb=0)
+    assert "transcode_cache_mb (--transcode-cache-mb): only a CUDA ring (--device cuda:N) uses it" \
+        in log, log
+    assert "only a CUDA ring" not in start_log(gpu_priority="normal", nvjpeg_calls=1)
