@@ -45,6 +45,22 @@ batchcast::TerminalSize StdoutTerminalSize() {
   return {ws.ws_col, ws.ws_row};
 }
 
+// Without MPS a trainer fed from this process gets the GPU by time slices
+// shared with it: says so, with what to do instead, once at start (README,
+// "PyTorch, one job"; benchmarks/RESULTS.md, "The server in the trainer's
+// process").
+void AdviseWithoutMps(const batchcast::Server& server) {
+  const nlohmann::json j =
+      nlohmann::json::parse(server.StatsJson(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("mps") || !j["mps"].is_boolean() || j["mps"].get<bool>()) {
+    return;
+  }
+  std::cerr << "batchcast-server: MPS is off, so a trainer on this GPU fed from this process "
+               "shares the GPU with it by time slices (a ResNet-18 ran at about 0.7 of its "
+               "speed on an H100); for one job, run the server in the training process "
+               "(batchcast.Server); for several, use MPS (batchcast-launch)\n";
+}
+
 int Serve(batchcast::ServerOptions options, double status_interval) {
   auto server = batchcast::Server::Start(options);
   if (!server.ok()) {
@@ -54,6 +70,7 @@ int Serve(batchcast::ServerOptions options, double status_interval) {
   g_serving = true;
   std::cerr << "batchcast-server: serving '" << options.name << "' on " << (*server)->endpoint()
             << " (Ctrl-C stops)\n";
+  AdviseWithoutMps(**server);
   const bool tty = isatty(STDERR_FILENO);
   uint64_t last_published = 0;
   auto last_time = std::chrono::steady_clock::now();

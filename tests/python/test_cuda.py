@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -171,3 +172,30 @@ def test_in_process_gpu_server_starts_cuda_with_32_hardware_queues_or_warns():
     # During the start / after it / warnings.
     assert start(torch_first=False) == ["32", "None", "0"]
     assert start(torch_first=True) == ["None", "None", "1"]
+
+
+def test_server_process_without_mps_gives_its_advice():
+    # batchcast-server on a GPU says at start, when MPS is off, that a
+    # trainer it feeds gets the GPU by time slices, and what to do instead;
+    # not when MPS is on.
+    server_bin = H.require_server()
+    name = H.unique_name("mps-advice")
+    p = subprocess.Popen([server_bin, "serve", "--synthetic", "100", "--size", "8", "--name", name,
+                          "--device", "cuda:0", "--status-interval", "0"],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        stats = None
+        while stats is None and time.monotonic() < deadline and p.poll() is None:
+            try:
+                stats = batchcast.query_stats(name, timeout=1.0)
+            except (batchcast.NotFound, batchcast.Timeout, batchcast.ServerUnavailable):
+                time.sleep(0.2)  # not up yet
+    finally:
+        p.terminate()
+        err = p.communicate(timeout=30)[1]
+    if "no CUDA support" in err:
+        pytest.skip("this build has no CUDA ring")
+    assert stats is not None, err
+    advised = "MPS is off, so a trainer on this GPU fed from this process" in err
+    assert advised == (stats.get("mps") is False), (stats.get("mps"), err)
