@@ -73,6 +73,14 @@ def require_server():
 _counter = itertools.count()
 
 
+def python_env(drop=()):
+    """os.environ for a child Python that imports batchcast from the build
+    tree (PYDIR first on PYTHONPATH), without the variables in `drop`."""
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (PYDIR, env.get("PYTHONPATH")) if p)
+    return env
+
+
 def unique_name(tag="t"):
     """A server name nobody else uses (tests may run concurrently on one machine)."""
     return f"pyt-{tag}-{os.getpid()}-{next(_counter)}-{uuid.uuid4().hex[:6]}"

@@ -160,10 +160,9 @@ def test_in_process_gpu_server_starts_cuda_with_32_hardware_queues_or_warns():
                 "torch.zeros(1, device='cuda')\n"
                 "print(seen[0], os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS'),\n"
                 "      sum('hardware queue' in str(x.message) for x in w))")
-        env = {k: v for k, v in os.environ.items() if k != "CUDA_DEVICE_MAX_CONNECTIONS"}
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (H.PYDIR, env.get("PYTHONPATH")) if p)
-        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                           text=True, timeout=120)
+        r = subprocess.run([sys.executable, "-c", code],
+                           env=H.python_env(drop=("CUDA_DEVICE_MAX_CONNECTIONS",)),
+                           capture_output=True, text=True, timeout=120)
         if r.returncode != 0 and "no CUDA support" in r.stderr:
             pytest.skip("this build has no CUDA ring")
         assert r.returncode == 0, r.stdout + r.stderr

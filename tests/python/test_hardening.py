@@ -194,10 +194,8 @@ def test_gpu_only_options_on_a_host_ring_are_said_to_be_ignored():
         code = ("import batchcast\n"
                 f"batchcast.Server(synthetic=100, size=8, name='{H.unique_name('gpuonly')}',"
                 f" **{options!r}).close()\n")
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (H.PYDIR, env.get("PYTHONPATH")) if p)
-        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                           timeout=120)
+        r = subprocess.run([sys.executable, "-c", code], env=H.python_env(), capture_output=True,
+                           text=True, timeout=120)
         assert r.returncode == 0, r.stdout + r.stderr
         return r.stderr
 

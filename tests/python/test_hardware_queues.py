@@ -23,11 +23,9 @@ def no_var(monkeypatch):
 
 def test_import_leaves_the_variable_alone():
     # Processes started later (a batchcast-server: 8 suits it) inherit it.
-    env = {k: v for k, v in os.environ.items() if k != VAR}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (H.PYDIR, env.get("PYTHONPATH")) if p)
     r = subprocess.run([sys.executable, "-c",
                         f"import os, batchcast; print(os.environ.get('{VAR}'))"],
-                       env=env, capture_output=True, text=True, timeout=120)
+                       env=H.python_env(drop=(VAR,)), capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "None", r.stdout + r.stderr
 
 

@@ -68,10 +68,7 @@ def job_py(tmp_path):
 
 
 def _env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = H.PYDIR + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.pop("CUDA_MPS_PIPE_DIRECTORY", None)
-    return env
+    return H.python_env(drop=("CUDA_MPS_PIPE_DIRECTORY",))
 
 
 def _launch(args, timeout=60):

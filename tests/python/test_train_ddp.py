@@ -34,8 +34,7 @@ def test_train_ddp_example_on_two_cpu_ranks(tmp_path):
 
     if not dist.is_available() or not dist.is_gloo_available():
         pytest.skip("torch.distributed with gloo is not available")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = H.PYDIR + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env = H.python_env()
     env["OMP_NUM_THREADS"] = "1"
     for v in ("LOCAL_RANK", "BATCHCAST_GROUP", "SLURM_LOCALID", "SLURM_PROCID"):
         env.pop(v, None)
