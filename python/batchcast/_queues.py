@@ -60,13 +60,12 @@ def shortfall(started_before: bool, value: Optional[str]) -> Optional[str]:
 
 
 @contextlib.contextmanager
-def for_server_start(device: str) -> Iterator[dict]:
+def for_server_start(device: str) -> Iterator[Optional[str]]:
     """Around the start of a Server on `device`: on a GPU, with CUDA not
     started and the variable unset, sets it to 32 for the start (restored
-    after); yields a dict whose "warning" is the shortfall() text, if any."""
-    out: dict = {"warning": None}
+    after); yields the shortfall() text, or None."""
     if not device.startswith("cuda"):
-        yield out
+        yield None
         return
     started = cuda_started()
     value = os.environ.get(ENV)
@@ -74,8 +73,7 @@ def for_server_start(device: str) -> Iterator[dict]:
     if ours:
         os.environ[ENV] = str(PREFERRED)
     try:
-        out["warning"] = shortfall(started, value)
-        yield out
+        yield shortfall(started, value)
     finally:
         if ours and os.environ.get(ENV) == str(PREFERRED):
             del os.environ[ENV]

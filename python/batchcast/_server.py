@@ -137,10 +137,10 @@ class Server(_Serving):
             opts["data"] = "::".join(_check.text("data", d, path=True) or "" for d in data)
         elif data is not None:
             opts["data"] = _check.text("data", data, path=True)
-        with _queues.for_server_start(str(opts.get("device", ""))) as queues:
+        with _queues.for_server_start(str(opts.get("device", ""))) as too_few_queues:
             self._attach(_core.Server.start(opts))
-        if queues["warning"] is not None:
-            warnings.warn(queues["warning"], RuntimeWarning, stacklevel=2)
+        if too_few_queues is not None:
+            warnings.warn(too_few_queues, RuntimeWarning, stacklevel=2)
 
     epoch_len = ReadOnly("_core.epoch_len", int)
 

@@ -31,11 +31,11 @@ def test_import_leaves_the_variable_alone():
 
 def test_the_variable_is_set_for_a_gpu_start_only_and_then_restored(no_var, monkeypatch):
     monkeypatch.setattr(_queues, "cuda_started", lambda: False)
-    with _queues.for_server_start("cuda:0") as q:
-        assert os.environ[VAR] == "32" and q["warning"] is None
+    with _queues.for_server_start("cuda:0") as warning:
+        assert os.environ[VAR] == "32" and warning is None
     assert VAR not in os.environ
-    with _queues.for_server_start("cpu") as q:
-        assert VAR not in os.environ and q["warning"] is None
+    with _queues.for_server_start("cpu") as warning:
+        assert VAR not in os.environ and warning is None
     # Restored also when the start fails.
     with pytest.raises(ValueError):
         with _queues.for_server_start("cuda:all"):
@@ -47,23 +47,23 @@ def test_a_value_the_user_set_is_kept(monkeypatch):
     monkeypatch.setattr(_queues, "cuda_started", lambda: False)
     for value in ("1", "8", "16"):  # 1: Megatron-LM's setting
         monkeypatch.setenv(VAR, value)
-        with _queues.for_server_start("cuda:0") as q:
-            assert os.environ[VAR] == value and q["warning"] is None
+        with _queues.for_server_start("cuda:0") as warning:
+            assert os.environ[VAR] == value and warning is None
         assert os.environ[VAR] == value
 
 
 def test_cuda_started_before_the_server_is_reported(no_var, monkeypatch):
     monkeypatch.setattr(_queues, "cuda_started", lambda: True)
-    with _queues.for_server_start("cuda:0") as q:
+    with _queues.for_server_start("cuda:0") as warning:
         assert VAR not in os.environ  # too late to matter: not set
-    assert q["warning"].startswith(
+    assert warning.startswith(
         "batchcast.Server on a GPU shares this process's 8 CUDA hardware queues "
-        f"({VAR} unset: CUDA's default; CUDA started before the Server)"), q["warning"]
-    assert "create the Server before any other CUDA work" in q["warning"]
+        f"({VAR} unset: CUDA's default; CUDA started before the Server)"), warning
+    assert "create the Server before any other CUDA work" in warning
     monkeypatch.setenv(VAR, "32")
-    with _queues.for_server_start("cuda:0") as q:
+    with _queues.for_server_start("cuda:0") as warning:
         pass
-    assert q["warning"] is None
+    assert warning is None
     one = _queues.shortfall(True, "1")
     assert "1 CUDA hardware queue (" in one and "run the server as its own process" in one, one
 
