@@ -42,7 +42,7 @@ TEST_F(HardwareQueuesTest, UnsetIsCudasDefaultAndValuesInRangeAreRead) {
 }
 
 TEST_F(HardwareQueuesTest, ValuesCudaDoesNotTakeCountAsTheDefault) {
-  for (const char* bad : {"", "0", "33", "-4", "8x", "many"}) {
+  for (const char* bad : {"", "0", "33", "-4", "8x", "many", " 4", "4 "}) {
     setenv(kVar, bad, 1);
     EXPECT_EQ(HardwareQueues(), kDefaultHardwareQueues) << "'" << bad << "'";
   }
