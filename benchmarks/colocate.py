@@ -10,6 +10,12 @@ at once on one device, their data coming from
               max(1, (cores - N) // N) workers each (one core per job's own loop)
   batchcast   one batchcast-server over the same folder (ring on the device,
               GPU decode where built), each job a batchcast.Loader
+  hosted      (only when asked: --sources ...,hosted) the same server run by
+              batchcast.Server inside job 0's process, created before job 0
+              starts CUDA (so with 32 hardware queues, Note [Hardware
+              queues]); every job, job 0 too, a batchcast.Loader. One CUDA
+              context fewer for the GPU to time-slice without MPS. These jobs
+              are processes of their own, started for the first hosted row
 
 each with NVIDIA MPS off and on (where nvidia-cuda-mps-control can start it).
 For every (MPS, model, data, N) it reports per-job images/s and step time,
@@ -69,7 +75,9 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-SOURCES = ("synthetic", "dataloader", "batchcast")
+SOURCES = ("synthetic", "dataloader", "batchcast", "hosted")
+DEFAULT_SOURCES = SOURCES[:3]
+SERVED = ("batchcast", "hosted")  # the sources a batchcast server feeds
 DEFAULT_MODELS = ("resnet18", "resnet50", "vit_b_32")
 DEFAULT_BATCH = {"resnet18": 128, "resnet50": 64, "vit_b_32": 128, "vit_b_16": 32,
                  "efficientnet_b0": 64, "tiny_cnn": 32}
@@ -275,8 +283,20 @@ class _Job:
         self.send(drained=n, seconds=time.monotonic() - t)
 
 
-def job_main():
+def job_main(host=None):
+    """`host`: batchcast.Server keywords (data included) of the server this
+    job hosts (source "hosted"), started before anything here starts CUDA."""
+    hosted = None
     job = _Job()
+    if host is not None:
+        import batchcast
+
+        batchcast.set_log_level("info")
+        try:
+            hosted = batchcast.Server(host.pop("data"), **host)
+        except Exception as e:  # noqa: BLE001 - the parent's hello says why
+            job.send(error=f"batchcast.Server: {type(e).__name__}: {e}"[:500])
+            return
     import torch
 
     job.send(hello=os.getpid(), torch=torch.__version__,
@@ -305,6 +325,8 @@ def job_main():
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
     job.teardown()
+    if hosted is not None:
+        hosted.close()
 
 
 # =============================================================================
@@ -315,9 +337,12 @@ def job_main():
 class JobProc:
     """A job process and the messages it sends."""
 
-    def __init__(self, index, env, log):
+    def __init__(self, index, env, log, host=None):
         self.index = index
-        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--job"],
+        argv = [sys.executable, os.path.abspath(__file__), "--job"]
+        if host is not None:  # batchcast.Server keywords of the server it hosts
+            argv += ["--host", json.dumps(host)]
+        self.proc = subprocess.Popen(argv,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                      env=env, text=True, bufsize=1)
         self.pid = self.proc.pid
@@ -408,31 +433,42 @@ def sleep_until(t):
         time.sleep(min(left, 0.05))
 
 
+def server_options(args):
+    """The benchmark's server as batchcast.Server keywords (Server passes
+    them as serve flags, a hosting job as keywords)."""
+    on_gpu = args.device.startswith("cuda")
+    opts = dict(device=args.device if on_gpu else "cpu", batch_size=args.server_batch,
+                window=args.server_window, size=args.size,
+                dtype="bfloat16" if args.amp else "float32")
+    if args.server_workers:
+        opts["workers"] = args.server_workers
+    return opts
+
+
 class Server:
-    """A batchcast-server process over the dataset, for one MPS setting."""
+    """A batchcast-server process over the dataset, for one MPS setting;
+    HostedServer (a subclass) the same server inside a job's process."""
 
     def __init__(self, args, env, log):
-        import batchcast
-
         self.name = f"colocate-{os.getpid()}-{int(time.time() * 1000) % 100000}"
-        on_gpu = args.device.startswith("cuda")
         cmd = [args.server_bin, "--log-level", "info", "serve", args.data, "--name", self.name,
-               "--device", args.device if on_gpu else "cpu", "--batch-size",
-               str(args.server_batch), "--window", str(args.server_window), "--size",
-               str(args.size), "--dtype", "bfloat16" if args.amp else "float32",
                "--status-interval", "0"]
-        if args.server_workers:
-            cmd += ["--workers", str(args.server_workers)]
+        for key, value in server_options(args).items():
+            cmd += ["--" + key.replace("_", "-"), str(value)]
         log.write(f"== {' '.join(cmd)}\n")
         log.flush()
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         self.pid = self.proc.pid
         self.bin = args.server_bin
+        self._wait_up(args, "batchcast-server", "colocate-server.log")
+
+    def _wait_up(self, args, what, log_name):
+        import batchcast
+
         deadline = time.monotonic() + 300
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"batchcast-server exited with {self.proc.returncode}; "
-                                   f"see colocate-server.log")
+                raise RuntimeError(f"{what} exited with {self.proc.returncode}; see {log_name}")
             try:
                 self.stats()
                 break
@@ -441,7 +477,13 @@ class Server:
                     raise
                 time.sleep(0.1)
         self.epoch_len = int(self.stats().get("epoch_len", 0))
-        self.warm = not on_gpu  # the CPU path has no cache to warm
+        self.warm = not args.device.startswith("cuda")  # the CPU path has no cache to warm
+
+    def loading_cpu(self):
+        """{key: CPU seconds} of the server, for CpuMeter.used."""
+        from batchcast._proc import CpuMeter
+
+        return CpuMeter.read([self.pid])
 
     def stats(self):
         import batchcast
@@ -465,6 +507,24 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+class HostedServer(Server):
+    """Source "hosted": the server, a batchcast.Server, inside the process of
+    `job` (a JobProc started with host=...; it lives and ends with it).
+    Its CPU is that of its bc-* threads."""
+
+    def __init__(self, args, name, job):
+        self.name, self.proc, self.pid, self.bin = name, job.proc, job.pid, args.server_bin
+        self._wait_up(args, "the hosting job", "colocate-jobs.log")
+
+    def loading_cpu(self):
+        from batchcast._proc import server_thread_cpu_seconds
+
+        return {self.pid: server_thread_cpu_seconds(self.pid)}
+
+    def stop(self):
+        pass  # ends with its job (JobProc.stop)
 
 
 class Bench:
@@ -522,7 +582,7 @@ class Bench:
                "OMP_NUM_THREADS": str(self.args.threads)}
         server = None
         try:
-            if "batchcast" in self.args.sources:
+            if "batchcast" in self.args.sources:  # hosted: Bench.start_hosted
                 server = Server(self.args, env, self.server_log)
             for n in self.args.jobs:
                 if self.over_budget(8 + self.phase_seconds()):
@@ -543,6 +603,7 @@ class Bench:
     def run_jobs(self, mode, mps, n, env, server):
         a = self.args
         procs = [JobProc(k, env, self.job_log) for k in range(n)]
+        hosted = None  # (procs, HostedServer) of source "hosted", started at its first row
         try:
             hellos = [p.recv(300) for p in procs]
             bad = [h for h in hellos if "error" in h]
@@ -551,12 +612,7 @@ class Bench:
                 return
             self.results["meta"].setdefault("torch", hellos[0].get("torch"))
             self.results["meta"].setdefault("gpu", hellos[0].get("gpu"))
-            if server is not None and not server.warm:
-                procs[0].send(cmd="drain", endpoint=server.name, batch_size=a.server_batch,
-                              samples=server.epoch_len)
-                r = procs[0].recv(600)
-                server.warm = True
-                print(f"server warm-up: {r}", flush=True)
+            self.warm_up(server, procs[0])
             for model in a.models:
                 sizes = a.batch_sizes[model]
                 variants = [[sizes[k % len(sizes)] for k in range(n)]]
@@ -568,13 +624,50 @@ class Bench:
                             print(f"budget: skipping {model} {source} N={n} (MPS {mode})",
                                   flush=True)
                             continue
-                        run = self.phase(mode, mps, model, source, batches, procs, server)
+                        if source == "hosted" and hosted is None:
+                            hosted = self.start_hosted(n, env)
+                        if source != "hosted":
+                            run = self.phase(mode, mps, model, source, batches, procs, server)
+                        elif isinstance(hosted, str):  # the hosting job failed: say so per row
+                            run = {"mps": mode, "model": model, "source": source, "jobs": n,
+                                   "batch_sizes": batches, "dl_workers": None, "error": hosted}
+                        else:
+                            run = self.phase(mode, mps, model, source, batches, *hosted)
                         self.results["runs"].append(run)
                         self.save()
                         print(demo_row(run) if a.demo else row_text(run), flush=True)
         finally:
+            for p in procs + (hosted[0] if isinstance(hosted, tuple) else []):
+                p.stop()
+
+    def warm_up(self, server, job):
+        """One epoch through `server` (by `job`) before it is measured."""
+        if server is not None and not server.warm:
+            job.send(cmd="drain", endpoint=server.name, batch_size=self.args.server_batch,
+                     samples=server.epoch_len)
+            r = job.recv(600)
+            server.warm = True
+            print(f"server warm-up: {r}", flush=True)
+
+    def start_hosted(self, n, env):
+        """([n job processes], HostedServer), job 0 hosting the server (source
+        "hosted"); or, where they did not start, why (a string)."""
+        a = self.args
+        name = f"colocate-hosted-{os.getpid()}-{n}"
+        host = {"data": a.data, "name": name, **server_options(a)}
+        procs = [JobProc(k, env, self.job_log, host=host if k == 0 else None) for k in range(n)]
+        try:
+            bad = [h["error"] for h in (p.recv(300) for p in procs) if "error" in h]
+            if bad:
+                raise RuntimeError(bad[0])
+            server = HostedServer(a, name, procs[0])
+            self.warm_up(server, procs[0])
+        except Exception as e:  # noqa: BLE001 - every hosted row says why
             for p in procs:
                 p.stop()
+            print(f"N={n}: the hosting jobs did not start: {e}", flush=True)
+            return f"the hosting jobs did not start: {e}"
+        return procs, server
 
     def phase(self, mode, mps, model, source, batches, procs, server):
         a = self.args
@@ -607,14 +700,15 @@ class Bench:
         # and what `batchcast-server stat` shows while the jobs run.
         smi = gpu_memory_by_pid() if on_gpu else None
         mps_servers = mps.server_pids()
-        stat_text = server.stat_text() if source == "batchcast" else None
+        served = source in SERVED
+        stat_text = server.stat_text() if served else None
         ws, we = t0 + a.warmup, t0 + a.warmup + a.measure
         sleep_until(ws)
-        before = self.cpu_reading(job_pids, server if source == "batchcast" else None)
-        stats0 = server.stats() if source == "batchcast" else None
+        before = self.cpu_reading(job_pids, server if served else None)
+        stats0 = server.stats() if served else None
         sleep_until(we)
-        after = self.cpu_reading(job_pids, server if source == "batchcast" else None)
-        stats1 = server.stats() if source == "batchcast" else None
+        after = self.cpu_reading(job_pids, server if served else None)
+        stats1 = server.stats() if served else None
         results = [p.recv(max(120.0, 20 * a.measure)) for p in procs]
         errors = [r["error"] for r in results if "error" in r]
         if errors:
@@ -637,7 +731,7 @@ class Bench:
         if smi:
             run["gpu_mib_total"] = sum(smi.values())
             if source == "batchcast":  # the server idles (but stays) during other rows
-                run["server_gpu_mib_smi"] = smi.get(server.pid)
+                run["server_gpu_mib_smi"] = smi.get(server.pid)  # hosted: in job 0's
         if stats1 is not None:
             run["server_samples_s"] = ((stats1["samples_published"] - stats0["samples_published"])
                                        / max(1e-9, span))
@@ -650,9 +744,9 @@ class Bench:
     def cpu_reading(self, job_pids, server):
         from batchcast._proc import CpuMeter, descendants
 
-        loading = [server.pid] if server is not None else descendants(job_pids)
-        return {"t": time.monotonic(), "jobs": CpuMeter.read(job_pids),
-                "loading": CpuMeter.read(loading)}
+        loading = (server.loading_cpu() if server is not None else
+                   CpuMeter.read(descendants(job_pids)))
+        return {"t": time.monotonic(), "jobs": CpuMeter.read(job_pids), "loading": loading}
 
 
 def compact_stats(s):
@@ -744,7 +838,8 @@ def markdown(results):
             "MPS: " + "; ".join(f"{k}: {v}" for k, v in results.get("mps", {}).items()) + ".",
             "delta = sum of the jobs' step times alone (N=1, same MPS/model/data/batch) / "
             "the slowest co-located step time (Tabrizian 2020, eq. 4.1). Loading CPU: the "
-            "DataLoader workers of all jobs, or the batchcast-server process. Data wait: the "
+            "DataLoader workers of all jobs, or the batchcast-server process (hosted: the server's "
+            "threads in job 0). Data wait: the "
             "share of a job's step time spent waiting for its next batch. GPU memory: "
             "nvidia-smi per process / torch's peak reserved memory / the server (nvidia-smi; batchcast rows). "
             "* = a step longer than the timed window (one step timed).", ""]
@@ -757,11 +852,11 @@ def summary(results):
     by = {(r["mps"], r["model"], r["jobs"], r["source"], tuple(r["batch_sizes"])): r for r in runs}
     out = []
     for (mps, model, n, source, batches), bc in sorted(by.items()):
-        if source != "batchcast":
+        if source not in SERVED:
             continue
         dl = by.get((mps, model, n, "dataloader", batches))
         syn = by.get((mps, model, n, "synthetic", batches))
-        text = f"MPS {mps}, {model}, {n} job(s): batchcast {bc['img_s']:,.0f} img/s"
+        text = f"MPS {mps}, {model}, {n} job(s): {source} {bc['img_s']:,.0f} img/s"
         if dl:
             text += (f" = {bc['img_s'] / dl['img_s']:.1f}x the per-job DataLoaders' "
                      f"{dl['img_s']:,.0f}, with {bc['loading_cores']:.1f} loading cores instead "
@@ -786,7 +881,8 @@ def plots(results, out_dir):
     models = list(dict.fromkeys(r["model"] for r in runs))
     if not models:
         return "nothing measured: no plots"
-    colors = {"synthetic": "tab:gray", "dataloader": "tab:red", "batchcast": "tab:blue"}
+    colors = {"synthetic": "tab:gray", "dataloader": "tab:red", "batchcast": "tab:blue",
+              "hosted": "tab:green"}
     written = []
     for key, ylabel, fname in (("img_s", "images/s, all jobs", "colocate_throughput.png"),
                                ("delta", "delta (co-location speed-up)", "colocate_delta.png")):
@@ -924,7 +1020,8 @@ def parse_args(argv):
     p.add_argument("--out", default="colocate-out", help="output folder")
     p.add_argument("--jobs", type=_csv(int), default=[1, 2, 4, 8], help="N values, e.g. 1,2,4,8")
     p.add_argument("--models", type=_csv(str), default=list(DEFAULT_MODELS))
-    p.add_argument("--sources", type=_csv(str), default=list(SOURCES))
+    p.add_argument("--sources", type=_csv(str), default=list(DEFAULT_SOURCES),
+                   help=f"of {','.join(SOURCES)} (default {','.join(DEFAULT_SOURCES)})")
     p.add_argument("--mps", type=_csv(str), default=["off", "on"], help="off,on")
     p.add_argument("--batch-size", action="append", metavar="[MODEL=]B[,B...]",
                    help=f"per model (default {DEFAULT_BATCH}); a list is dealt to the jobs")
@@ -989,7 +1086,7 @@ def parse_args(argv):
 
 def prepare(args):
     """Dataset and server binary."""
-    needs_data = any(s in args.sources for s in ("dataloader", "batchcast"))
+    needs_data = any(s in args.sources for s in ("dataloader",) + SERVED)
     if needs_data and not args.data:
         args.data = os.path.join("/tmp", f"batchcast-colocate-{args.images}")
     if needs_data and not os.path.isdir(args.data):
@@ -1006,7 +1103,7 @@ def prepare(args):
               flush=True)
     if needs_data:
         args.images = sum(len(files) for _, _, files in os.walk(args.data))
-    if "batchcast" in args.sources and not args.server_bin:
+    if any(s in args.sources for s in SERVED) and not args.server_bin:  # hosted: for `stat`
         build = add_build_to_path()
         cands = [os.path.join(build, "tools", "batchcast-server")] if build else []
         cands.append(shutil.which("batchcast-server"))
@@ -1020,7 +1117,8 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if "--job" in argv:
         add_build_to_path()
-        return job_main()
+        host = json.loads(argv[argv.index("--host") + 1]) if "--host" in argv else None
+        return job_main(host)
     args = parse_args(argv)
     add_build_to_path()
     if args.plot_only:

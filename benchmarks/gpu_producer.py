@@ -169,25 +169,6 @@ class ServerProc:
         self.log.close()
 
 
-def server_thread_cpu_seconds():
-    """CPU seconds of this process's batchcast server threads (named bc-*,
-    core/src/thread_name.h; not the Loaders' bc-flush threads, nor CUDA's or
-    nvJPEG's own threads)."""
-    total = 0.0
-    tick = os.sysconf("SC_CLK_TCK")
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                stat = f.read()
-        except OSError:  # the thread ended
-            continue
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
-        if name.startswith("bc-") and name != "bc-flush":
-            fields = stat[stat.rindex(")") + 2:].split()
-            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-    return total
-
-
 class InProcServer:
     """The same server as ServerProc's, run by batchcast.Server in this
     process, the trainer's: its decode and kernels share the trainer's CUDA
@@ -205,7 +186,9 @@ class InProcServer:
         return self.server.stats()
 
     def cpu(self):
-        return server_thread_cpu_seconds()
+        from batchcast._proc import server_thread_cpu_seconds
+
+        return server_thread_cpu_seconds(os.getpid())
 
     def stop(self):
         self.server.close()

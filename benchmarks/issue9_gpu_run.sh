@@ -69,8 +69,12 @@
 #   process (32 queues), fed pairs, then the trainer on synthetic data while
 #   a thread of its process pulls from that server at the fed rate
 #   (gpu_producer.py --paced with --in-process: PacedPuller).
+# colocate_hosted (about 5 minutes): four ResNet-18 jobs, MPS off, fed by a
+#   batchcast-server process and by the same server hosted in job 0's process
+#   (colocate.py source "hosted": one CUDA context fewer to time-slice), next
+#   to four jobs on synthetic data; twice, the second time in the other order.
 set -u
-PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts inproc_parts"
+PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts inproc_parts colocate_hosted"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:?build dir}
 OUT=${2:?out dir}
@@ -214,6 +218,11 @@ elif [ "$PART" = mps_parts ]; then
 elif [ "$PART" = inproc_parts ]; then
   step 240 python3 benchmarks/gpu_producer.py --out "$W/inproc_parts" --data $DATA --workers 4 \
     --warmup 3 --measure 8 --repeat 3 --no-reference --in-process normal --in-process-only --paced
+elif [ "$PART" = colocate_hosted ]; then
+  for order in synthetic,hosted,batchcast batchcast,hosted,synthetic; do
+    step 200 python3 benchmarks/colocate.py --out "$W/colocate_${order%%,*}_first" \
+      --models resnet18 --jobs 4 --sources $order --mps off --warmup 3 --measure 6 --data $DATA
+  done
 elif [ "$PART" = mps ]; then
   for k in 1 2; do
     step 240 python3 benchmarks/gpu_producer.py --out "$W/mps_calls$k" --data $DATA --workers 4 \

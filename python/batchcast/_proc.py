@@ -32,6 +32,29 @@ def cpu_seconds(pid: int) -> Optional[float]:
     return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime (fields 14, 15)
 
 
+def server_thread_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of the batchcast server threads of process
+    `pid` (threads named bc-*, core/src/thread_name.h; not the Loaders'
+    bc-flush threads, nor CUDA's or nvJPEG's own): a batchcast.Server's
+    share of a process it shares with a trainer. 0.0 when it is gone."""
+    total = 0.0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return total
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                text = f.read().decode("ascii", "replace")
+        except OSError:  # the thread ended
+            continue
+        name = text[text.find("(") + 1 : text.rfind(")")]
+        fields = text[text.rfind(")") + 2 :].split()
+        if name.startswith("bc-") and name != "bc-flush" and len(fields) >= 13:
+            total += (int(fields[11]) + int(fields[12])) / _TICKS
+    return total
+
+
 def parent(pid: int) -> Optional[int]:
     fields = _stat_fields(pid)
     return int(fields[1]) if fields and len(fields) > 1 else None

@@ -9,6 +9,7 @@ installed, else a note) and the merged --plot-only output are written.
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -85,3 +86,43 @@ def test_smoke_run_measures_every_row_and_writes_table_and_plots(tmp_path):
         merged = json.load(f)
     assert len(merged["runs"]) == 12 and set(merged["mps"]) == {"off", "on"}
     assert (merged_dir / "colocate.md").read_text().count("| on | tiny_cnn |") == 6
+
+
+def test_hosted_rows_serve_every_job_from_a_server_inside_job_0(tmp_path):
+    # Source "hosted": batchcast.Server inside job 0's process, every job a Loader.
+    out = tmp_path / "out"
+    stdout = _run("--smoke", "--sources", "synthetic,hosted", "--out", str(out), "--data",
+                  str(tmp_path / "data"))
+    with open(out / "colocate.json") as f:
+        runs = json.load(f)["runs"]
+    assert sorted((r["source"], r["jobs"]) for r in runs) == sorted(
+        (s, n) for s in ("synthetic", "hosted") for n in (1, 2)), runs
+    for r in (r for r in runs if r["source"] == "hosted"):
+        assert r["error"] is None, r
+        assert r["server_samples_s"] > 0, r
+        assert r["loading_cores"] > 0, r  # the server's bc-* threads in job 0
+        text = r["server_stat_text"]  # read while the jobs ran
+        assert f"consumers: {r['jobs']}" in text, text
+        pid = re.search(r"^server \S+ \(pid (\d+)\)", text).group(1)
+        assert f"colocate-job0 (pid {pid})" in text, text  # job 0 hosts the server
+    assert "hosted" in stdout and "% of the data-unbound rate" in stdout, stdout
+    assert "Traceback" not in (out / "colocate-jobs.log").read_text()
+
+
+def test_unknown_source_is_refused_with_the_choices(tmp_path):
+    r = subprocess.run([sys.executable, SCRIPT, "--sources", "synthetic,nope", "--out",
+                        str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert "unknown source 'nope' (choose from synthetic, dataloader, batchcast, hosted)" in r.stderr
+
+
+def test_a_hosting_job_that_cannot_start_its_server_is_an_error_on_each_hosted_row(tmp_path):
+    out = tmp_path / "out"
+    stdout = _run("--smoke", "--sources", "hosted", "--server-workers", "-1", "--out", str(out),
+                  "--data", str(tmp_path / "data"))
+    with open(out / "colocate.json") as f:
+        runs = json.load(f)["runs"]
+    assert [r["jobs"] for r in runs] == [1, 2], runs
+    for r in runs:
+        assert r["error"].startswith("the hosting jobs did not start: batchcast.Server: "), r
+    assert "the hosting jobs did not start" in stdout

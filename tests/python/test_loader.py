@@ -304,6 +304,23 @@ def test_in_process_server_threads_are_named():
     assert {"bc-control", "bc-producer", "bc-flush"} <= set(names), names
 
 
+def test_server_thread_cpu_seconds_counts_the_servers_threads_only():
+    # benchmarks (gpu_producer.py --in-process, colocate.py source "hosted")
+    # tell a hosted server's CPU from its trainer's by these names.
+    from batchcast._proc import cpu_seconds, server_thread_cpu_seconds
+
+    assert server_thread_cpu_seconds(os.getpid()) == 0.0  # no server yet
+    with batchcast.Server(synthetic=20000, size=128, batch_size=64, window=4, workers=2,
+                          name=H.unique_name("cpu")) as srv:
+        with batchcast.Loader(srv.endpoint, batch_size=64) as loader:
+            for n, _ in enumerate(loader):  # 300 batches of 3 MiB the server copies
+                if n == 300:
+                    break
+        used = server_thread_cpu_seconds(os.getpid())
+        assert 0.0 < used < cpu_seconds(os.getpid()), used
+    assert server_thread_cpu_seconds(2**22 + 12345) == 0.0  # no such process: nothing, no error
+
+
 def test_in_process_server_context_manager():
     name = H.unique_name("ctx")
     with batchcast.Server(synthetic=300, size=8, batch_size=32, window=4, name=name) as srv:
