@@ -907,7 +907,8 @@ def plots(results, out_dir):
             ax.set_ylabel(ylabel)
             ax.set_title(f"{model}, batch {runs_batch(runs, model)}")
             ax.grid(True, alpha=0.3)
-            ax.legend(fontsize=8)
+            if ax.get_legend_handles_labels()[0]:  # none: e.g. no delta without N=1 rows
+                ax.legend(fontsize=8)
         fig.suptitle(f"{results['meta'].get('gpu') or results['meta'].get('device')}: "
                      + ("throughput" if key == "img_s" else "delta = sum alone / max co-located"))
         fig.tight_layout()

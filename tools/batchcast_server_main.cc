@@ -58,7 +58,8 @@ void AdviseWithoutMps(const batchcast::Server& server) {
   std::cerr << "batchcast-server: MPS is off, so a trainer on this GPU fed from this process "
                "shares the GPU with it by time slices (a ResNet-18 ran at about 0.7 of its "
                "speed on an H100); for one job, run the server in the training process "
-               "(batchcast.Server); for several, use MPS (batchcast-launch)\n";
+               "(batchcast.Server); for several, use MPS (batchcast-launch) or host the "
+               "server in one of the jobs (README, \"Several jobs on one GPU (MPS)\")\n";
 }
 
 int Serve(batchcast::ServerOptions options, double status_interval) {

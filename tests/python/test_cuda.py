@@ -198,3 +198,6 @@ def test_server_process_without_mps_gives_its_advice():
     assert stats is not None, err
     advised = "MPS is off, so a trainer on this GPU fed from this process" in err
     assert advised == (stats.get("mps") is False), (stats.get("mps"), err)
+    if advised:  # both ways out: the server in the process, or MPS / a hosting job
+        assert "run the server in the training process" in err, err
+        assert "host the server in one of the jobs" in err, err
