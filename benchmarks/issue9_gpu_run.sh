@@ -73,13 +73,8 @@
 #   batchcast-server process and by the same server hosted in job 0's process
 #   (colocate.py source "hosted": one CUDA context fewer to time-slice), next
 #   to four jobs on synthetic data; twice, the second time in the other order.
-# consumer_wait (about 8 minutes): gpu_producer.py with a server process
-#   (decode-only, server -> one Loader, the fed trainer, two pairs) for each
-#   of BC_WAIT_MODES (default "stream host stream host"): how the consumer
-#   orders its stream after a slot (BATCHCAST_DEBUG_CONSUMER_WAIT,
-#   client/src/cuda_ring_view.cc): a GPU-side wait, or on the host.
 set -u
-PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts inproc_parts colocate_hosted consumer_wait"
+PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts inproc_parts colocate_hosted"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:?build dir}
 OUT=${2:?out dir}
@@ -227,13 +222,6 @@ elif [ "$PART" = colocate_hosted ]; then
   for order in synthetic,hosted,batchcast batchcast,hosted,synthetic; do
     step 200 python3 benchmarks/colocate.py --out "$W/colocate_${order%%,*}_first" \
       --models resnet18 --jobs 4 --sources $order --mps off --warmup 3 --measure 6 --data $DATA
-  done
-elif [ "$PART" = consumer_wait ]; then
-  i=0
-  for m in ${BC_WAIT_MODES:-stream host stream host}; do
-    i=$((i + 1))
-    BATCHCAST_DEBUG_CONSUMER_WAIT=$m step 130 python3 benchmarks/gpu_producer.py \
-      --out "$W/wait${i}_$m" --data $DATA --workers 4 --warmup 3 --measure 8 --repeat 2
   done
 elif [ "$PART" = mps ]; then
   for k in 1 2; do

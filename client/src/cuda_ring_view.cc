@@ -19,8 +19,6 @@
 // A CUDA error here is the library's or the driver's, never the caller's:
 // it is reported as Internal (or its own code: ResourceExhausted, ...),
 // never as InvalidArgument, with CUDA's text.
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <set>
 
@@ -38,25 +36,6 @@ namespace {
 Status RingFailure(const Status& s, const std::string& context) {
   if (s.code() != StatusCode::kInvalidArgument) return s.WithContext(context);
   return InternalError(context + ": " + s.message());
-}
-
-// How a consumer orders its stream after a slot's producer event. An
-// experiment, for debugging only (BATCHCAST_DEBUG_CONSUMER_WAIT): "stream"
-// (the default) always queues cudaStreamWaitEvent; "query" skips it where
-// the event already completed; "host" also waits for an incomplete event on
-// the host (cudaEventSynchronize) instead of queuing a wait on the GPU.
-enum class ConsumerWait { kStream, kQuery, kHost };
-
-ConsumerWait ConsumerWaitMode() {
-  static const ConsumerWait mode = [] {
-    const char* v = std::getenv("BATCHCAST_DEBUG_CONSUMER_WAIT");
-    ConsumerWait m = ConsumerWait::kStream;
-    if (v != nullptr && std::strcmp(v, "query") == 0) m = ConsumerWait::kQuery;
-    if (v != nullptr && std::strcmp(v, "host") == 0) m = ConsumerWait::kHost;
-    if (v != nullptr) BC_LOG_INFO("BATCHCAST_DEBUG_CONSUMER_WAIT={}", v);
-    return m;
-  }();
-  return mode;
 }
 
 // Events kept for reuse by the completion tokens (creating one per lease
@@ -120,17 +99,8 @@ class CudaRingView final : public RingView {
     const std::string context = "cannot order the consumer's CUDA stream after the producer";
     cuda::DeviceGuard g(device_);
     if (!g.status().ok()) return RingFailure(g.status(), context);
-    const ConsumerWait mode = ConsumerWaitMode();
     for (uint32_t slot : std::set<uint32_t>(slots.begin(), slots.end())) {
-      const cuda::Event& event = slot_events_[slot];
-      if (mode != ConsumerWait::kStream) {
-        // The event's last record is this slot's fill (Note [Device ring
-        // ordering], step 2): once it completed, there is nothing to wait for.
-        Result<bool> done = event.Query();
-        if (done.ok() && *done) continue;
-        if (mode == ConsumerWait::kHost && event.Synchronize().ok()) continue;
-      }
-      if (Status s = event.BlockStream(stream); !s.ok()) {
+      if (Status s = slot_events_[slot].BlockStream(stream); !s.ok()) {
         return RingFailure(s, context);
       }
     }
