@@ -73,8 +73,11 @@
 #   batchcast-server process and by the same server hosted in job 0's process
 #   (colocate.py source "hosted": one CUDA context fewer to time-slice), next
 #   to four jobs on synthetic data; twice, the second time in the other order.
+# colocate_matrix (about 7 minutes): the same three sources for 1, 2, 4 and 8
+#   ResNet-18 jobs, MPS off and on (colocate.py --budget 420 skips what does
+#   not fit).
 set -u
-PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts inproc_parts colocate_hosted"
+PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts inproc_parts colocate_hosted colocate_matrix"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:?build dir}
 OUT=${2:?out dir}
@@ -223,6 +226,10 @@ elif [ "$PART" = colocate_hosted ]; then
     step 200 python3 benchmarks/colocate.py --out "$W/colocate_${order%%,*}_first" \
       --models resnet18 --jobs 4 --sources $order --mps off --warmup 3 --measure 6 --data $DATA
   done
+elif [ "$PART" = colocate_matrix ]; then
+  step 470 python3 benchmarks/colocate.py --out "$W/colocate_matrix" --models resnet18 \
+    --jobs 1,2,4,8 --sources synthetic,batchcast,hosted --mps off,on --warmup 2 --measure 4 \
+    --budget 420 --data $DATA
 elif [ "$PART" = mps ]; then
   for k in 1 2; do
     step 240 python3 benchmarks/gpu_producer.py --out "$W/mps_calls$k" --data $DATA --workers 4 \
