@@ -44,6 +44,7 @@ data); rank 0 also prints the job's aggregate images/s.
 """
 import argparse
 import datetime
+import gc
 import os
 
 import torch
@@ -158,6 +159,12 @@ def main():
             report(epoch, steps, images_seen, elapsed, seen, args.check_split, rank, world, device)
     finally:
         loader.close()
+        # Note: the model goes before the process group. DDP's reducer holds
+        # the group; left to the end of the interpreter, it was the group's
+        # last holder, and gloo's destructor (torch 1.13) then waited for a
+        # worker thread that waited for the GIL: rank 1 hung at exit, spinning.
+        del model, opt
+        gc.collect()
         dist.barrier()  # the other ranks are done with this node's server
         if server is not None:
             server.close()
