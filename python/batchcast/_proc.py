@@ -8,28 +8,39 @@ is left out, never an error.
 from __future__ import annotations
 
 import os
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Tuple
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _stat_fields(pid: int) -> Optional[List[str]]:
-    """The fields of /proc/PID/stat after the command name (field 3 onwards), or None."""
+def _stat(path: str) -> Optional[Tuple[str, List[str]]]:
+    """The command name (field 2) and the fields after it (field 3 onwards) of
+    a /proc stat file (a process's or a thread's), or None when it is gone."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
+        with open(path, "rb") as f:
             text = f.read().decode("ascii", "replace")
     except OSError:
         return None
-    # The name (field 2) is in parentheses and may hold spaces or ')'.
-    return text[text.rfind(")") + 2 :].split()
+    # The name is in parentheses and may hold spaces or ')'.
+    return text[text.find("(") + 1 : text.rfind(")")], text[text.rfind(")") + 2 :].split()
+
+
+def _stat_fields(pid: int) -> Optional[List[str]]:
+    """The fields of /proc/PID/stat after the command name (field 3 onwards), or None."""
+    stat = _stat(f"/proc/{pid}/stat")
+    return stat[1] if stat else None
+
+
+def _cpu(fields: Optional[List[str]]) -> Optional[float]:
+    """User + system CPU seconds from stat fields (3 onwards), or None."""
+    if fields is None or len(fields) < 13:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime (fields 14, 15)
 
 
 def cpu_seconds(pid: int) -> Optional[float]:
     """User + system CPU seconds of a process (all its threads), or None when it is gone."""
-    fields = _stat_fields(pid)
-    if fields is None or len(fields) < 13:
-        return None
-    return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime (fields 14, 15)
+    return _cpu(_stat_fields(pid))
 
 
 def server_thread_cpu_seconds(pid: int) -> float:
@@ -37,21 +48,15 @@ def server_thread_cpu_seconds(pid: int) -> float:
     `pid` (threads named bc-*, core/src/thread_name.h; not the Loaders'
     bc-flush threads, nor CUDA's or nvJPEG's own): a batchcast.Server's
     share of a process it shares with a trainer. 0.0 when it is gone."""
-    total = 0.0
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return total
+        return 0.0
+    total = 0.0
     for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
-                text = f.read().decode("ascii", "replace")
-        except OSError:  # the thread ended
-            continue
-        name = text[text.find("(") + 1 : text.rfind(")")]
-        fields = text[text.rfind(")") + 2 :].split()
-        if name.startswith("bc-") and name != "bc-flush" and len(fields) >= 13:
-            total += (int(fields[11]) + int(fields[12])) / _TICKS
+        stat = _stat(f"/proc/{pid}/task/{tid}/stat")  # None: the thread ended
+        if stat and stat[0].startswith("bc-") and stat[0] != "bc-flush":
+            total += _cpu(stat[1]) or 0.0
     return total
 
 
