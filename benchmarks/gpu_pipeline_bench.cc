@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
   std::vector<Status> option_errors;
   AddServerOptions(&app, server_options, option_errors,
                    {"data", "size", "dtype", "layout", "transform", "workers", "device_cache_mb",
-                    "transcode_cache_mb", "nvjpeg_calls"});
+                    "transcode_cache_mb", "nvjpeg_calls", "nvjpeg_region"});
   app.get_option("data")->required();
   CLI11_PARSE(app, argc, argv);
   for (const Status& e : option_errors) Die(e);

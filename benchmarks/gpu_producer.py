@@ -4,7 +4,7 @@
 On the GPU host (about 5 minutes on an H100; everything in one run):
 
   python3 benchmarks/gpu_producer.py --out OUT [--data DIR] [--workers 2] [--mps on]
-      [--transcode-cache-mb 1024] [--nvjpeg-calls 1] [--handoff] [--interference] [--paced]
+      [--transcode-cache-mb 1024] [--nvjpeg-calls 1] [--nvjpeg-region on|off] [--handoff] [--interference] [--paced]
       [--no-reference] [--repeat N] [--gpu-priority normal|high] [--in-process normal,high]
 
   1. dataset: tools/make_dataset.py (100 classes x 40 images, ~500x375; 5 %
@@ -119,8 +119,21 @@ def server_options(args, priority, synthetic=False):
     opts.update(dtype="float16", transform="train", workers=args.workers)
     if not args.smoke:
         opts.update(decode="gpu", device_cache_mb=0, transcode_cache_mb=args.transcode_cache_mb,
-                    nvjpeg_calls=args.nvjpeg_calls, gpu_priority=priority)
+                    nvjpeg_calls=args.nvjpeg_calls, nvjpeg_region=args.nvjpeg_region == "on",
+                    gpu_priority=priority)
     return opts
+
+
+def serve_flags(options):
+    """batchcast.Server keywords as `batchcast-server serve` flags (a bool: --x / --no-x)."""
+    flags = []
+    for key, value in options.items():
+        flag = key.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append(("--" if value else "--no-") + flag)
+        else:
+            flags += ["--" + flag, str(value)]
+    return flags
 
 
 class ServerProc:
@@ -133,8 +146,7 @@ class ServerProc:
         self.name = name
         cmd = [os.path.join(build, "tools", "batchcast-server"), "serve", "--name", name,
                "--status-interval", "0"] + ([] if synthetic else [data])
-        for key, value in server_options(args, args.gpu_priority, synthetic).items():
-            cmd += ["--" + key.replace("_", "-"), str(value)]
+        cmd += serve_flags(server_options(args, args.gpu_priority, synthetic))
         cmd += list(extra)  # more serve options
         # BC_SERVER_PREFIX (e.g. "env CUDA_INJECTION64_PATH=/tmp/libcupti_trace.so
         # BC_CUPTI_DIR=OUT", benchmarks/cupti_trace.cc) is put before the command.
@@ -591,6 +603,8 @@ def parse_args(argv=None):
                    help="the server's (0: progressive files decoded on the CPU pool)")
     p.add_argument("--nvjpeg-calls", type=int, default=1,
                    help="the server's (Note [Split hardware batch])")
+    p.add_argument("--nvjpeg-region", choices=("on", "off"), default="on",
+                   help="the server's: off decodes whole images (Note [Region decode])")
     p.add_argument("--gpu-priority", choices=("normal", "high"), default="normal",
                    help="the server process's --gpu-priority")
     p.add_argument("--in-process", default="",
@@ -733,7 +747,8 @@ def run(args, build, data, t_start):
         pace = ["--rate", str(result["train_fed"])]
         fill = bench_cmd(build, data, args, "fill", beside_seconds(args), *pace, "--workers",
                          str(args.workers), "--transcode-cache-mb", str(args.transcode_cache_mb),
-                         "--nvjpeg-calls", str(args.nvjpeg_calls))
+                         "--nvjpeg-calls", str(args.nvjpeg_calls),
+                         "--nvjpeg-region" if args.nvjpeg_region == "on" else "--no-nvjpeg-region")
         for mode, cmd in (("decode", bench_cmd(build, data, args, "decode", beside_seconds(args),
                                                *pace)),
                           ("fill", os.environ.get("BC_PACED_PREFIX", "").split() + fill)):

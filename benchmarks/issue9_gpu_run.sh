@@ -76,8 +76,14 @@
 # colocate_matrix (about 7 minutes): the same three sources for 1, 2, 4 and 8
 #   ResNet-18 jobs, MPS off and on (colocate.py --budget 420 skips what does
 #   not fit).
+# region (about 6 minutes): Note [Region decode]. FillBatch alone (the
+#   server's own rate and cores) with crop regions and whole images, twice
+#   each, alternating; then the fed trainer with the server in its process,
+#   three pairs with regions, three without.
+# region_mps (about 5 minutes): the same fed trainer from a server process
+#   under MPS, regions and whole images, three pairs each.
 set -u
-PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts inproc_parts colocate_hosted colocate_matrix"
+PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts inproc_parts colocate_hosted colocate_matrix region region_mps"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:?build dir}
 OUT=${2:?out dir}
@@ -230,6 +236,21 @@ elif [ "$PART" = colocate_matrix ]; then
   step 470 python3 benchmarks/colocate.py --out "$W/colocate_matrix" --models resnet18 \
     --jobs 1,2,4,8 --sources synthetic,batchcast,hosted --mps off,on --warmup 2 --measure 4 \
     --budget 420 --data $DATA
+elif [ "$PART" = region ]; then
+  for r in on off on off; do
+    if [ $r = on ]; then bench --modes fill --seconds 8 --workers 4 --nvjpeg-region
+    else bench --modes fill --seconds 8 --workers 4 --no-nvjpeg-region; fi
+  done
+  for r in on off; do
+    step 200 python3 benchmarks/gpu_producer.py --out "$W/inproc_region_$r" --data $DATA \
+      --workers 4 --warmup 3 --measure 8 --repeat 3 --no-reference --in-process normal \
+      --in-process-only --nvjpeg-region $r
+  done
+elif [ "$PART" = region_mps ]; then
+  for r in on off; do
+    step 200 python3 benchmarks/gpu_producer.py --out "$W/mps_region_$r" --data $DATA \
+      --workers 4 --warmup 3 --measure 8 --repeat 3 --no-reference --mps on --nvjpeg-region $r
+  done
 elif [ "$PART" = mps ]; then
   for k in 1 2; do
     step 240 python3 benchmarks/gpu_producer.py --out "$W/mps_calls$k" --data $DATA --workers 4 \

@@ -85,8 +85,12 @@ struct NvJpegDecoder::Impl {
   std::vector<const unsigned char*> data;
   std::vector<size_t> lengths;
   std::vector<nvjpegImage_t> images;
+  // Per-image decode parameters of region batches (Note [Region decode]),
+  // created when first needed and kept.
+  std::vector<nvjpegDecodeParams_t> params;
 
   ~Impl() {
+    for (nvjpegDecodeParams_t p : params) nvjpegDecodeParamsDestroy(p);
     if (probe != nullptr) nvjpegJpegStreamDestroy(probe);
     for (const std::vector<BatchState>& slot : states) {
       for (const BatchState& b : slot) {
@@ -201,6 +205,11 @@ Status NvJpegDecoder::DecodeBatch(int state, std::span<const std::span<const uin
   }
   if (jpegs.size() != outputs.size()) return InvalidArgumentError("jpegs and outputs differ in count");
   if (jpegs.empty()) return Status::Ok();
+  const bool regions =
+      std::any_of(outputs.begin(), outputs.end(), [](const Output& o) { return o.region_w > 0; });
+  if (regions && !takes_regions()) {
+    return InvalidArgumentError("nvJPEG regions need the hardware backend and RGB output");
+  }
   DeviceGuard g(device_);
   BATCHCAST_RETURN_IF_ERROR(g.status());
   const int n = static_cast<int>(jpegs.size());
@@ -240,9 +249,28 @@ Status NvJpegDecoder::DecodeBatch(int state, std::span<const std::span<const uin
       impl.images[i].pitch[c] = outputs[i].pitch;
     }
   }
-  Status st = BATCHCAST_NVJPEG_CHECK(nvjpegDecodeBatched(impl.handle, s, impl.data.data(),
-                                                        impl.lengths.data(), impl.images.data(),
-                                                        static_cast<cudaStream_t>(stream.handle())));
+  const auto cuda_stream = static_cast<cudaStream_t>(stream.handle());
+  Status st;
+  if (regions) {
+    while (impl.params.size() < jpegs.size()) {
+      nvjpegDecodeParams_t p = nullptr;
+      BATCHCAST_RETURN_IF_ERROR(BATCHCAST_NVJPEG_CHECK(nvjpegDecodeParamsCreate(impl.handle, &p)));
+      impl.params.push_back(p);
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const Output& o = outputs[i];
+      BATCHCAST_RETURN_IF_ERROR(BATCHCAST_NVJPEG_CHECK(
+          o.region_w > 0 ? nvjpegDecodeParamsSetROI(impl.params[i], o.region_x, o.region_y,
+                                                    o.region_w, o.region_h)
+                         : nvjpegDecodeParamsSetROI(impl.params[i], 0, 0, -1, -1)));
+    }
+    st = BATCHCAST_NVJPEG_CHECK(nvjpegDecodeBatchedEx(impl.handle, s, impl.data.data(),
+                                                      impl.lengths.data(), impl.images.data(),
+                                                      impl.params.data(), cuda_stream));
+  } else {
+    st = BATCHCAST_NVJPEG_CHECK(nvjpegDecodeBatched(
+        impl.handle, s, impl.data.data(), impl.lengths.data(), impl.images.data(), cuda_stream));
+  }
   if (!st.ok()) {
     b->batch = 0;  // re-initialize on the next use
     if (st.code() == StatusCode::kInternal || st.code() == StatusCode::kInvalidArgument) {

@@ -260,6 +260,9 @@ const ServerOption kOptions[] = {
   Integer<&O::source, &S::nvjpeg_calls>("nvjpeg_calls", G::kSource,
       "GPU decode: nvJPEG hardware calls in flight per batch, each on its own decoder, stream and "
       "thread (1..4)"),
+  Flag<&O::source, &S::nvjpeg_region>("nvjpeg_region", G::kSource,
+      "GPU decode: the hardware engine writes only the part of each image the crop reads "
+      "(--no-nvjpeg-region: whole images)"),
   Choice<ParseDecodeMode, DecodeModeName, &O::source, &S::decode>("decode", G::kSource, "auto|cpu|gpu",
       "where JPEGs are decoded"),
   Choice<ParseStreamPriority, StreamPriorityName, &O::source, &S::gpu_priority>("gpu_priority",

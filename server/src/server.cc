@@ -52,6 +52,7 @@ std::string GpuOnlyOptionsSet(const SourceOptions& source) {
   add(source.transcode_cache_mb != defaults.transcode_cache_mb,
       "transcode_cache_mb (--transcode-cache-mb)");
   add(source.nvjpeg_calls != defaults.nvjpeg_calls, "nvjpeg_calls (--nvjpeg-calls)");
+  add(source.nvjpeg_region != defaults.nvjpeg_region, "nvjpeg_region (--no-nvjpeg-region)");
   add(source.gpu_priority != defaults.gpu_priority, "gpu_priority (--gpu-priority)");
   return set;
 }

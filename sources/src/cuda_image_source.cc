@@ -93,15 +93,17 @@ class CudaImageSource : public Source {
   // `workers` fallback decoders besides the pipeline thread; a device cache
   // of `cache_bytes` (0: none); one decoder per nvJPEG call of a hardware
   // batch (Note [Split hardware batch]); side streams at `priority` (Note
-  // [Server stream priority]).
+  // [Server stream priority]); hardware decodes of the crop's region only
+  // when `regions` and the decoders take them (Note [Region decode]).
   CudaImageSource(std::unique_ptr<ImageDataset> dataset, int device,
                   std::vector<std::unique_ptr<cuda::NvJpegDecoder>> decoders, int workers,
-                  size_t cache_bytes, size_t transcode_bytes, StreamPriority priority)
+                  size_t cache_bytes, size_t transcode_bytes, StreamPriority priority, bool regions)
       : dataset_(std::move(dataset)),
         device_(device),
         priority_(priority),
         decoders_(std::move(decoders)),
         decoder_(decoders_.front().get()),
+        regions_(regions && decoder_->takes_regions()),
         pool_(workers),
         stages_({{"read", 1 + workers},  // the pool and the read-ahead thread
                  {"hw_decode", 1},
@@ -188,7 +190,8 @@ class CudaImageSource : public Source {
         (decoders_.size() > 1 ? " (" + std::to_string(decoders_.size()) + " calls per batch)"
                               : std::string()) +
         " on cuda:" + std::to_string(device_) +
-        (priority_ == StreamPriority::kHigh ? " (high-priority streams)" : "") + ", " +
+        (priority_ == StreamPriority::kHigh ? " (high-priority streams)" : "") +
+        (regions_ ? ", crop regions" : ", whole images") + ", " +
         std::to_string(dataset_->size() - gpu_files_) + " files decoded on the CPU, device cache " +
         (cache_.bytes() > 0 ? std::to_string(cache_.bytes() >> 20) + " MiB" : std::string("off")) +
         ", transcode cache " +
@@ -243,6 +246,7 @@ class CudaImageSource : public Source {
   // also answers Supports().
   const std::vector<std::unique_ptr<cuda::NvJpegDecoder>> decoders_;
   cuda::NvJpegDecoder* const decoder_;
+  const bool regions_;  // Note [Region decode]
   // The threads of calls 1.. (Note [Split hardware batch]).
   std::vector<std::unique_ptr<BackgroundTask>> side_calls_;
   ThreadPool pool_;  // the fallback decoders (worker 0: the calling thread)
@@ -456,8 +460,12 @@ Status CudaImageSource::DecodeOnGpu(const SlotView& slot, BatchBuffers& set, int
   size_t arena_bytes = 0, file_bytes = 0;
   for (size_t i : ids) {
     const image::JpegInfo& info = dataset_->file(slot.indices[i]).info;
-    set.samples[i].offset = arena_bytes;
-    arena_bytes += AlignUp(static_cast<size_t>(info.width) * 3 * static_cast<size_t>(info.height));
+    GpuSample& s = set.samples[i];
+    // Note [Region decode].
+    s.region = regions_ ? DecodeRegion(s.plan.decode, info.width, info.height)
+                        : image::PixelRect{0, 0, info.width, info.height};
+    s.offset = arena_bytes;
+    arena_bytes += AlignUp(static_cast<size_t>(s.region.w) * 3 * static_cast<size_t>(s.region.h));
     if (Staged(slot, set, i) == nullptr) file_bytes += set.files[i].bytes.size();
   }
   BATCHCAST_RETURN_IF_ERROR(Grow(set.arena, device_, arena_bytes));
@@ -472,7 +480,6 @@ Status CudaImageSource::DecodeOnGpu(const SlotView& slot, BatchBuffers& set, int
     outputs.clear();
     for (size_t k = c * ids.size() / calls; k < (c + 1) * ids.size() / calls; ++k) {
       const size_t i = ids[k];
-      const image::JpegInfo& info = dataset_->file(slot.indices[i]).info;
       if (const BatchBuffers::StagedFile* staged = Staged(slot, set, i)) {
         jpegs.emplace_back(set.staged.data() + staged->offset, staged->size);
       } else {
@@ -482,8 +489,16 @@ Status CudaImageSource::DecodeOnGpu(const SlotView& slot, BatchBuffers& set, int
         file_offset += bytes.size();
         jpegs.emplace_back(pinned, bytes.size());
       }
-      outputs.push_back(
-          {set.arena.data() + set.samples[i].offset, static_cast<size_t>(info.width) * 3});
+      const GpuSample& s = set.samples[i];
+      cuda::NvJpegDecoder::Output out{set.arena.data() + s.offset,
+                                      static_cast<size_t>(s.region.w) * 3};
+      if (regions_) {
+        out.region_x = s.region.x;
+        out.region_y = s.region.y;
+        out.region_w = s.region.w;
+        out.region_h = s.region.h;
+      }
+      outputs.push_back(out);
     }
   }
   for (size_t c = 1; c < calls; ++c) {
@@ -557,13 +572,18 @@ Result<uint32_t> CudaImageSource::LaunchAugment(const SlotView& slot, BatchBuffe
     cuda::AugmentSample& d = desc[kept];
     d = cuda::AugmentSample{};
     if (ReadsFullImage(s.route)) {
-      d.src = s.route == DecodeRoute::kNvJpeg ? set.arena.data() + s.offset : cache_.image(index);
-      d.pitch = static_cast<int64_t>(f.info.width) * 3;
-      d.src_w = f.info.width;
-      d.src_h = f.info.height;
+      // The arena holds the decoded region (Note [Region decode]), the cache
+      // whole images.
+      const bool arena = s.route == DecodeRoute::kNvJpeg;
+      const image::PixelRect r =
+          arena ? s.region : image::PixelRect{0, 0, f.info.width, f.info.height};
+      d.src = arena ? set.arena.data() + s.offset : cache_.image(index);
+      d.pitch = static_cast<int64_t>(r.w) * 3;
+      d.src_w = r.w;
+      d.src_h = r.h;
       d.box = plan.scale_denom;
-      d.rect_x = plan.rect.x;
-      d.rect_y = plan.rect.y;
+      d.rect_x = plan.rect.x - r.x / plan.scale_denom;
+      d.rect_y = plan.rect.y - r.y / plan.scale_denom;
     } else {
       d.src = set.uploaded.data() + s.offset;
       d.pitch = static_cast<int64_t>(s.decoded_w) * 3;
@@ -634,7 +654,7 @@ Result<std::unique_ptr<Source>> MakeCudaImageSource(const SourceOptions& options
               decoder->backend_name(), dataset->size() - gpu, workers);
   auto source = std::make_unique<CudaImageSource>(
       std::move(dataset), device, std::move(decoders), workers, options.device_cache_mb << 20,
-      options.transcode_cache_mb << 20, options.gpu_priority);
+      options.transcode_cache_mb << 20, options.gpu_priority, options.nvjpeg_region);
   BATCHCAST_RETURN_IF_ERROR(source->Init());
   source->LogDeviceCache();
   return std::unique_ptr<Source>(std::move(source));

@@ -1,5 +1,6 @@
 #include "decode_route.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -126,6 +127,16 @@ Status SampleRouter::DecodeCrop(image::JpegDecoder& decoder, uint32_t epoch, int
   sample.decoded_h = img.height;
   sample.route = DecodeRoute::kCpuCropped;
   return Status::Ok();
+}
+
+image::PixelRect DecodeRegion(const image::DecodePlan& plan, int width, int height) {
+  constexpr int kMcu = 16;
+  const int box = plan.scale_denom;
+  const int x0 = plan.rect.x * box / kMcu * kMcu;
+  const int y0 = plan.rect.y * box / kMcu * kMcu;
+  const int x1 = std::min(((plan.rect.x + plan.rect.w) * box + kMcu - 1) / kMcu * kMcu, width);
+  const int y1 = std::min(((plan.rect.y + plan.rect.h) * box + kMcu - 1) / kMcu * kMcu, height);
+  return {x0, y0, x1 - x0, y1 - y0};
 }
 
 }  // namespace batchcast

@@ -50,7 +50,8 @@ enum class DecodeRoute : uint8_t {
   kDropped
 };
 
-// The kernel reads the sample from a full-size image in device memory.
+// The kernel reads the sample from a full-size decode in device memory (the
+// whole image, or for kNvJpeg its region: Note [Region decode]).
 inline bool ReadsFullImage(DecodeRoute r) {
   return r == DecodeRoute::kNvJpeg || r == DecodeRoute::kCachedFullImage;
 }
@@ -72,6 +73,28 @@ enum class RouteFor : uint8_t {
   kForceCpu,
 };
 
+// Note [Region decode]: a sample's fused kernel reads only its crop (the
+// plan's rect, times scale_denom in full-size pixels): with the train
+// transform 8-100 % of the image, with eval the centre square. nvJPEG's
+// hardware backend entropy-decodes the whole file whatever it is asked, but
+// given a region per image (nvjpegDecodeBatchedEx) it colour-converts and
+// writes only that region. So the server's GPU work per image beside a
+// trainer (nvJPEG's conversion and the arena's writes, then the kernel's
+// reads) and the arena shrink with the crop. The region is widened outward
+// to multiples of 16 pixels (the largest JPEG MCU): its offset is then a
+// multiple of any box (1..8), so the kernel's box grid stays where the CPU
+// path's DCT scaling puts it, and its edges fall on MCU edges. The kernel
+// reads the region as its image (CudaImageSource::LaunchAugment): the source
+// at the region's origin, the rect shifted by region.x / box and
+// region.y / box. tests/gpu checks that a region holds the full decode's
+// pixels; benchmarks/RESULTS.md has what it saved. --no-nvjpeg-region
+// (SourceOptions::nvjpeg_region) decodes whole images.
+//
+// The region of a width x height image that `plan` reads, widened as above
+// and clipped to the image. REQUIRES: plan's rect inside the image scaled by
+// plan.scale_denom (image::PlanDecode's).
+image::PixelRect DecodeRegion(const image::DecodePlan& plan, int width, int height);
+
 // One sample's state inside a batch.
 struct GpuSample {
   DecodeRoute route = DecodeRoute::kCpuCropped;
@@ -86,6 +109,9 @@ struct GpuSample {
   int decoded_h = 0;
   // kNvJpeg: in the batch's arena; CPU routes: in its upload buffer.
   size_t offset = 0;
+  // kNvJpeg: the part of the image decoded (full-size pixels; Note [Region
+  // decode]); w == 0: all of it.
+  image::PixelRect region;
 };
 
 class SampleRouter {

@@ -13,6 +13,7 @@
 // with consumers of several batch sizes reading a device ring.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -279,6 +280,42 @@ TEST_F(GpuImageTest, SplitHardwareBatchGivesTheSamePixels) {
     EXPECT_TRUE(a.image == b.image) << "the pixels differ from one call's";
     EXPECT_EQ(a.counters.value("gpu_decoded", 0), b.counters.value("gpu_decoded", 0));
     EXPECT_EQ(a.counters.value("cpu_decoded", 0), b.counters.value("cpu_decoded", 0));
+  }
+}
+
+// Note [Region decode]: the hardware engine decoding only each crop's region
+// gives the same pixels, bit for bit, as whole images, for both transforms
+// (train: random crops with DCT-scaling boxes; eval: the centre square), and
+// the description says which it does.
+TEST_F(GpuImageTest, RegionDecodeGivesTheWholeImagesPixels) {
+  for (const char* transform : {"train", "eval"}) {
+    SCOPED_TRACE(transform);
+    SourceOptions o = Options(transform, "cuda:0", "uint8");
+    o.nvjpeg_region = false;
+    auto whole = MakeSource(o);
+    ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+    EXPECT_NE((*whole)->description().find("whole images"), std::string::npos);
+    o.nvjpeg_region = true;
+    auto region = MakeSource(o);
+    ASSERT_TRUE(region.ok()) << region.status().ToString();
+    EXPECT_NE((*region)->description().find("crop regions"), std::string::npos)
+        << (*region)->description();
+    const int64_t count = static_cast<int64_t>((*whole)->size());
+    const Output a = RunSource(**whole, 5, count, 32, Hints::kRight);
+    const Output b = RunSource(**region, 5, count, 32, Hints::kRight);
+    EXPECT_GT(b.counters.value("gpu_decoded", 0), count / 2);
+    EXPECT_EQ(b.counters.value("gpu_batch_failures", -1), 0);
+    EXPECT_EQ(a.indices, b.indices);
+    EXPECT_EQ(a.labels, b.labels);
+    ASSERT_EQ(a.image.size(), b.image.size());
+    size_t differ = 0;
+    int worst = 0;
+    for (size_t i = 0; i < a.image.size(); ++i) {
+      const int d = std::abs(static_cast<int>(a.image[i]) - static_cast<int>(b.image[i]));
+      differ += d != 0;
+      worst = std::max(worst, d);
+    }
+    EXPECT_EQ(differ, 0u) << "of " << a.image.size() << " bytes differ, by at most " << worst;
   }
 }
 

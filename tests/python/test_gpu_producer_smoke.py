@@ -290,7 +290,7 @@ def test_issue9_gpu_run_names_its_parts(tmp_path):
     r = subprocess.run(["bash", script, str(tmp_path / "b"), str(tmp_path / "out"), "bogus"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r.stdout + r.stderr
-    assert "one of: diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts inproc_parts colocate_hosted colocate_matrix" in r.stderr, r.stderr
+    assert "one of: diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts inproc_parts colocate_hosted colocate_matrix region region_mps" in r.stderr, r.stderr
     assert not (tmp_path / "b").exists()
 
 
@@ -316,14 +316,19 @@ def test_server_process_and_in_process_server_get_the_same_options():
     # only synthetic samples on the ring's device.
     import gpu_producer
 
-    args = gpu_producer.parse_args(["--out", "x", "--workers", "4", "--nvjpeg-calls", "2"])
+    args = gpu_producer.parse_args(["--out", "x", "--workers", "4", "--nvjpeg-calls", "2",
+                                    "--nvjpeg-region", "off"])
     opts = gpu_producer.server_options(args, "high")
     assert opts == {"batch_size": 256, "window": 8, "size": 224, "device": "cuda:0",
                     "dtype": "float16", "transform": "train", "workers": 4, "decode": "gpu",
                     "device_cache_mb": 0, "transcode_cache_mb": 1024, "nvjpeg_calls": 2,
-                    "gpu_priority": "high"}, opts
+                    "nvjpeg_region": False, "gpu_priority": "high"}, opts
+    assert gpu_producer.server_options(gpu_producer.parse_args(["--out", "x"]),
+                                       "normal")["nvjpeg_region"] is True
     assert gpu_producer.server_options(args, "high", synthetic=True) == {
         "batch_size": 256, "window": 8, "size": 224, "device": "cuda:0", "synthetic": 100000}
+    assert gpu_producer.serve_flags({"window": 8, "nvjpeg_region": False, "shuffle": True}) == [
+        "--window", "8", "--no-nvjpeg-region", "--shuffle"]
     # Every key is an option of batchcast.Server and of `batchcast-server serve`.
     from batchcast._server import SERVER_OPTIONS
 

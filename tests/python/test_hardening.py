@@ -187,7 +187,7 @@ def test_a_killed_server_is_reported_at_once(tmp_path):
 
 
 def test_gpu_only_options_on_a_host_ring_are_said_to_be_ignored():
-    # --gpu-priority, --nvjpeg-calls, --transcode-cache-mb, --device-cache-mb
+    # --gpu-priority, --nvjpeg-calls, --no-nvjpeg-region, --transcode-cache-mb, --device-cache-mb
     # change nothing on a host ring: the server says so at start (once),
     # and says nothing when they keep their defaults.
     def start_log(**options):
@@ -199,11 +199,13 @@ def test_gpu_only_options_on_a_host_ring_are_said_to_be_ignored():
         assert r.returncode == 0, r.stdout + r.stderr
         return r.stderr
 
-    log = start_log(gpu_priority="high", nvjpeg_calls=2)
-    assert ("nvjpeg_calls (--nvjpeg-calls), gpu_priority (--gpu-priority): only a CUDA ring "
-            "(--device cuda:N) uses them; ignored on this host ring") in log, log
+    log = start_log(gpu_priority="high", nvjpeg_calls=2, nvjpeg_region=False)
+    assert ("nvjpeg_calls (--nvjpeg-calls), nvjpeg_region (--no-nvjpeg-region), gpu_priority "
+            "(--gpu-priority): only a CUDA ring (--device cuda:N) uses them; ignored on this host "
+            "ring") in log, log
     assert "transcode_cache_mb" not in log, log
     log = start_log(transcode_cache_mb=0)
     assert "transcode_cache_mb (--transcode-cache-mb): only a CUDA ring (--device cuda:N) uses it" \
         in log, log
-    assert "only a CUDA ring" not in start_log(gpu_priority="normal", nvjpeg_calls=1)
+    assert "only a CUDA ring" not in start_log(gpu_priority="normal", nvjpeg_calls=1,
+                                               nvjpeg_region=True)

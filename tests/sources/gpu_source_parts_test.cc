@@ -242,5 +242,54 @@ TEST(FilePrefetcher, DisabledReadsNothing) {
   EXPECT_TRUE(files.empty());
 }
 
+// Note [Region decode]: the region holds every full-size pixel the kernel
+// reads for the plan (its rect times the box, clipped to the image), starts
+// on 16-pixel multiples (so on box multiples), ends on one or at the image's
+// edge, and stays inside the image; the kernel's shifted rect then lies in
+// the region scaled by the box. Over many sizes, epochs and both transforms.
+TEST(DecodeRegionTest, CoversTheKernelsReadsOnMcuEdges) {
+  int widened = 0, samples = 0;
+  for (auto kind : {image::TransformOptions::Kind::kTrain, image::TransformOptions::Kind::kEval}) {
+    image::TransformOptions t;
+    t.kind = kind;
+    for (int width : {1, 15, 16, 17, 224, 225, 333, 500, 640, 1023, 4000}) {
+      for (int height : {1, 16, 31, 240, 375, 481, 3000}) {
+        for (int64_t index = 0; index < 12; ++index) {
+          SCOPED_TRACE(std::to_string(width) + "x" + std::to_string(height) + " #" +
+                       std::to_string(index));
+          const image::DecodePlan plan = image::PlanCrop(t, 3, index, width, height).decode;
+          const image::PixelRect r = DecodeRegion(plan, width, height);
+          const int box = plan.scale_denom;
+          ++samples;
+          ASSERT_EQ(r.x % 16, 0);
+          ASSERT_EQ(r.y % 16, 0);
+          ASSERT_GE(r.x, 0);
+          ASSERT_GE(r.y, 0);
+          ASSERT_GT(r.w, 0);
+          ASSERT_GT(r.h, 0);
+          ASSERT_LE(r.x + r.w, width);
+          ASSERT_LE(r.y + r.h, height);
+          ASSERT_TRUE((r.x + r.w) % 16 == 0 || r.x + r.w == width);
+          ASSERT_TRUE((r.y + r.h) % 16 == 0 || r.y + r.h == height);
+          // The full-size pixels the kernel reads (ScaledPixel's box blocks).
+          ASSERT_LE(r.x, plan.rect.x * box);
+          ASSERT_LE(r.y, plan.rect.y * box);
+          ASSERT_GE(r.x + r.w, std::min((plan.rect.x + plan.rect.w) * box, width));
+          ASSERT_GE(r.y + r.h, std::min((plan.rect.y + plan.rect.h) * box, height));
+          // The rect, shifted into the region, inside its box-scaled size.
+          const int rx = plan.rect.x - r.x / box, ry = plan.rect.y - r.y / box;
+          ASSERT_GE(rx, 0);
+          ASSERT_GE(ry, 0);
+          ASSERT_LE(rx + plan.rect.w, (r.w + box - 1) / box);
+          ASSERT_LE(ry + plan.rect.h, (r.h + box - 1) / box);
+          widened += r.w * r.h < width * height;
+        }
+      }
+    }
+  }
+  // Most crops leave part of the image undecoded.
+  EXPECT_GT(widened, samples / 2);
+}
+
 }  // namespace
 }  // namespace batchcast

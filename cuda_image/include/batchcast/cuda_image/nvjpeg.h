@@ -82,11 +82,24 @@ class NvJpegDecoder {
   // then CbCr interleaved in the top half of the second plane; the output
   // needs room for three planes all the same (nvjpeg.cc says why), and an
   // even pitch (a CbCr row holds 2 * ceil(width / 2) bytes).
+  //
+  // A region (region_w > 0; kRgbInterleaved with the hardware backend only,
+  // takes_regions()): only the region_w x region_h pixels at (region_x,
+  // region_y) of the image are written, the region's top left at data
+  // (nvjpegDecodeBatchedEx with a region per image; Note [Region decode]).
   struct Output {
     uint8_t* data = nullptr;
     size_t pitch = 0;
     size_t height = 0;  // kYuvPlanar and kNv12 only
+    int32_t region_x = 0;
+    int32_t region_y = 0;
+    int32_t region_w = 0;  // 0: the whole image
+    int32_t region_h = 0;
   };
+  // Whether DecodeBatch takes outputs with a region.
+  bool takes_regions() const {
+    return backend_ == Backend::kHardware && format_ == Format::kRgbInterleaved;
+  }
   // Decodes jpegs[i] into outputs[i] with decode state `state`, queued on
   // `stream` (a cudaStream_t of the decoder's device). The JPEG bytes must
   // stay untouched until the stream's work queued by the call has completed
@@ -94,7 +107,8 @@ class NvJpegDecoder {
   // state is reused, the caller must make sure that the work of its previous
   // batch has completed (e.g. an event recorded after the kernels that read
   // its outputs). DataLoss when nvJPEG rejects the batch (a corrupt file):
-  // the caller then decodes it file by file.
+  // the caller then decodes it file by file. InvalidArgument for a region
+  // when !takes_regions() or outside the image is the caller's to avoid.
   Status DecodeBatch(int state, std::span<const std::span<const uint8_t>> jpegs,
                      std::span<const Output> outputs, CudaStreamRef stream);
 

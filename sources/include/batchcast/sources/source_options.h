@@ -92,6 +92,9 @@ struct SourceOptions {
   // run at once, each with its own decoder, stream and thread (Note [Split
   // hardware batch]); 1..4.
   int nvjpeg_calls = 1;
+  // GPU decode: nvJPEG's hardware engine writes only the region of each image
+  // the crop reads (Note [Region decode]); false: whole images.
+  bool nvjpeg_region = true;
   // A device ring: the priority of every stream the server's GPU work runs on
   // (decode, augment, copies into the ring; Note [Server stream priority]).
   StreamPriority gpu_priority = StreamPriority::kNormal;
