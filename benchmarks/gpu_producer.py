@@ -124,6 +124,10 @@ def server_options(args, priority, synthetic=False):
     return opts
 
 
+# MPS: a client's share of the SMs, in per cent (--trainer-sm-share, --server-sm-share).
+SM_SHARE = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
+
+
 def serve_flags(options):
     """batchcast.Server keywords as `batchcast-server serve` flags (a bool: --x / --no-x)."""
     flags = []
@@ -152,7 +156,10 @@ class ServerProc:
         # BC_CUPTI_DIR=OUT", benchmarks/cupti_trace.cc) is put before the command.
         cmd = os.environ.get("BC_SERVER_PREFIX", "").split() + cmd
         self.log = open(log_path, "w")
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        env = {k: v for k, v in os.environ.items() if k != SM_SHARE}
+        if args.server_sm_share:
+            env[SM_SHARE] = str(args.server_sm_share)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 300
         while True:
             try:
@@ -599,6 +606,11 @@ def parse_args(argv=None):
                    "as batchcast.Server sets it; Note [Hardware queues])")
     p.add_argument("--mps", choices=("off", "on"), default="off",
                    help="on: start NVIDIA MPS (batchcast._mps) for the server and the trainer")
+    p.add_argument("--trainer-sm-share", type=int, choices=range(1, 101), metavar="1..100",
+                   help="with --mps on: this process's (the trainer's) share of the SMs, in per "
+                   "cent (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), in its synthetic windows too")
+    p.add_argument("--server-sm-share", type=int, choices=range(1, 101), metavar="1..100",
+                   help="with --mps on: the server process's share of the SMs, in per cent")
     p.add_argument("--transcode-cache-mb", type=int, default=1024,
                    help="the server's (0: progressive files decoded on the CPU pool)")
     p.add_argument("--nvjpeg-calls", type=int, default=1,
@@ -637,6 +649,8 @@ def parse_args(argv=None):
         p.error("--in-process-only needs --in-process")
     if args.in_process_only and args.handoff:
         p.error("--handoff compares with the server process: not with --in-process-only")
+    if (args.trainer_sm_share or args.server_sm_share) and args.mps != "on":
+        p.error("--trainer-sm-share and --server-sm-share need --mps on")
     for x in args.in_process:
         if x not in ("normal", "high"):
             p.error(f"--in-process takes normal and/or high, got {x!r}")
@@ -670,6 +684,9 @@ def main(argv=None):
 
         mps = Mps.start("on")
         os.environ.update(mps.env)
+        if args.trainer_sm_share:
+            # After the daemon started (its own environment sets every client's default).
+            os.environ[SM_SHARE] = str(args.trainer_sm_share)
     try:
         return run(args, build, data, t_start)
     finally:

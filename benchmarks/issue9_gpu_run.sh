@@ -82,8 +82,12 @@
 #   three pairs with regions, three without.
 # region_mps (about 5 minutes): the same fed trainer from a server process
 #   under MPS, regions and whole images, three pairs each.
+# mps_share (about 5 minutes): the same under MPS with the server process's
+#   and the trainer's share of the SMs capped (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE,
+#   SERVER:TRAINER per run: 100:100 20:100 10:100, or BC_MPS_SHARES="..."),
+#   three pairs each; a trainer's cap holds for its synthetic windows too.
 set -u
-PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts inproc_parts colocate_hosted colocate_matrix region region_mps"
+PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts inproc_parts colocate_hosted colocate_matrix region region_mps mps_share"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:?build dir}
 OUT=${2:?out dir}
@@ -250,6 +254,12 @@ elif [ "$PART" = region_mps ]; then
   for r in on off; do
     step 200 python3 benchmarks/gpu_producer.py --out "$W/mps_region_$r" --data $DATA \
       --workers 4 --warmup 3 --measure 8 --repeat 3 --no-reference --mps on --nvjpeg-region $r
+  done
+elif [ "$PART" = mps_share ]; then
+  for p in ${BC_MPS_SHARES:-100:100 20:100 10:100}; do
+    step 200 python3 benchmarks/gpu_producer.py --out "$W/mps_share_${p%%:*}_${p##*:}" \
+      --data $DATA --workers 4 --warmup 3 --measure 8 --repeat 3 --no-reference --mps on \
+      --server-sm-share ${p%%:*} --trainer-sm-share ${p##*:}
   done
 elif [ "$PART" = mps ]; then
   for k in 1 2; do

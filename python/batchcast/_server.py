@@ -102,7 +102,7 @@ class Server(_Serving):
         **options: name, endpoint, key_file, allow_remote, device, batch_size,
             window, transform, size, dtype, layout, mean, std, seed, shuffle,
             shuffle_buffer, epochs, workers, device_cache_mb, transcode_cache_mb,
-            nvjpeg_calls, gpu_priority, decode, lag_policy, lag_timeout,
+            nvjpeg_calls, nvjpeg_region, gpu_priority, decode, lag_policy, lag_timeout,
             min_consumers, on_error, max_pixels,
             synthetic, shard_rank, num_shards, heartbeat_timeout,
             heartbeat_interval, max_leases, max_consumers. An unknown name is a

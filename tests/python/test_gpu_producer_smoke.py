@@ -67,6 +67,9 @@ def test_in_process_takes_only_the_gpu_priorities(tmp_path):
     r = subprocess.run([sys.executable, SCRIPT, "--smoke", "--out", str(tmp_path / "out"),
                         "--hardware-queues", "33"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "argument --hardware-queues: invalid choice" in r.stderr, r.stderr
+    r = subprocess.run([sys.executable, SCRIPT, "--smoke", "--out", str(tmp_path / "out"),
+                        "--trainer-sm-share", "90"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "need --mps on" in r.stderr, r.stderr
 
 
 def test_summary_gives_the_in_process_runs():
@@ -290,7 +293,7 @@ def test_issue9_gpu_run_names_its_parts(tmp_path):
     r = subprocess.run(["bash", script, str(tmp_path / "b"), str(tmp_path / "out"), "bogus"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r.stdout + r.stderr
-    assert "one of: diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts inproc_parts colocate_hosted colocate_matrix region region_mps" in r.stderr, r.stderr
+    assert "one of: diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts inproc_parts colocate_hosted colocate_matrix region region_mps mps_share" in r.stderr, r.stderr
     assert not (tmp_path / "b").exists()
 
 
