@@ -82,12 +82,15 @@
 #   three pairs with regions, three without.
 # region_mps (about 5 minutes): the same fed trainer from a server process
 #   under MPS, regions and whole images, three pairs each.
+# region_loader (about 8 minutes): server process -> one Loader against the
+#   decode-only reference of the same run, MPS off, regions on, off, on
+#   (gpu_producer.py with its reference; one fed pair each).
 # mps_share (about 5 minutes): the same under MPS with the server process's
 #   and the trainer's share of the SMs capped (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE,
 #   SERVER:TRAINER per run: 100:100 20:100 10:100, or BC_MPS_SHARES="..."),
 #   three pairs each; a trainer's cap holds for its synthetic windows too.
 set -u
-PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts inproc_parts colocate_hosted colocate_matrix region region_mps mps_share"
+PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts inproc_parts colocate_hosted colocate_matrix region region_mps region_loader mps_share"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:?build dir}
 OUT=${2:?out dir}
@@ -249,6 +252,13 @@ elif [ "$PART" = region ]; then
     step 200 python3 benchmarks/gpu_producer.py --out "$W/inproc_region_$r" --data $DATA \
       --workers 4 --warmup 3 --measure 8 --repeat 3 --no-reference --in-process normal \
       --in-process-only --nvjpeg-region $r
+  done
+elif [ "$PART" = region_loader ]; then
+  n=0
+  for r in on off on; do
+    n=$((n + 1))
+    step 200 python3 benchmarks/gpu_producer.py --out "$W/loader_region_${n}_$r" --data $DATA \
+      --workers 4 --warmup 3 --measure 8 --nvjpeg-region $r
   done
 elif [ "$PART" = region_mps ]; then
   for r in on off; do
