@@ -470,12 +470,27 @@ def job_environment(environ: Mapping[str, str], console: Optional[Console] = Non
     return {k: v for k, v in environ.items() if k not in rank_variables}
 
 
+def mps_advice(stats: Mapping[str, Any]) -> Optional[str]:
+    """What to do when the server's GPU runs without MPS (its stats' ``mps``
+    is false; a host ring has no such key): None otherwise."""
+    if stats.get("mps") is not False:
+        return None
+    return (f"{PREFIX} MPS is off, so the GPU time-slices the jobs and this server (on an H100 "
+            "four ResNet-18 jobs ran at 0.89-0.93 of their speed on synthetic data, a lone one "
+            "at about 0.7): start MPS (--mps on, README \"Several jobs on one GPU\"), or host "
+            "the server in one of the jobs instead of this launcher (README, \"Without MPS, host "
+            "the server inside one of the jobs\"; 0.98-0.99)")
+
+
 def _run_jobs(args: argparse.Namespace, command: List[str], server: Any, mps: Mps,
               console: Console) -> int:
     stats = server.stats()
     console.line(f"{PREFIX} server {server.name}: {args.data or 'synthetic'}, "
                  f"{server.epoch_len} samples per epoch, device {stats.get('device', '?')}, "
                  f"endpoint {server.endpoint}; MPS {mps.note}", sys.stderr)
+    advice = mps_advice(stats)
+    if advice is not None:
+        console.line(advice, sys.stderr)
     argvs = [expand(command, k, args.jobs, server.name, server.endpoint, args.each)
              for k in range(args.jobs)]
     env = {**job_environment(os.environ, console), **mps.env, "BATCHCAST_SERVER": server.endpoint,

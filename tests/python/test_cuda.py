@@ -201,3 +201,26 @@ def test_server_process_without_mps_gives_its_advice():
     if advised:  # both ways out: the server in the process, or MPS / a hosting job
         assert "run the server in the training process" in err, err
         assert "host the server in one of the jobs" in err, err
+
+
+def test_launcher_without_mps_gives_its_advice():
+    # batchcast-launch with its server on a GPU and MPS off says what to do
+    # instead (start MPS, or host the server in a job), exactly when the
+    # server's stats say MPS is off; each job prints what the stats say.
+    job = ("import sys, batchcast; "
+           "print('mps', batchcast.query_stats(sys.argv[1]).get('mps'))")
+    r = subprocess.run([sys.executable, "-m", "batchcast.launch", "--synthetic", "256", "--size",
+                        "8", "--device", "cuda:0", "--mps", "off", "--jobs", "2", "--",
+                        sys.executable, "-c", job, "{name}"],
+                       env=H.python_env(drop=("CUDA_MPS_PIPE_DIRECTORY",)), capture_output=True,
+                       text=True, timeout=120)
+    if "no CUDA support" in r.stderr:
+        pytest.skip("this build has no CUDA ring")
+    assert r.returncode == 0, r.stdout + r.stderr
+    said = {line.split()[-1] for line in r.stdout.splitlines() if line.startswith("[job ")}
+    assert len(said) == 1, r.stdout
+    advised = "[launch] MPS is off, so the GPU time-slices" in r.stderr
+    assert advised == (said == {"False"}), (said, r.stderr)
+    if advised:
+        assert "host the server in one of the jobs" in r.stderr, r.stderr
+

@@ -179,6 +179,17 @@ def test_jobs_do_not_inherit_a_launcher_rank():
         "LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID", "SLURM_LOCALID", "BATCHCAST_GROUP"}
 
 
+def test_mps_advice_only_for_a_gpu_server_without_mps():
+    # A GPU server's stats say whether MPS is on (true, false or "unknown");
+    # a host ring's have no such key. Only "off" gets the advice, which names
+    # both ways out.
+    advice = launch.mps_advice({"mps": False, "device": "cuda:0"})
+    assert advice is not None and advice.startswith("[launch] MPS is off")
+    assert "--mps on" in advice and "host the server in one of the jobs" in advice, advice
+    for stats in ({"mps": True}, {"mps": "unknown"}, {"device": "cpu"}):
+        assert launch.mps_advice(stats) is None, stats
+
+
 # ---- running jobs -------------------------------------------------------------
 
 
@@ -192,6 +203,7 @@ def test_jobs_run_with_prefixed_output_and_status_lines(job_py):
         assert any(line.startswith(f"[job {k}] pid ") and f"rank {k} lr {lr} job {k} of 2 server ipc://"
                    in line for line in r.stdout.splitlines()), r.stdout
     assert "MPS off" in r.stderr
+    assert "MPS is off, so" not in r.stderr, r.stderr  # a host ring: no advice
     assert "2 of 2 job(s) succeeded" in r.stderr
     # Plain status lines (not a terminal): the server's and each job's rate.
     status = [line for line in r.stderr.splitlines() if "samples/s  jobs:" in line]
