@@ -89,8 +89,13 @@
 #   and the trainer's share of the SMs capped (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE,
 #   SERVER:TRAINER per run: 100:100 20:100 10:100, or BC_MPS_SHARES="..."),
 #   three pairs each; a trainer's cap holds for its synthetic windows too.
+# mps_batch (about 5 minutes): the fed trainer under MPS from a server process
+#   with server batches of 256, 512 and 1024 (one nvJPEG call per batch: does
+#   the call's own overhead count?), three pairs each; the Loader keeps 256.
+#   BC_MPS_BATCHES="256 512 256 512" runs others (a run's folder: its place
+#   in the list and its batch).
 set -u
-PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts inproc_parts colocate_hosted colocate_matrix region region_mps region_loader mps_share"
+PARTS="diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts inproc_parts colocate_hosted colocate_matrix region region_mps region_loader mps_share mps_batch"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:?build dir}
 OUT=${2:?out dir}
@@ -264,6 +269,13 @@ elif [ "$PART" = region_mps ]; then
   for r in on off; do
     step 200 python3 benchmarks/gpu_producer.py --out "$W/mps_region_$r" --data $DATA \
       --workers 4 --warmup 3 --measure 8 --repeat 3 --no-reference --mps on --nvjpeg-region $r
+  done
+elif [ "$PART" = mps_batch ]; then
+  n=0
+  for b in ${BC_MPS_BATCHES:-256 512 1024}; do
+    n=$((n + 1))
+    step 200 python3 benchmarks/gpu_producer.py --out "$W/mps_batch_${n}_$b" --data $DATA \
+      --workers 4 --warmup 3 --measure 8 --repeat 3 --no-reference --mps on --server-batch $b
   done
 elif [ "$PART" = mps_share ]; then
   for p in ${BC_MPS_SHARES:-100:100 20:100 10:100}; do

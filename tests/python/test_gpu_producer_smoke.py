@@ -293,7 +293,7 @@ def test_issue9_gpu_run_names_its_parts(tmp_path):
     r = subprocess.run(["bash", script, str(tmp_path / "b"), str(tmp_path / "out"), "bogus"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r.stdout + r.stderr
-    assert "one of: diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts inproc_parts colocate_hosted colocate_matrix region region_mps region_loader mps_share" in r.stderr, r.stderr
+    assert "one of: diagnosis colocate coupling trace loop mps inproc inproc_trace queues queues_mps mps_parts inproc_parts colocate_hosted colocate_matrix region region_mps region_loader mps_share mps_batch" in r.stderr, r.stderr
     assert not (tmp_path / "b").exists()
 
 
