@@ -4,8 +4,10 @@
 On the GPU host (about 5 minutes on an H100; everything in one run):
 
   python3 benchmarks/gpu_producer.py --out OUT [--data DIR] [--workers 2] [--mps on]
-      [--transcode-cache-mb 1024] [--nvjpeg-calls 1] [--nvjpeg-region on|off] [--handoff] [--interference] [--paced]
+      [--transcode-cache-mb 1024] [--nvjpeg-calls 1] [--nvjpeg-region on|off]
+      [--server-batch 256] [--handoff] [--interference] [--paced]
       [--no-reference] [--repeat N] [--gpu-priority normal|high] [--in-process normal,high]
+      [--trainer-sm-share P] [--server-sm-share P]   (with --mps on)
 
   1. dataset: tools/make_dataset.py (100 classes x 40 images, ~500x375; 5 %
      progressive, 5 % grayscale, 4:4:4 and 4:2:2 sampling: on an H100 about
