@@ -11,3 +11,15 @@ def warm_page_cache(data):
             with open(os.path.join(root, name), "rb") as f:
                 n += len(f.read())
     return n
+
+
+def serve_flags(options):
+    """batchcast.Server keywords as `batchcast-server serve` flags (a bool: --x / --no-x)."""
+    flags = []
+    for key, value in options.items():
+        flag = key.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append(("--" if value else "--no-") + flag)
+        else:
+            flags += ["--" + flag, str(value)]
+    return flags

@@ -75,6 +75,8 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from bench_files import serve_flags  # noqa: E402
 SOURCES = ("synthetic", "dataloader", "batchcast", "hosted")
 DEFAULT_SOURCES = SOURCES[:3]
 SERVED = ("batchcast", "hosted")  # the sources a batchcast server feeds
@@ -453,8 +455,7 @@ class Server:
         self.name = f"colocate-{os.getpid()}-{int(time.time() * 1000) % 100000}"
         cmd = [args.server_bin, "--log-level", "info", "serve", args.data, "--name", self.name,
                "--status-interval", "0"]
-        for key, value in server_options(args).items():
-            cmd += ["--" + key.replace("_", "-"), str(value)]
+        cmd += serve_flags(server_options(args))
         log.write(f"== {' '.join(cmd)}\n")
         log.flush()
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)

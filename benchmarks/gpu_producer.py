@@ -84,7 +84,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from bench_files import warm_page_cache  # noqa: E402  (also used through this module)
+from bench_files import serve_flags, warm_page_cache  # noqa: E402  (also used through this module)
 
 
 def find_build(arg):
@@ -128,18 +128,6 @@ def server_options(args, priority, synthetic=False):
 
 # MPS: a client's share of the SMs, in per cent (--trainer-sm-share, --server-sm-share).
 SM_SHARE = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
-
-
-def serve_flags(options):
-    """batchcast.Server keywords as `batchcast-server serve` flags (a bool: --x / --no-x)."""
-    flags = []
-    for key, value in options.items():
-        flag = key.replace("_", "-")
-        if isinstance(value, bool):
-            flags.append(("--" if value else "--no-") + flag)
-        else:
-            flags += ["--" + flag, str(value)]
-    return flags
 
 
 class ServerProc:
