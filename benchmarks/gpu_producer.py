@@ -130,6 +130,15 @@ def server_options(args, priority, synthetic=False):
 SM_SHARE = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
 
 
+def server_env(args, environ):
+    """The server process's environment: `environ` with the server's SM share
+    (--server-sm-share) instead of whatever share it had (the trainer's)."""
+    env = {k: v for k, v in environ.items() if k != SM_SHARE}
+    if args.server_sm_share:
+        env[SM_SHARE] = str(args.server_sm_share)
+    return env
+
+
 class ServerProc:
     """A batchcast-server process serving `data` (stopped by stop())."""
 
@@ -146,10 +155,8 @@ class ServerProc:
         # BC_CUPTI_DIR=OUT", benchmarks/cupti_trace.cc) is put before the command.
         cmd = os.environ.get("BC_SERVER_PREFIX", "").split() + cmd
         self.log = open(log_path, "w")
-        env = {k: v for k, v in os.environ.items() if k != SM_SHARE}
-        if args.server_sm_share:
-            env[SM_SHARE] = str(args.server_sm_share)
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=server_env(args, os.environ))
         deadline = time.monotonic() + 300
         while True:
             try:

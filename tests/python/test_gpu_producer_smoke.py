@@ -332,6 +332,12 @@ def test_server_process_and_in_process_server_get_the_same_options():
         "batch_size": 256, "window": 8, "size": 224, "device": "cuda:0", "synthetic": 100000}
     assert gpu_producer.serve_flags({"window": 8, "nvjpeg_region": False, "shuffle": True}) == [
         "--window", "8", "--no-nvjpeg-region", "--shuffle"]
+    # The server process gets its own SM share under MPS, never the trainer's.
+    trainer_env = {"PATH": "/bin", gpu_producer.SM_SHARE: "90"}
+    shared = gpu_producer.parse_args(["--out", "x", "--mps", "on", "--server-sm-share", "20"])
+    assert gpu_producer.server_env(shared, trainer_env) == {"PATH": "/bin",
+                                                            gpu_producer.SM_SHARE: "20"}
+    assert gpu_producer.server_env(args, trainer_env) == {"PATH": "/bin"}
     # Every key is an option of batchcast.Server and of `batchcast-server serve`.
     from batchcast._server import SERVER_OPTIONS
 
