@@ -147,6 +147,14 @@ traced() {
   for t in "$d"/cupti_*.txt; do summarize "$title" "$t"; done
 }
 bench() { step 90 "$B/benchmarks/gpu_pipeline_bench" $DATA "$@"; }
+# gpu_producer.py into $W/NAME, 4 fallback threads, 3 s warm-up, 8 s windows:
+# producer NAME ARGS...
+producer() {
+  local name=$1
+  shift
+  step 200 python3 benchmarks/gpu_producer.py --out "$W/$name" --data $DATA --workers 4 \
+    --warmup 3 --measure 8 "$@"
+}
 if [ "$PART" = diagnosis ]; then
   step 220 python3 benchmarks/decoder_interference.py --out "$W/interference" --data $DATA
   step 150 python3 benchmarks/gpu_producer.py --out "$W/producer" --data $DATA --workers 4 \
@@ -254,33 +262,28 @@ elif [ "$PART" = region ]; then
     else bench --modes fill --seconds 8 --workers 4 --no-nvjpeg-region; fi
   done
   for r in on off; do
-    step 200 python3 benchmarks/gpu_producer.py --out "$W/inproc_region_$r" --data $DATA \
-      --workers 4 --warmup 3 --measure 8 --repeat 3 --no-reference --in-process normal \
-      --in-process-only --nvjpeg-region $r
+    producer "inproc_region_$r" --repeat 3 --no-reference --in-process normal --in-process-only \
+      --nvjpeg-region $r
   done
 elif [ "$PART" = region_loader ]; then
   n=0
   for r in on off on; do
     n=$((n + 1))
-    step 200 python3 benchmarks/gpu_producer.py --out "$W/loader_region_${n}_$r" --data $DATA \
-      --workers 4 --warmup 3 --measure 8 --nvjpeg-region $r
+    producer "loader_region_${n}_$r" --nvjpeg-region $r
   done
 elif [ "$PART" = region_mps ]; then
   for r in on off; do
-    step 200 python3 benchmarks/gpu_producer.py --out "$W/mps_region_$r" --data $DATA \
-      --workers 4 --warmup 3 --measure 8 --repeat 3 --no-reference --mps on --nvjpeg-region $r
+    producer "mps_region_$r" --repeat 3 --no-reference --mps on --nvjpeg-region $r
   done
 elif [ "$PART" = mps_batch ]; then
   n=0
   for b in ${BC_MPS_BATCHES:-256 512 1024}; do
     n=$((n + 1))
-    step 200 python3 benchmarks/gpu_producer.py --out "$W/mps_batch_${n}_$b" --data $DATA \
-      --workers 4 --warmup 3 --measure 8 --repeat 3 --no-reference --mps on --server-batch $b
+    producer "mps_batch_${n}_$b" --repeat 3 --no-reference --mps on --server-batch $b
   done
 elif [ "$PART" = mps_share ]; then
   for p in ${BC_MPS_SHARES:-100:100 20:100 10:100}; do
-    step 200 python3 benchmarks/gpu_producer.py --out "$W/mps_share_${p%%:*}_${p##*:}" \
-      --data $DATA --workers 4 --warmup 3 --measure 8 --repeat 3 --no-reference --mps on \
+    producer "mps_share_${p%%:*}_${p##*:}" --repeat 3 --no-reference --mps on \
       --server-sm-share ${p%%:*} --trainer-sm-share ${p##*:}
   done
 elif [ "$PART" = mps ]; then
