@@ -92,7 +92,8 @@ int main(int argc, char** argv) {
   for (int64_t i = 0; i < batches;) {
     const auto a = Clock::now();
     auto b = consumer->Next();
-    auto image = b.ok() && !b->end_of_epoch() ? b->field("image") : Result<FieldView>(NotFoundError(""));
+    auto image =
+        b.ok() && !b->end_of_epoch() ? b->field("image") : Result<FieldView>(NotFoundError(""));
     const auto z = Clock::now();
     if (!b.ok()) {
       std::cerr << b.status().ToString() << "\n";

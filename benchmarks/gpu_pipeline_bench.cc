@@ -102,7 +102,8 @@ int main(int argc, char** argv) {
   app.add_flag("--only-420", only_420,
                "decode: only the 4:2:0 colour files (what --nvjpeg-output nv12 decodes)");
   double pace = 0;
-  app.add_option("--rate", pace, "decode and fill: at most this many images/s (0: as fast as it can)");
+  app.add_option("--rate", pace,
+                 "decode and fill: at most this many images/s (0: as fast as it can)");
   // The source options as batchcast-server spells and parses them.
   ServerOptions server_options;
   server_options.source.dtype = DType::kFloat16;
@@ -118,7 +119,7 @@ int main(int argc, char** argv) {
 
   // ---- 1. decode only ----
   if (modes.find("decode") != std::string::npos) {
-    const bool planar = nvjpeg_output != "rgbi";  // yuv, nv12: one byte per pixel per row
+    const bool planar = nvjpeg_output != "rgbi";   // yuv, nv12: one byte per pixel per row
     if (nvjpeg_output == "nv12") only_420 = true;  // nvJPEG's NV12 takes 4:2:0 only
     auto dec = cuda::NvJpegDecoder::Create(
         0, {.allow_hardware = nvjpeg_backend == "hardware",
@@ -359,9 +360,9 @@ int main(int argc, char** argv) {
       }
       auto launch = [&](int n) {
         for (int k = 0; k < n; ++k) {
-          if (Status s = cuda::AugmentAsync(
-                  reinterpret_cast<const cuda::AugmentSample*>(desc->data()), batch, params,
-                  stream->ref());
+          if (Status s =
+                  cuda::AugmentAsync(reinterpret_cast<const cuda::AugmentSample*>(desc->data()),
+                                     batch, params, stream->ref());
               !s.ok()) {
             Die(s);
           }
@@ -380,8 +381,11 @@ int main(int argc, char** argv) {
                          {"area_samples", area},
                          {"box_samples", boxed}});
     }
-    nlohmann::json j = {{"mode", "augment"}, {"batch", batch}, {"size", size},
-                        {"source", "500x375"}, {"kernels", results}};
+    nlohmann::json j = {{"mode", "augment"},
+                        {"batch", batch},
+                        {"size", size},
+                        {"source", "500x375"},
+                        {"kernels", results}};
     std::cout << j.dump() << std::endl;
   }
   return 0;

@@ -15,7 +15,10 @@
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s NAME_OR_ENDPOINT [--batch-size N] [--epochs N] [--join immediate|next_epoch]\n", argv[0]);
+    std::fprintf(
+        stderr,
+        "usage: %s NAME_OR_ENDPOINT [--batch-size N] [--epochs N] [--join immediate|next_epoch]\n",
+        argv[0]);
     return 2;
   }
   batchcast::ConsumerOptions options;
@@ -23,11 +26,13 @@ int main(int argc, char** argv) {
   options.batch_size = 48;
   int epochs = 2;
   for (int i = 2; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--batch-size")) options.batch_size = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--epochs")) epochs = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--batch-size"))
+      options.batch_size = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--epochs"))
+      epochs = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--join"))
       options.join = std::string(argv[i + 1]) == "next_epoch" ? batchcast::JoinPolicy::kNextEpoch
-                                                             : batchcast::JoinPolicy::kImmediate;
+                                                              : batchcast::JoinPolicy::kImmediate;
     else {
       std::fprintf(stderr, "unknown option %s\n", argv[i]);
       return 2;
@@ -56,7 +61,8 @@ int main(int argc, char** argv) {
       if (!image.ok()) return 1;
       // Touch the data as a training step would (first byte of each sample).
       const auto* bytes = static_cast<const unsigned char*>(image->data);
-      for (size_t i = 0; i < batch->size(); ++i) checksum += bytes[i * (image->bytes / batch->size())];
+      for (size_t i = 0; i < batch->size(); ++i)
+        checksum += bytes[i * (image->bytes / batch->size())];
       ++batches;
       samples += batch->size();
       zero_copy += batch->zero_copy();
@@ -70,8 +76,10 @@ int main(int argc, char** argv) {
       }
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("[consumer b=%u] epoch %d: %zu batches, %zu samples, %.0f samples/s, %zu zero-copy, checksum %.0f\n",
-                options.batch_size, epoch, batches, samples, samples / s, zero_copy, checksum);
+    std::printf(
+        "[consumer b=%u] epoch %d: %zu batches, %zu samples, %.0f samples/s, %zu zero-copy, "
+        "checksum %.0f\n",
+        options.batch_size, epoch, batches, samples, samples / s, zero_copy, checksum);
   }
   return 0;
 }

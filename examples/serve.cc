@@ -40,8 +40,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "serve: %s\n", server.status().ToString().c_str());
     return 1;
   }
-  std::printf("serving '%s' on %s (%llu samples per epoch); Ctrl-C stops\n",
-              options.name.c_str(), (*server)->endpoint().c_str(),
+  std::printf("serving '%s' on %s (%llu samples per epoch); Ctrl-C stops\n", options.name.c_str(),
+              (*server)->endpoint().c_str(),
               static_cast<unsigned long long>((*server)->epoch_len()));
   std::signal(SIGINT, [](int) { g_stop = 1; });
   std::signal(SIGTERM, [](int) { g_stop = 1; });

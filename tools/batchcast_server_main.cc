@@ -111,8 +111,9 @@ int Serve(batchcast::ServerOptions options, double status_interval) {
 }  // namespace
 
 int Main(int argc, char** argv) {
-  CLI::App app{"batchcast-server: decode and augment each sample once, share batches with "
-               "several training processes"};
+  CLI::App app{
+      "batchcast-server: decode and augment each sample once, share batches with "
+      "several training processes"};
   app.require_subcommand(1);
   app.fallthrough();  // --log-level may follow the subcommand
   std::string log_level = "info";

@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "batchcast/client/batch.h"
-#include "core/src/ring_layout.h"
 #include "core/src/mutex.h"
 #include "core/src/protocol.h"
+#include "core/src/ring_layout.h"
 #include "session.h"
 
 namespace batchcast::internal {

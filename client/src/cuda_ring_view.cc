@@ -22,8 +22,8 @@
 #include <mutex>
 #include <set>
 
-#include "core/src/logging.h"
 #include "batchcast/cuda/runtime.h"
+#include "core/src/logging.h"
 #include "core/src/mutex.h"
 #include "ring_view.h"
 

@@ -27,9 +27,9 @@
 
 #include "batchcast/core/cuda_stream.h"
 #include "batchcast/core/field_spec.h"
-#include "core/src/ring_layout.h"
 #include "batchcast/core/status.h"
 #include "core/src/protocol.h"
+#include "core/src/ring_layout.h"
 #include "lease_ledger.h"
 
 namespace batchcast::internal {

@@ -34,16 +34,25 @@ DLDataType ToDLDataType(DType dtype) {
   t.bits = static_cast<uint8_t>(DTypeSize(dtype) * 8);
   t.code = kDLUInt;
   switch (dtype) {
-    case DType::kUInt8: break;
+    case DType::kUInt8:
+      break;
     case DType::kInt8:
     case DType::kInt16:
     case DType::kInt32:
-    case DType::kInt64: t.code = kDLInt; break;
+    case DType::kInt64:
+      t.code = kDLInt;
+      break;
     case DType::kFloat16:
     case DType::kFloat32:
-    case DType::kFloat64: t.code = kDLFloat; break;
-    case DType::kBFloat16: t.code = kDLBfloat; break;
-    case DType::kBool: t.code = kBoolCode; break;
+    case DType::kFloat64:
+      t.code = kDLFloat;
+      break;
+    case DType::kBFloat16:
+      t.code = kDLBfloat;
+      break;
+    case DType::kBool:
+      t.code = kBoolCode;
+      break;
   }
   return t;
 }

@@ -114,9 +114,9 @@ Result<std::optional<LauncherRank>> FromSlurm(const GetEnvFn& getenv) {
       if (!list) continue;
       world = TasksOfNode(*list, node.value_or(0));
       if (!world) {
-        return InvalidArgumentError(std::string(var) + "='" + std::string(*list) +
-                                    "' has no entry for SLURM_NODEID=" +
-                                    std::to_string(node.value_or(0)));
+        return InvalidArgumentError(
+            std::string(var) + "='" + std::string(*list) +
+            "' has no entry for SLURM_NODEID=" + std::to_string(node.value_or(0)));
       }
       world_var = var;
       break;

@@ -14,17 +14,50 @@ constexpr size_t kHeaderBytes = 6;
 
 template <typename T>
 constexpr MessageType TypeOf();
-template <> constexpr MessageType TypeOf<Hello>() { return MessageType::kHello; }
-template <> constexpr MessageType TypeOf<Welcome>() { return MessageType::kWelcome; }
-template <> constexpr MessageType TypeOf<Next>() { return MessageType::kNext; }
-template <> constexpr MessageType TypeOf<Batch>() { return MessageType::kBatch; }
-template <> constexpr MessageType TypeOf<EndOfEpoch>() { return MessageType::kEndOfEpoch; }
-template <> constexpr MessageType TypeOf<Error>() { return MessageType::kError; }
-template <> constexpr MessageType TypeOf<Release>() { return MessageType::kRelease; }
-template <> constexpr MessageType TypeOf<Heartbeat>() { return MessageType::kHeartbeat; }
-template <> constexpr MessageType TypeOf<Bye>() { return MessageType::kBye; }
-template <> constexpr MessageType TypeOf<Stats>() { return MessageType::kStats; }
-template <> constexpr MessageType TypeOf<StatsReply>() { return MessageType::kStatsReply; }
+template <>
+constexpr MessageType TypeOf<Hello>() {
+  return MessageType::kHello;
+}
+template <>
+constexpr MessageType TypeOf<Welcome>() {
+  return MessageType::kWelcome;
+}
+template <>
+constexpr MessageType TypeOf<Next>() {
+  return MessageType::kNext;
+}
+template <>
+constexpr MessageType TypeOf<Batch>() {
+  return MessageType::kBatch;
+}
+template <>
+constexpr MessageType TypeOf<EndOfEpoch>() {
+  return MessageType::kEndOfEpoch;
+}
+template <>
+constexpr MessageType TypeOf<Error>() {
+  return MessageType::kError;
+}
+template <>
+constexpr MessageType TypeOf<Release>() {
+  return MessageType::kRelease;
+}
+template <>
+constexpr MessageType TypeOf<Heartbeat>() {
+  return MessageType::kHeartbeat;
+}
+template <>
+constexpr MessageType TypeOf<Bye>() {
+  return MessageType::kBye;
+}
+template <>
+constexpr MessageType TypeOf<Stats>() {
+  return MessageType::kStats;
+}
+template <>
+constexpr MessageType TypeOf<StatsReply>() {
+  return MessageType::kStatsReply;
+}
 
 // ---- bodies: Write ----
 
@@ -281,9 +314,9 @@ Result<Message> DecodeBody(Reader& r) {
 }  // namespace
 
 std::string_view MessageName(const Message& message) {
-  static constexpr std::string_view kNames[] = {"HELLO",   "WELCOME", "NEXT",  "BATCH",
-                                                "END_OF_EPOCH", "ERROR", "RELEASE",
-                                                "HEARTBEAT", "BYE",   "STATS", "STATS_REPLY"};
+  static constexpr std::string_view kNames[] = {
+      "HELLO",   "WELCOME",   "NEXT", "BATCH", "END_OF_EPOCH", "ERROR",
+      "RELEASE", "HEARTBEAT", "BYE",  "STATS", "STATS_REPLY"};
   return kNames[message.index()];
 }
 
@@ -326,17 +359,28 @@ Result<Message> Decode(std::span<const uint8_t> frame) {
   }
   Reader r(frame.subspan(kHeaderBytes));
   switch (static_cast<MessageType>(frame[4])) {
-    case MessageType::kHello: return DecodeBody<Hello>(r);
-    case MessageType::kWelcome: return DecodeBody<Welcome>(r);
-    case MessageType::kNext: return DecodeBody<Next>(r);
-    case MessageType::kBatch: return DecodeBody<Batch>(r);
-    case MessageType::kEndOfEpoch: return DecodeBody<EndOfEpoch>(r);
-    case MessageType::kError: return DecodeBody<Error>(r);
-    case MessageType::kRelease: return DecodeBody<Release>(r);
-    case MessageType::kHeartbeat: return DecodeBody<Heartbeat>(r);
-    case MessageType::kBye: return DecodeBody<Bye>(r);
-    case MessageType::kStats: return DecodeBody<Stats>(r);
-    case MessageType::kStatsReply: return DecodeBody<StatsReply>(r);
+    case MessageType::kHello:
+      return DecodeBody<Hello>(r);
+    case MessageType::kWelcome:
+      return DecodeBody<Welcome>(r);
+    case MessageType::kNext:
+      return DecodeBody<Next>(r);
+    case MessageType::kBatch:
+      return DecodeBody<Batch>(r);
+    case MessageType::kEndOfEpoch:
+      return DecodeBody<EndOfEpoch>(r);
+    case MessageType::kError:
+      return DecodeBody<Error>(r);
+    case MessageType::kRelease:
+      return DecodeBody<Release>(r);
+    case MessageType::kHeartbeat:
+      return DecodeBody<Heartbeat>(r);
+    case MessageType::kBye:
+      return DecodeBody<Bye>(r);
+    case MessageType::kStats:
+      return DecodeBody<Stats>(r);
+    case MessageType::kStatsReply:
+      return DecodeBody<StatsReply>(r);
   }
   return InvalidArgumentError("malformed message: unknown type " + std::to_string(frame[4]));
 }

@@ -26,8 +26,8 @@
 
 #include "batchcast/core/field_spec.h"
 #include "batchcast/core/join_policy.h"
-#include "core/src/ring_layout.h"
 #include "batchcast/core/status.h"
+#include "core/src/ring_layout.h"
 
 namespace batchcast {
 

@@ -35,7 +35,8 @@ Result<RingLayout> RingLayout::Make(std::vector<FieldSpec> fields, uint32_t wind
       }
     }
     if (per_sample > kMaxRingBytes / batch_size / window) {
-      return InvalidArgumentError("ring too large: field '" + f.name + "' alone needs more than 1 TiB");
+      return InvalidArgumentError("ring too large: field '" + f.name +
+                                  "' alone needs more than 1 TiB");
     }
     size_t& total = layout.bytes_[static_cast<size_t>(f.memory)];
     const size_t stride = AlignUp(per_sample * batch_size);

@@ -20,8 +20,8 @@ namespace batchcast {
 
 Result<std::string> RuntimeDir() {
   std::string base;
-  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg != nullptr && *xdg != '\0' &&
-                                                         access(xdg, W_OK) == 0) {
+  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+      xdg != nullptr && *xdg != '\0' && access(xdg, W_OK) == 0) {
     base = std::string(xdg) + "/batchcast";
   } else {
     base = "/tmp/batchcast-" + std::to_string(getuid());

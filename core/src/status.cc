@@ -4,17 +4,28 @@ namespace batchcast {
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kNotFound: return "NotFound";
-    case StatusCode::kUnavailable: return "Unavailable";
-    case StatusCode::kDeadlineExceeded: return "DeadlineExceeded";
-    case StatusCode::kResourceExhausted: return "ResourceExhausted";
-    case StatusCode::kCancelled: return "Cancelled";
-    case StatusCode::kInternal: return "Internal";
-    case StatusCode::kOutOfRange: return "OutOfRange";
-    case StatusCode::kDataLoss: return "DataLoss";
-    case StatusCode::kPermissionDenied: return "PermissionDenied";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case StatusCode::kNotFound:
+      return "NotFound";
+    case StatusCode::kUnavailable:
+      return "Unavailable";
+    case StatusCode::kDeadlineExceeded:
+      return "DeadlineExceeded";
+    case StatusCode::kResourceExhausted:
+      return "ResourceExhausted";
+    case StatusCode::kCancelled:
+      return "Cancelled";
+    case StatusCode::kInternal:
+      return "Internal";
+    case StatusCode::kOutOfRange:
+      return "OutOfRange";
+    case StatusCode::kDataLoss:
+      return "DataLoss";
+    case StatusCode::kPermissionDenied:
+      return "PermissionDenied";
   }
   return "Unknown";
 }
@@ -42,7 +53,9 @@ Status Status::WithContext(std::string_view context) const {
 Status InvalidArgumentError(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
 Status NotFoundError(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 Status UnavailableError(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
-Status DeadlineExceededError(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
+Status DeadlineExceededError(std::string m) {
+  return {StatusCode::kDeadlineExceeded, std::move(m)};
+}
 Status ResourceExhaustedError(std::string m) {
   return {StatusCode::kResourceExhausted, std::move(m)};
 }

@@ -64,8 +64,9 @@ class Reader {
   bool GetString(std::string& s, size_t max_len) {
     uint32_t n = 0;
     if (!Get(n)) return false;
-    if (n > max_len) return Fail("string of " + std::to_string(n) + " bytes (limit " +
-                                 std::to_string(max_len) + ")");
+    if (n > max_len)
+      return Fail("string of " + std::to_string(n) + " bytes (limit " + std::to_string(max_len) +
+                  ")");
     if (!Need(n)) return false;
     s.assign(reinterpret_cast<const char*>(data_.data() + pos_), n);
     pos_ += n;
@@ -76,8 +77,9 @@ class Reader {
   // trigger a huge allocation.
   bool GetCount(uint32_t& n, size_t max, size_t min_elem_bytes, const char* what) {
     if (!Get(n)) return false;
-    if (n > max) return Fail(std::string(what) + " count " + std::to_string(n) +
-                             " exceeds the limit " + std::to_string(max));
+    if (n > max)
+      return Fail(std::string(what) + " count " + std::to_string(n) + " exceeds the limit " +
+                  std::to_string(max));
     if (min_elem_bytes > 0 && n > remaining() / min_elem_bytes) {
       return Fail(std::string(what) + " count " + std::to_string(n) + " exceeds the message");
     }

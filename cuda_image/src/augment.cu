@@ -3,8 +3,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "batchcast/cuda_image/augment.h"
 #include "batchcast/cuda/check.h"
+#include "batchcast/cuda_image/augment.h"
 
 namespace batchcast::cuda {
 namespace {
@@ -126,7 +126,7 @@ __device__ __forceinline__ __half Convert<__half>(int v, int c, const KernelPara
 }
 template <>
 __device__ __forceinline__ __nv_bfloat16 Convert<__nv_bfloat16>(int v, int c,
-                                                                 const KernelParams& p) {
+                                                                const KernelParams& p) {
   return __float2bfloat16_rn(Convert<float>(v, c, p));
 }
 
@@ -183,12 +183,18 @@ Status AugmentAsync(const AugmentSample* device_samples, int count, const Augmen
   const dim3 grid((pixels + 255) / 256, count < 65535 ? count : 65535);
   auto s = static_cast<cudaStream_t>(stream.handle());
   switch (params.dtype) {
-    case DType::kFloat32: Launch<float>(params.nchw, grid, block, s, device_samples, count, p); break;
-    case DType::kFloat16: Launch<__half>(params.nchw, grid, block, s, device_samples, count, p); break;
+    case DType::kFloat32:
+      Launch<float>(params.nchw, grid, block, s, device_samples, count, p);
+      break;
+    case DType::kFloat16:
+      Launch<__half>(params.nchw, grid, block, s, device_samples, count, p);
+      break;
     case DType::kBFloat16:
       Launch<__nv_bfloat16>(params.nchw, grid, block, s, device_samples, count, p);
       break;
-    case DType::kUInt8: Launch<uint8_t>(params.nchw, grid, block, s, device_samples, count, p); break;
+    case DType::kUInt8:
+      Launch<uint8_t>(params.nchw, grid, block, s, device_samples, count, p);
+      break;
     default:
       return InvalidArgumentError("augment: dtype must be float32, float16, bfloat16 or uint8");
   }

@@ -71,8 +71,8 @@ Status NvJpegStatus(int error, const char* expression, const char* file, int lin
 // always the slot's, so few are needed.
 struct BatchState {
   nvjpegJpegState_t state = nullptr;
-  int batch = 0;       // batch size it was initialized for (0: none)
-  uint64_t used = 0;   // last use (Impl::clock)
+  int batch = 0;      // batch size it was initialized for (0: none)
+  uint64_t used = 0;  // last use (Impl::clock)
 };
 
 struct NvJpegDecoder::Impl {
@@ -156,8 +156,9 @@ Result<std::unique_ptr<NvJpegDecoder>> NvJpegDecoder::Create(int device, const O
                             std::to_string(device) + ": " + BATCHCAST_NVJPEG_CHECK(st).message());
   } else {
     if (options.allow_hardware) {
-      BC_LOG_INFO("nvJPEG hardware backend unavailable on cuda:{} ({}); using the GPU hybrid backend",
-                  device, BATCHCAST_NVJPEG_CHECK(st).message());
+      BC_LOG_INFO(
+          "nvJPEG hardware backend unavailable on cuda:{} ({}); using the GPU hybrid backend",
+          device, BATCHCAST_NVJPEG_CHECK(st).message());
     }
     impl.handle = nullptr;
     BATCHCAST_RETURN_IF_ERROR(BATCHCAST_NVJPEG_CHECK(nvjpegCreateEx(
@@ -203,7 +204,8 @@ Status NvJpegDecoder::DecodeBatch(int state, std::span<const std::span<const uin
   if (state < 0 || static_cast<size_t>(state) >= impl.states.size()) {
     return InvalidArgumentError("bad nvJPEG state " + std::to_string(state));
   }
-  if (jpegs.size() != outputs.size()) return InvalidArgumentError("jpegs and outputs differ in count");
+  if (jpegs.size() != outputs.size())
+    return InvalidArgumentError("jpegs and outputs differ in count");
   if (jpegs.empty()) return Status::Ok();
   const bool regions =
       std::any_of(outputs.begin(), outputs.end(), [](const Output& o) { return o.region_w > 0; });

@@ -24,6 +24,9 @@
 // the kernels the user queues there on the batch's tensors are waited for
 // before the slot can be rewritten. A tensor used on another stream needs
 // Batch::RecordStream (not exposed yet: see WrapForDevice()).
+#include "batchcast/client/consumer.h"
+
+#include <dlpack/dlpack.h>
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
@@ -31,13 +34,10 @@
 #include <memory>
 #include <optional>
 
-#include <dlpack/dlpack.h>
-
-#include "batchcast/client/consumer.h"
+#include "common.h"
 #include "core/src/launcher_env.h"
 #include "core/src/ring_layout.h"
 #include "core/src/runtime_dir.h"
-#include "common.h"
 
 namespace batchcast::pybind {
 namespace {
@@ -77,7 +77,6 @@ namespace {
 // TODO(gpu): to support tensors used on extra streams, keep the Batch here and
 // call Batch::RecordStream(stream) when the user asks (Loader.record_stream).
 DLManagedTensor* WrapForDevice(DLManagedTensor* managed) { return managed; }
-
 
 py::tuple FieldTuple(const FieldSpec& f) {
   py::tuple shape(f.shape.size());
@@ -291,8 +290,9 @@ void RegisterConsumer(py::module_& m) {
       py::arg("fields"), py::arg("window"), py::arg("batch_size"),
       "({field: (offset of slot 0, slot stride)}, host allocation bytes): the ring layout "
       "(core/ring_layout.h) a server with these fields uses; for tests and tools.");
-  m.def("host_ring_shm_name", [](const std::string& name) { return HostRingShmName(name); },
-        "The POSIX shared memory name of server `name`'s host ring.");
+  m.def(
+      "host_ring_shm_name", [](const std::string& name) { return HostRingShmName(name); },
+      "The POSIX shared memory name of server `name`'s host ring.");
 }
 
 }  // namespace batchcast::pybind

@@ -33,8 +33,8 @@ std::array<PyObject*, kNumCodes> g_by_code{};  // owned references, never freed
 PyObject* g_base = nullptr;
 
 PyObject* NewError(py::module_& m, const char* name, const char* doc, PyObject* extra_base) {
-  PyObject* bases = extra_base != nullptr ? PyTuple_Pack(2, g_base, extra_base)
-                                          : PyTuple_Pack(1, g_base);
+  PyObject* bases =
+      extra_base != nullptr ? PyTuple_Pack(2, g_base, extra_base) : PyTuple_Pack(1, g_base);
   if (bases == nullptr) throw py::error_already_set();
   const std::string qualified = std::string("batchcast.") + name;
   PyObject* cls = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases, nullptr);
@@ -65,16 +65,15 @@ void RegisterErrors(py::module_& m) {
   if (g_base == nullptr) throw py::error_already_set();
   m.add_object("BatchcastError", py::reinterpret_borrow<py::object>(g_base));
   auto at = [](StatusCode c) -> PyObject*& { return g_by_code[static_cast<size_t>(c)]; };
-  at(StatusCode::kInvalidArgument) =
-      NewError(m, "InvalidArgument", "An option or request was malformed or impossible.",
-               PyExc_ValueError);
+  at(StatusCode::kInvalidArgument) = NewError(
+      m, "InvalidArgument", "An option or request was malformed or impossible.", PyExc_ValueError);
   at(StatusCode::kNotFound) = NewError(
       m, "NotFound", "A named thing does not exist (usually: no server of that name runs).",
       PyExc_FileNotFoundError);
-  at(StatusCode::kUnavailable) = NewError(
-      m, "ServerUnavailable",
-      "The server is gone, was stopped, or stopped answering (heartbeat timeout).",
-      PyExc_ConnectionError);
+  at(StatusCode::kUnavailable) =
+      NewError(m, "ServerUnavailable",
+               "The server is gone, was stopped, or stopped answering (heartbeat timeout).",
+               PyExc_ConnectionError);
   at(StatusCode::kDeadlineExceeded) =
       NewError(m, "Timeout", "A wait ran past its timeout.", PyExc_TimeoutError);
   at(StatusCode::kResourceExhausted) = NewError(

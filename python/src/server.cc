@@ -10,6 +10,8 @@
 // samples in the slot; it keeps the server (and so the ring mapping) alive, so
 // a stray view never points at unmapped memory. Writing after commit_batch()
 // is a bug of the caller (consumers may be reading).
+#include "batchcast/server/server.h"
+
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
@@ -17,11 +19,10 @@
 #include <optional>
 
 #include "batchcast/core/dtype.h"
-#include "core/src/logging.h"
 #include "batchcast/server/option_table.h"
-#include "batchcast/server/server.h"
 #include "common.h"
 #include "core/src/dlpack.h"
+#include "core/src/logging.h"
 
 namespace batchcast::pybind {
 namespace {
@@ -30,10 +31,10 @@ namespace {
 // Values of the wrong type are a StatusError naming the option, never a cast error.
 std::string OptionText(const ServerOption& opt, const py::handle& value) {
   auto wrong = [&](const char* expected) {
-    return StatusError(InvalidArgumentError(
-        std::string(opt.name) + " must be " + expected + ", got " +
-        py::str(py::type::of(value).attr("__name__")).cast<std::string>() + " " +
-        py::repr(value).cast<std::string>()));
+    return StatusError(
+        InvalidArgumentError(std::string(opt.name) + " must be " + expected + ", got " +
+                             py::str(py::type::of(value).attr("__name__")).cast<std::string>() +
+                             " " + py::repr(value).cast<std::string>()));
   };
   switch (opt.type) {
     case OptionType::kFlag:
@@ -61,7 +62,8 @@ std::string OptionText(const ServerOption& opt, const py::handle& value) {
             !(py::isinstance<py::int_>(item) || py::isinstance<py::float_>(item))) {
           throw wrong("three numbers (R, G, B)");
         }
-        out += (out.empty() ? "" : ",") + py::repr(py::float_(py::reinterpret_borrow<py::object>(item))).cast<std::string>();
+        out += (out.empty() ? "" : ",") +
+               py::repr(py::float_(py::reinterpret_borrow<py::object>(item))).cast<std::string>();
       }
       return out;
     }
@@ -102,8 +104,7 @@ std::vector<FieldSpec> ParseFields(
                                                std::to_string(d) + "; all must be positive"));
       }
     }
-    specs.push_back(FieldSpec{name, Unwrap(ParseDType(dtype)), shape,
-                              MemoryKind::kHost});
+    specs.push_back(FieldSpec{name, Unwrap(ParseDType(dtype)), shape, MemoryKind::kHost});
   }
   return specs;
 }
@@ -270,9 +271,11 @@ void RegisterServer(py::module_& m) {
           [](const PyWriteSlot& w, size_t i) {
             if (i >= w.slot.field_data.size()) throw py::index_error("no such field");
             if (w.committed) {
-              throw StatusError(InvalidArgumentError("the slot was committed: it is read-only now"));
+              throw StatusError(
+                  InvalidArgumentError("the slot was committed: it is read-only now"));
             }
-            return SlotBuffer{w.server, w.slot.field_data[i], w.slot.field_bytes[i] * w.slot.count()};
+            return SlotBuffer{w.server, w.slot.field_data[i],
+                              w.slot.field_bytes[i] * w.slot.count()};
           },
           py::arg("index"),
           "A writable buffer over field `index` of the slot's `count` samples (host rings).")
@@ -288,17 +291,20 @@ void RegisterServer(py::module_& m) {
   py::class_<PyServer>(m, "Server", "An in-process batchcast server (batchcast::Server).")
       .def_static("start", &PyServer::Start, py::arg("options"),
                   "Starts the built-in pipeline; options: a dict of ServerOptions names.")
-      .def_static("start_external", &PyServer::StartExternal, py::arg("options"),
-                  py::arg("fields"), py::arg("epoch_len"),
-                  "Starts a server fed by begin_batch/commit_batch; fields: [(name, dtype, shape)].")
+      .def_static(
+          "start_external", &PyServer::StartExternal, py::arg("options"), py::arg("fields"),
+          py::arg("epoch_len"),
+          "Starts a server fed by begin_batch/commit_batch; fields: [(name, dtype, shape)].")
       .def_property_readonly("endpoint", [](PyServer& s) { return s.get().endpoint(); })
       .def_property_readonly("name", [](PyServer& s) { return s.get().options().name; })
       .def_property_readonly("epoch_len", [](PyServer& s) { return s.get().epoch_len(); })
       .def_property_readonly("batch_size", [](PyServer& s) { return s.get().options().batch_size; })
       .def_property_readonly("window", [](PyServer& s) { return s.get().options().window; })
-      .def_property_readonly("device", [](PyServer& s) {
-        return FindServerOption("device")->get(s.get().options());  // "cuda:0,1" too
-      })
+      .def_property_readonly(
+          "device",
+          [](PyServer& s) {
+            return FindServerOption("device")->get(s.get().options());  // "cuda:0,1" too
+          })
       .def_property_readonly("closed", &PyServer::closed)
       .def("begin_batch", &PyServer::BeginBatch, py::arg("epoch"), py::arg("indices"),
            py::arg("timeout") = py::none(),
@@ -326,8 +332,9 @@ void RegisterServer(py::module_& m) {
       },
       "[(name, group, help, default as text)] of every server option (the option table)");
 
-  m.def("set_log_level", [](const std::string& level) { SetLogLevel(level); }, py::arg("level"),
-        "trace, debug, info, warn, error or off");
+  m.def(
+      "set_log_level", [](const std::string& level) { SetLogLevel(level); }, py::arg("level"),
+      "trace, debug, info, warn, error or off");
 }
 
 }  // namespace batchcast::pybind

@@ -123,8 +123,7 @@ void ConsumerGroup::Settle(const SlotTable& slots, uint64_t stream_end) {
   }
 }
 
-ConsumerGroup::Determined ConsumerGroup::DetermineOne(const SlotTable& slots,
-                                                      uint64_t stream_end) {
+ConsumerGroup::Determined ConsumerGroup::DetermineOne(const SlotTable& slots, uint64_t stream_end) {
   ConsumerCursor& f = frontier_;
   Settle(slots, stream_end);
   SlotTable::Walk supply;
@@ -173,9 +172,14 @@ ConsumerGroup::Plan ConsumerGroup::PlanRank(uint32_t rank, const SlotTable& slot
       return p;
     }
     switch (DetermineOne(slots, stream_end)) {
-      case Determined::kOne: continue;
-      case Determined::kWait: p.kind = Plan::Kind::kWait; return p;
-      case Determined::kStreamEnded: p.kind = Plan::Kind::kStreamEnded; return p;
+      case Determined::kOne:
+        continue;
+      case Determined::kWait:
+        p.kind = Plan::Kind::kWait;
+        return p;
+      case Determined::kStreamEnded:
+        p.kind = Plan::Kind::kStreamEnded;
+        return p;
     }
   }
   const Entry& e = *EntryAt(r.next);
@@ -209,8 +213,8 @@ bool ConsumerGroup::Starved(const SlotTable& slots) const {
 }
 
 uint64_t ConsumerGroup::PassOver(const SlotTable& slots, uint64_t stream_end) {
-  const SlotTable::Walk w = slots.Find(frontier_.position(), frontier_.EpochEnd(stream_end),
-                                       frontier_.batch_size());
+  const SlotTable::Walk w =
+      slots.Find(frontier_.position(), frontier_.EpochEnd(stream_end), frontier_.batch_size());
   passed_over_ += w.samples;
   frontier_.PassTo(w.end, stream_end);
   return w.samples;

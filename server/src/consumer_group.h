@@ -80,12 +80,12 @@ class ConsumerGroup {
   // ---- the stream ----
   struct Plan {
     enum class Kind {
-      kBatch,        // chunk [from, from + count samples) of round `step` of `epoch`
-      kEndOfEpoch,   // `epoch` ended after `step` rounds
-      kStreamEnded,  // OutOfRange
-      kWait,         // data not published yet
-      kWaitForPeers, // this rank is max_ahead rounds ahead of its slowest peer
-      kBroken,       // a peer left before this round: no batch it did not get
+      kBatch,         // chunk [from, from + count samples) of round `step` of `epoch`
+      kEndOfEpoch,    // `epoch` ended after `step` rounds
+      kStreamEnded,   // OutOfRange
+      kWait,          // data not published yet
+      kWaitForPeers,  // this rank is max_ahead rounds ahead of its slowest peer
+      kBroken,        // a peer left before this round: no batch it did not get
     };
     Kind kind = Kind::kWait;
     uint64_t from = 0;

@@ -62,7 +62,7 @@ struct ControlRing {
 };
 
 struct ControlLoopOptions {
-  std::string endpoint;     // where the ROUTER binds (ipc:// or tcp://)
+  std::string endpoint;  // where the ROUTER binds (ipc:// or tcp://)
   // tcp:// endpoints: the server's key (Note [Transport security]); required.
   std::optional<KeyFile> curve_key;
   std::string server_name;  // for logs and the shutdown notice

@@ -138,7 +138,11 @@ using G = OptionGroup;
 
 template <auto... Path>
 ServerOption Text(V name, G group, V value_name, V help) {
-  return {name, group, OptionType::kText, value_name, help,
+  return {name,
+          group,
+          OptionType::kText,
+          value_name,
+          help,
           [](O& o, V t) {
             Field<Path...>(o) = std::string(t);
             return Status::Ok();
@@ -148,7 +152,11 @@ ServerOption Text(V name, G group, V value_name, V help) {
 
 template <auto... Path>
 ServerOption Integer(V name, G group, V help) {
-  return {name, group, OptionType::kInteger, "N", help,
+  return {name,
+          group,
+          OptionType::kInteger,
+          "N",
+          help,
           [](O& o, V t) { return ParseInteger(t, Field<Path...>(o)); },
           [](const O& o) { return std::to_string(Field<Path...>(o)); }};
 }
@@ -156,7 +164,11 @@ ServerOption Integer(V name, G group, V help) {
 // An integer that may stay unset (its default is derived): prints "" then.
 template <auto... Path>
 ServerOption OptionalInteger(V name, G group, V help) {
-  return {name, group, OptionType::kInteger, "N", help,
+  return {name,
+          group,
+          OptionType::kInteger,
+          "N",
+          help,
           [](O& o, V t) {
             uint32_t v = 0;
             BATCHCAST_RETURN_IF_ERROR(ParseInteger(t, v));
@@ -172,7 +184,11 @@ ServerOption OptionalInteger(V name, G group, V help) {
 // `zero_is_unset`: a zero duration prints as "" (its default is derived).
 template <bool zero_is_unset, auto... Path>
 ServerOption SecondsOption(V name, G group, V help) {
-  return {name, group, OptionType::kSeconds, "SECONDS", help,
+  return {name,
+          group,
+          OptionType::kSeconds,
+          "SECONDS",
+          help,
           [](O& o, V t) { return ParseSeconds(t, Field<Path...>(o)); },
           [](const O& o) {
             const auto ms = Field<Path...>(o);
@@ -182,14 +198,22 @@ ServerOption SecondsOption(V name, G group, V help) {
 
 template <auto... Path>
 ServerOption TripleOption(V name, G group, V help) {
-  return {name, group, OptionType::kTriple, "R,G,B", help,
+  return {name,
+          group,
+          OptionType::kTriple,
+          "R,G,B",
+          help,
           [](O& o, V t) { return ParseTriple(t, Field<Path...>(o)); },
           [](const O& o) { return Triple(Field<Path...>(o)); }};
 }
 
 template <auto... Path>
 ServerOption Flag(V name, G group, V help) {
-  return {name, group, OptionType::kFlag, "", help,
+  return {name,
+          group,
+          OptionType::kFlag,
+          "",
+          help,
           [](O& o, V t) { return ParseFlag(t, Field<Path...>(o)); },
           [](const O& o) { return std::string(Field<Path...>(o) ? "true" : "false"); }};
 }
@@ -197,7 +221,11 @@ ServerOption Flag(V name, G group, V help) {
 // One of an enum's names, through its Parse and Name functions.
 template <auto Parse, auto Name, auto... Path>
 ServerOption Choice(V name, G group, V value_name, V help) {
-  return {name, group, OptionType::kText, value_name, help,
+  return {name,
+          group,
+          OptionType::kText,
+          value_name,
+          help,
           [](O& o, V t) { return ParseChoice(t, Field<Path...>(o), Parse); },
           [](const O& o) { return std::string(Name(Field<Path...>(o))); }};
 }
@@ -303,10 +331,14 @@ std::span<const ServerOption> ServerOptionTable() { return kOptions; }
 
 std::string_view OptionGroupName(OptionGroup group) {
   switch (group) {
-    case OptionGroup::kSource: return "source";
-    case OptionGroup::kRing: return "ring";
-    case OptionGroup::kOrder: return "order";
-    case OptionGroup::kConsumers: return "consumers";
+    case OptionGroup::kSource:
+      return "source";
+    case OptionGroup::kRing:
+      return "ring";
+    case OptionGroup::kOrder:
+      return "order";
+    case OptionGroup::kConsumers:
+      return "consumers";
   }
   return "?";
 }

@@ -17,9 +17,9 @@
 #include <span>
 #include <vector>
 
-#include "core/src/sampler.h"
 #include "batchcast/core/status.h"
 #include "batchcast/sources/source.h"
+#include "core/src/sampler.h"
 #include "scheduler.h"
 #include "slot_publisher.h"
 

@@ -14,12 +14,11 @@
 // Eviction and BYE only *detach* a consumer (it loses its window position);
 // its leases stay until released or until it dies, so memory that a live
 // consumer may still read is never overwritten. The client releases on Batch
-// destruction (Note [Client leases], client/src/lease_ledger.h) and, for gathered batches, right after
-// the copy. The lag policies move cursors, never leases. Bounds: a consumer
-// holding max_leases unreleased batches has its next NEXT refused
-// (ResourceExhausted); one whose own leases pin every slot while it waits for
-// data that is not written yet is answered ResourceExhausted after it stayed
-// so for 1 s (releases ride on later messages, so a shorter state is normal).
+// destruction (Note [Client leases], client/src/lease_ledger.h) and, for gathered batches, right
+// after the copy. The lag policies move cursors, never leases. Bounds: a consumer holding
+// max_leases unreleased batches has its next NEXT refused (ResourceExhausted); one whose own leases
+// pin every slot while it waits for data that is not written yet is answered ResourceExhausted
+// after it stayed so for 1 s (releases ride on later messages, so a shorter state is normal).
 //
 // Note [Consumer epochs]
 // Consumer epoch k covers seqs [start + k*L, start + (k+1)*L) clipped to the
@@ -345,8 +344,7 @@ class Scheduler {
   bool FrontierPinsLocked(const ConsumerGroup& g) const BC_REQUIRES(mu_);
   // The consumer behind rank `rank` of `g` (nullptr if none).
   Consumer* RankConsumerLocked(const ConsumerGroup& g, uint32_t rank) BC_REQUIRES(mu_);
-  const Consumer* RankConsumerLocked(const ConsumerGroup& g, uint32_t rank) const
-      BC_REQUIRES(mu_);
+  const Consumer* RankConsumerLocked(const ConsumerGroup& g, uint32_t rank) const BC_REQUIRES(mu_);
   // Lag policy for a group that needs the oldest unleased slot.
   void ApplyLagPolicyToGroupLocked(ConsumerGroup& g, uint64_t target) BC_REQUIRES(mu_);
   // "rank 2 (consumer 7 'x', pid 12)".

@@ -398,24 +398,25 @@ Result<std::unique_ptr<Server>> Server::StartRings(ServerOptions options,
   impl->options = options;
   const Source& first = *sources.front();
   BATCHCAST_ASSIGN_OR_RETURN(ServerOptions::ShardChoice shard, options.Shard());
-  SamplerOptions so{options.source.seed, options.shuffle, shard.rank, shard.count,
-                    first.sample_groups(), options.source.shuffle_buffer};
+  SamplerOptions so{options.source.seed, options.shuffle,       shard.rank,
+                    shard.count,         first.sample_groups(), options.source.shuffle_buffer};
   BATCHCAST_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Make(first.size(), so));
   // Note [Consumer groups]: a group's rounds per epoch come from the
   // smallest shard, so that every rank of every node gets the same count.
-  BATCHCAST_RETURN_IF_ERROR(impl->Init(first.fields(), sampler.epoch_len(),
-                                       SmallestShard(first.size(), so), devices));
+  BATCHCAST_RETURN_IF_ERROR(
+      impl->Init(first.fields(), sampler.epoch_len(), SmallestShard(first.size(), so), devices));
   impl->shard = shard;
   for (size_t i = 0; i < sources.size(); ++i) impl->rings[i].source = std::move(sources[i]);
   const Source& source = *impl->rings.front().source;
-  BC_LOG_INFO("server '{}' on {}: {}, epoch of {} samples (shard {} of {}: {}), batch {}, "
-              "window {}, lag policy {}{}",
-              options.name, impl->endpoint, source.description(), sampler.epoch_len(), shard.rank,
-              shard.count, shard.source, options.batch_size, options.window,
-              LagPolicyName(options.lag_policy),
-              devices.size() > 1
-                  ? ", a ring and a producer on each of " + std::to_string(devices.size()) + " GPUs"
-                  : std::string());
+  BC_LOG_INFO(
+      "server '{}' on {}: {}, epoch of {} samples (shard {} of {}: {}), batch {}, "
+      "window {}, lag policy {}{}",
+      options.name, impl->endpoint, source.description(), sampler.epoch_len(), shard.rank,
+      shard.count, shard.source, options.batch_size, options.window,
+      LagPolicyName(options.lag_policy),
+      devices.size() > 1
+          ? ", a ring and a producer on each of " + std::to_string(devices.size()) + " GPUs"
+          : std::string());
   const SlotWriter writer = source.output_memory() == MemoryKind::kCuda ? SlotWriter::kDeviceSource
                                                                         : SlotWriter::kHostSource;
   BATCHCAST_RETURN_IF_ERROR(impl->StartThreads(writer, std::move(sampler)));

@@ -65,17 +65,20 @@ Status ServerOptions::Validate() const {
                "encrypted with CURVE: README \"Security\")");
   }
   if (!key_file.empty() && !tcp) {
-    return bad("key_file (--key-file) is for tcp:// endpoints; ipc:// ones are protected by the "
-               "runtime directory, which only you may enter");
+    return bad(
+        "key_file (--key-file) is for tcp:// endpoints; ipc:// ones are protected by the "
+        "runtime directory, which only you may enter");
   }
-  if (batch_size == 0 || batch_size > 65536) return bad("batch_size (--batch-size) must be in 1..65536");
+  if (batch_size == 0 || batch_size > 65536)
+    return bad("batch_size (--batch-size) must be in 1..65536");
   if (window < 2 || window > 4096) return bad("window (--window) must be in 2..4096 slots");
   BATCHCAST_RETURN_IF_ERROR(Shard().status());
   if (lag_timeout.count() <= 0) return bad("lag_timeout (--lag-timeout) must be positive");
   if (heartbeat_timeout.count() <= 0 || heartbeat_interval.count() < 0 ||
       heartbeat_timeout < 2 * heartbeat_period()) {
-    return bad("heartbeat_timeout (--heartbeat-timeout) must be at least twice the heartbeat "
-               "interval (--heartbeat-interval)");
+    return bad(
+        "heartbeat_timeout (--heartbeat-timeout) must be at least twice the heartbeat "
+        "interval (--heartbeat-interval)");
   }
   if (max_leases == 0) return bad("max_leases (--max-leases) must be positive");
   if (max_consumers == 0) return bad("max_consumers (--max-consumers) must be positive");

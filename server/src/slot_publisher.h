@@ -64,10 +64,10 @@
 #include <vector>
 
 #include "batchcast/core/field_spec.h"
-#include "core/src/ring_layout.h"
 #include "batchcast/core/status.h"
 #include "batchcast/cuda/runtime.h"
 #include "batchcast/sources/source.h"
+#include "core/src/ring_layout.h"
 #include "ring_memory.h"
 #include "scheduler.h"
 

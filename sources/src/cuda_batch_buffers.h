@@ -29,7 +29,7 @@ inline size_t AlignUp(size_t n) { return (n + kDeviceAlign - 1) / kDeviceAlign *
 struct BatchBuffers {
   std::vector<FileBuffer> files;  // sample i's file (read ahead or in stage 1)
   std::vector<GpuSample> samples;
-  cuda::DeviceBuffer arena;   // nvJPEG outputs (kNvJpeg samples)
+  cuda::DeviceBuffer arena;  // nvJPEG outputs (kNvJpeg samples)
   // Note [Pinned bitstreams]: the hardware candidates' files read ahead,
   // copied into `staged` by the read-ahead thread (staged_at[i]: where file i
   // lies there, index -1 when it does not); the hardware batch's other files

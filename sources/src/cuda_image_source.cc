@@ -8,11 +8,11 @@
 #include <atomic>
 #include <cstring>
 
+#include "background_task.h"
 #include "batchcast/cuda/runtime.h"
 #include "batchcast/cuda_image/augment.h"
 #include "batchcast/cuda_image/nvjpeg.h"
 #include "core/src/logging.h"
-#include "background_task.h"
 #include "cpu_file_cache.h"
 #include "cuda_batch_buffers.h"
 #include "decode_route.h"
@@ -164,12 +164,13 @@ class CudaImageSource : public Source {
   // [Transcoded progressive files].
   void LogDeviceCache() const {
     if (transcode_.enabled()) {
-      BC_LOG_INFO("transcode cache: progressive JPEGs re-encoded as baseline for the hardware "
-                  "engine, up to {} MiB of host memory (--transcode-cache-mb)",
-                  transcode_.budget() >> 20);
+      BC_LOG_INFO(
+          "transcode cache: progressive JPEGs re-encoded as baseline for the hardware "
+          "engine, up to {} MiB of host memory (--transcode-cache-mb)",
+          transcode_.budget() >> 20);
     } else {
-      BC_LOG_INFO("transcode cache: off ({})", cache_.bytes() > 0 ? "the device cache is on"
-                                                                : "--transcode-cache-mb 0");
+      BC_LOG_INFO("transcode cache: off ({})",
+                  cache_.bytes() > 0 ? "the device cache is on" : "--transcode-cache-mb 0");
     }
     if (cache_.bytes() == 0) {
       BC_LOG_INFO("device cache of CPU-decoded files: off (--device-cache-mb 0)");
@@ -251,7 +252,7 @@ class CudaImageSource : public Source {
   std::vector<std::unique_ptr<BackgroundTask>> side_calls_;
   ThreadPool pool_;  // the fallback decoders (worker 0: the calling thread)
   StageTimes stages_;
-  CpuFileCache cache_;  // Note [CPU-decoded file cache]
+  CpuFileCache cache_;        // Note [CPU-decoded file cache]
   TranscodeCache transcode_;  // Note [Transcoded progressive files]
   SampleRouter router_;
   const uint64_t gpu_files_;

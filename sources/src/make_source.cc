@@ -2,8 +2,8 @@
 
 #include <thread>
 
-#include "core/src/logging.h"
 #include "batchcast/sources/synthetic_source.h"
+#include "core/src/logging.h"
 #include "cuda_image_source.h"
 #include "image_source.h"
 
@@ -15,8 +15,7 @@ Result<std::unique_ptr<Source>> MakeSource(const SourceOptions& options) {
     const int workers = options.workers > 0
                             ? options.workers
                             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-    return std::unique_ptr<Source>(
-        new SyntheticSource(options.synthetic, options.size, workers));
+    return std::unique_ptr<Source>(new SyntheticSource(options.synthetic, options.size, workers));
   }
   // GPU decode (nvJPEG + the fused kernel) needs a device ring; --decode auto
   // takes it when this build and the device allow, else the CPU pipeline.

@@ -40,10 +40,12 @@ DType SourceOptions::output_dtype() const {
 Status SourceOptions::Validate() const {
   auto bad = [](const std::string& what) { return InvalidArgumentError(what); };
   if (data.empty() && synthetic == 0) {
-    return bad("no data: give a dataset path (an image folder, a .tsv list or tar shards) or "
-               "--synthetic COUNT");
+    return bad(
+        "no data: give a dataset path (an image folder, a .tsv list or tar shards) or "
+        "--synthetic COUNT");
   }
-  if (!data.empty() && synthetic != 0) return bad("give either a dataset path or --synthetic, not both");
+  if (!data.empty() && synthetic != 0)
+    return bad("give either a dataset path or --synthetic, not both");
   if (size < 1 || size > 8192) return bad("size (--size) must be in 1..8192");
   const DType dt = output_dtype();
   if (synthetic > 0 && dt != DType::kUInt8) {
@@ -58,8 +60,9 @@ Status SourceOptions::Validate() const {
     if (!(s > 0)) return bad("std (--std) values must be positive");
   }
   if (decode == DecodeMode::kGpu && !device.is_cuda()) {
-    return bad("decode (--decode) gpu needs a CUDA ring (--device cuda:N): the GPU path writes "
-               "the ring in device memory");
+    return bad(
+        "decode (--decode) gpu needs a CUDA ring (--device cuda:N): the GPU path writes "
+        "the ring in device memory");
   }
   if (workers < 0 || workers > 1024) return bad("workers (--workers) must be in 0..1024");
   if (device_cache_mb > (uint64_t{1} << 24)) {
@@ -68,9 +71,11 @@ Status SourceOptions::Validate() const {
   if (transcode_cache_mb > (uint64_t{1} << 24)) {
     return bad("transcode_cache_mb (--transcode-cache-mb) must be at most 16777216 (16 TiB)");
   }
-  if (nvjpeg_calls < 1 || nvjpeg_calls > 4) return bad("nvjpeg_calls (--nvjpeg-calls) must be in 1..4");
+  if (nvjpeg_calls < 1 || nvjpeg_calls > 4)
+    return bad("nvjpeg_calls (--nvjpeg-calls) must be in 1..4");
   if (max_pixels == 0) return bad("max_pixels (--max-pixels) must be positive");
-  if (shuffle_buffer > 10'000'000) return bad("shuffle_buffer (--shuffle-buffer) must be at most 10000000");
+  if (shuffle_buffer > 10'000'000)
+    return bad("shuffle_buffer (--shuffle-buffer) must be at most 10000000");
   return Status::Ok();
 }
 

@@ -20,8 +20,8 @@ class ScopedEnv {
  public:
   explicit ScopedEnv(const std::map<std::string, std::string>& vars) {
     std::vector<std::string> names(LauncherRankVariables().begin(), LauncherRankVariables().end());
-    for (const char* v : {"SLURM_JOB_ID", "SLURM_NTASKS_PER_NODE", "SLURM_STEP_ID",
-                          "SLURM_NODEID", "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
+    for (const char* v : {"SLURM_JOB_ID", "SLURM_NTASKS_PER_NODE", "SLURM_STEP_ID", "SLURM_NODEID",
+                          "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
       names.push_back(v);
     }
     for (const std::string& n : names) {

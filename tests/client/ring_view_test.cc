@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/src/host_shm.h"
 #include "batchcast/cuda/runtime.h"
+#include "core/src/host_shm.h"
 
 namespace batchcast::internal {
 namespace {

@@ -405,8 +405,8 @@ TEST_F(RuntimeDirTest, AtMostOneHolderUnderContention) {
     std::atomic<int> max_holders;
     std::atomic<long> acquisitions;
   };
-  void* mem = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                   -1, 0);
+  void* mem =
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(mem, MAP_FAILED);
   Shared* shared = new (mem) Shared{};
   constexpr int kProcesses = 3;

@@ -35,9 +35,12 @@ void ExpectRankError(const Env& env, const std::string& text) {
   EXPECT_NE(r.status().message().find(text), std::string::npos) << r.status().message();
 }
 
-const Env kTorchrun = {{"LOCAL_RANK", "1"},         {"LOCAL_WORLD_SIZE", "4"},
-                       {"TORCHELASTIC_RUN_ID", "job7"}, {"TORCHELASTIC_RESTART_COUNT", "2"},
-                       {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}};
+const Env kTorchrun = {{"LOCAL_RANK", "1"},
+                       {"LOCAL_WORLD_SIZE", "4"},
+                       {"TORCHELASTIC_RUN_ID", "job7"},
+                       {"TORCHELASTIC_RESTART_COUNT", "2"},
+                       {"MASTER_ADDR", "10.0.0.1"},
+                       {"MASTER_PORT", "29500"}};
 
 TEST(LauncherEnvTest, NoLauncherNoGroup) {
   auto r = LauncherRankFromEnv(Fake({}));
@@ -65,8 +68,8 @@ TEST(LauncherEnvTest, TorchrunWithoutRunIdNamesTheGroupByItsMaster) {
 }
 
 TEST(LauncherEnvTest, SlurmRankAndGroup) {
-  Env env = {{"SLURM_LOCALID", "2"},  {"SLURM_NTASKS_PER_NODE", "3"}, {"SLURM_JOB_ID", "991"},
-             {"SLURM_STEP_ID", "4"},  {"SLURM_NODEID", "1"},          {"SLURM_NNODES", "2"}};
+  Env env = {{"SLURM_LOCALID", "2"}, {"SLURM_NTASKS_PER_NODE", "3"}, {"SLURM_JOB_ID", "991"},
+             {"SLURM_STEP_ID", "4"}, {"SLURM_NODEID", "1"},          {"SLURM_NNODES", "2"}};
   LauncherRank r = MustRank(env);
   EXPECT_EQ(r.group, "slurm:991.4");
   EXPECT_EQ(r.rank, 2u);

@@ -52,8 +52,7 @@ Bytes Header(MessageType type, uint16_t version = kProtocolVersion) {
 
 size_t Find(const Bytes& haystack, const std::string& needle) {
   auto it = std::search(haystack.begin(), haystack.end(), needle.begin(), needle.end());
-  return it == haystack.end() ? std::string::npos
-                              : static_cast<size_t>(it - haystack.begin());
+  return it == haystack.end() ? std::string::npos : static_cast<size_t>(it - haystack.begin());
 }
 
 IpcHandle PatternHandle(uint8_t seed) {
@@ -65,8 +64,8 @@ IpcHandle PatternHandle(uint8_t seed) {
 // Fields in order: name, pid, batch_size, drop_last, join, prefetch, device,
 // group, rank, world_size.
 Hello SampleHello() {
-  return Hello{"trainer-3 (resnet50)", 123456, 96, false, JoinPolicy::kNextEpoch, 7, "cuda:1",
-               "GROUPMARK torchrun:5f3a:0", 3, 8};
+  return Hello{"trainer-3 (resnet50)",      123456, 96, false, JoinPolicy::kNextEpoch, 7, "cuda:1",
+               "GROUPMARK torchrun:5f3a:0", 3,      8};
 }
 
 Welcome SampleWelcome() {
@@ -255,9 +254,9 @@ TEST(ProtocolTest, RoundTripKeepsBatchDetails) {
 }
 
 TEST(ProtocolTest, MessageNames) {
-  const std::vector<std::string> names = {"HELLO", "WELCOME",   "NEXT", "BATCH",
-                                          "END_OF_EPOCH", "ERROR", "RELEASE",
-                                          "HEARTBEAT", "BYE", "STATS", "STATS_REPLY"};
+  const std::vector<std::string> names = {"HELLO",        "WELCOME", "NEXT",       "BATCH",
+                                          "END_OF_EPOCH", "ERROR",   "RELEASE",    "HEARTBEAT",
+                                          "BYE",          "STATS",   "STATS_REPLY"};
   const std::vector<Message> samples = SampleMessages();
   for (size_t i = 0; i < samples.size(); ++i) EXPECT_EQ(MessageName(samples[i]), names[i]);
 }
@@ -280,8 +279,8 @@ TEST(ProtocolTest, HeaderLayout) {
 TEST(ProtocolTest, GoldenEncodings) {
   // Pins the little-endian wire format so that an accidental change is caught.
   EXPECT_EQ(EncodeBytes(EndOfEpoch{0x0102030405060708ull, 0x0A0B0C0D, 3, 0x1122}),
-            (Bytes{'B', 'C', 2, 0, 5, 0, 8, 7, 6, 5, 4, 3, 2, 1, 0x0D, 0x0C, 0x0B, 0x0A,
-                   3, 0, 0, 0, 0x22, 0x11, 0, 0, 0, 0, 0, 0}));
+            (Bytes{'B',  'C',  2,    0, 5, 0, 8, 7,    6,    5, 4, 3, 2, 1, 0x0D,
+                   0x0C, 0x0B, 0x0A, 3, 0, 0, 0, 0x22, 0x11, 0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(EncodeBytes(Bye{{5}}),
             (Bytes{'B', 'C', 2, 0, 9, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(EncodeBytes(Error{2, StatusCode::kNotFound, "ab"}),
@@ -289,15 +288,15 @@ TEST(ProtocolTest, GoldenEncodings) {
   EXPECT_EQ(EncodeBytes(Release{{5}}),
             (Bytes{'B', 'C', 2, 0, 7, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
   const Hello h{"n", 0x01020304, 32, true, JoinPolicy::kNextEpoch, 2, "", "g", 1, 3};
-  EXPECT_EQ(EncodeBytes(h), (Bytes{'B', 'C', 2, 0, 1, 0,         // header
-                                   1, 0, 0, 0, 'n',             // name
-                                   4, 3, 2, 1,                  // pid
-                                   32, 0, 0, 0,                 // batch_size
-                                   1, 1, 2, 0,                  // drop_last, join, prefetch
-                                   0, 0, 0, 0,                  // device
-                                   1, 0, 0, 0, 'g',             // group
-                                   1, 0, 0, 0,                  // rank
-                                   3, 0, 0, 0}));               // world_size
+  EXPECT_EQ(EncodeBytes(h), (Bytes{'B', 'C', 2, 0, 1,   0,  // header
+                                   1,   0,   0, 0, 'n',     // name
+                                   4,   3,   2, 1,          // pid
+                                   32,  0,   0, 0,          // batch_size
+                                   1,   1,   2, 0,          // drop_last, join, prefetch
+                                   0,   0,   0, 0,          // device
+                                   1,   0,   0, 0, 'g',     // group
+                                   1,   0,   0, 0,          // rank
+                                   3,   0,   0, 0}));       // world_size
 }
 
 TEST(ProtocolTest, EncodeToAppends) {
@@ -459,11 +458,11 @@ TEST(ProtocolHostileTest, HugeIndexCountFailsFast) {
   // A Batch whose one segment and index count both say 2^31 samples, in a
   // 70-byte frame.
   Bytes f = BatchPrefix(1);
-  PutLE<uint32_t>(f, 0);           // slot
-  PutLE<uint32_t>(f, 0);           // offset
-  PutLE<uint32_t>(f, 1u << 31);    // count
-  PutLE<uint32_t>(f, 0);           // producer_epoch
-  PutLE<uint32_t>(f, 1u << 31);    // index count
+  PutLE<uint32_t>(f, 0);         // slot
+  PutLE<uint32_t>(f, 0);         // offset
+  PutLE<uint32_t>(f, 1u << 31);  // count
+  PutLE<uint32_t>(f, 0);         // producer_epoch
+  PutLE<uint32_t>(f, 1u << 31);  // index count
   ASSERT_EQ(f.size(), 70u);
   ExpectInvalid(f, "2^31 indices");
   ExpectFast([&] { (void)DecodeBytes(f); }, "2^31 indices");
@@ -510,8 +509,8 @@ TEST(ProtocolHostileTest, HugeCountsFailFast) {
     PutLE<uint64_t>(g, 1);
     frames.emplace_back("next with releases " + std::to_string(n), g);
   }
-  for (uint32_t n : {0xFFFFFFFFu, static_cast<uint32_t>(kMaxJson),
-                     static_cast<uint32_t>(kMaxJson) + 1}) {
+  for (uint32_t n :
+       {0xFFFFFFFFu, static_cast<uint32_t>(kMaxJson), static_cast<uint32_t>(kMaxJson) + 1}) {
     Bytes f = Header(MessageType::kStatsReply);
     PutLE<uint32_t>(f, n);
     f.push_back('{');
@@ -533,20 +532,20 @@ TEST(ProtocolHostileTest, HugeCountsFailFast) {
   // Welcome with huge field / allocation / dimension / event counts.
   auto welcome_head = [](uint32_t fields) {
     Bytes f = Header(MessageType::kWelcome);
-    PutLE<uint64_t>(f, 1);   // consumer_id
-    PutLE<uint32_t>(f, 2);   // server_pid
-    PutLE<uint32_t>(f, 0);   // server_name ""
-    PutLE<uint32_t>(f, 4);   // window
-    PutLE<uint32_t>(f, 8);   // producer_batch_size
+    PutLE<uint64_t>(f, 1);  // consumer_id
+    PutLE<uint32_t>(f, 2);  // server_pid
+    PutLE<uint32_t>(f, 0);  // server_name ""
+    PutLE<uint32_t>(f, 4);  // window
+    PutLE<uint32_t>(f, 8);  // producer_batch_size
     PutLE<uint32_t>(f, fields);
     return f;
   };
-  for (uint32_t n : {0xFFFFFFFFu, static_cast<uint32_t>(kMaxFields),
-                     static_cast<uint32_t>(kMaxFields) + 1}) {
+  for (uint32_t n :
+       {0xFFFFFFFFu, static_cast<uint32_t>(kMaxFields), static_cast<uint32_t>(kMaxFields) + 1}) {
     frames.emplace_back("fields " + std::to_string(n), welcome_head(n));
   }
-  for (uint32_t dims : {0xFFFFFFFFu, static_cast<uint32_t>(kMaxDims),
-                        static_cast<uint32_t>(kMaxDims) + 1}) {
+  for (uint32_t dims :
+       {0xFFFFFFFFu, static_cast<uint32_t>(kMaxDims), static_cast<uint32_t>(kMaxDims) + 1}) {
     Bytes f = welcome_head(1);
     PutLE<uint32_t>(f, 1);
     f.push_back('x');
@@ -561,8 +560,8 @@ TEST(ProtocolHostileTest, HugeCountsFailFast) {
     PutLE<uint32_t>(f, n);
     frames.emplace_back("allocations " + std::to_string(n), f);
   }
-  for (uint32_t n : {0xFFFFFFFFu, static_cast<uint32_t>(kMaxWindow),
-                     static_cast<uint32_t>(kMaxWindow) + 1}) {
+  for (uint32_t n :
+       {0xFFFFFFFFu, static_cast<uint32_t>(kMaxWindow), static_cast<uint32_t>(kMaxWindow) + 1}) {
     Bytes f = welcome_head(0);
     PutLE<uint32_t>(f, 1);  // one allocation
     f.push_back(1);         // kind cuda
@@ -700,8 +699,8 @@ TEST(ProtocolHostileTest, BadValues) {
     ASSERT_NE(group_at, std::string::npos);
     const size_t rank_at = group_at + h.group.size();
     const size_t world_at = rank_at + 4;
-    ExpectInvalidWith<uint32_t>(good, world_at, {0, 3, kMaxWorldSize + 1, 0xFFFFFFFF},
-                                "world_size", "world_size");
+    ExpectInvalidWith<uint32_t>(good, world_at, {0, 3, kMaxWorldSize + 1, 0xFFFFFFFF}, "world_size",
+                                "world_size");
     ExpectInvalidWith<uint32_t>(good, rank_at, {8, 9, 0xFFFFFFFF}, "rank >= world_size", "rank");
     Bytes f = good;
     PokeLE<uint32_t>(f, rank_at, 7);
@@ -754,10 +753,10 @@ TEST(ProtocolFuzzTest, RandomMutationsNeverCrash) {
   const std::vector<Bytes> corpus = ValidEncodings();
   std::mt19937_64 rng(0xBA7C4C57);  // fully specified by the standard: deterministic
   auto below = [&](size_t n) { return static_cast<size_t>(rng() % n); };
-  const uint32_t interesting[] = {0,          1,           2,           0x7F,       0x80,
-                                  0xFF,       0x100,       0xFFFF,      0x10000,    0x10001,
-                                  1u << 20,   (1u << 20) + 1, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFE,
-                                  0xFFFFFFFF, 4096,        4097,        16u << 20,  64};
+  const uint32_t interesting[] = {
+      0,          1,          2,       0x7F,     0x80,           0xFF,       0x100,
+      0xFFFF,     0x10000,    0x10001, 1u << 20, (1u << 20) + 1, 0x7FFFFFFF, 0x80000000,
+      0xFFFFFFFE, 0xFFFFFFFF, 4096,    4097,     16u << 20,      64};
   constexpr int kIterations = 1'000'000;
   size_t accepted = 0;
   Bytes frame;

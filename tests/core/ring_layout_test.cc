@@ -73,10 +73,10 @@ void CheckLayout(const RingLayout& layout) {
     for (size_t a = 0; a < list.size(); ++a) {
       for (size_t b = a + 1; b < list.size(); ++b) {
         const bool disjoint = list[a].end <= list[b].begin || list[b].end <= list[a].begin;
-        ASSERT_TRUE(disjoint) << "field " << list[a].field << " slot " << list[a].slot
-                              << " [" << list[a].begin << "," << list[a].end << ") overlaps field "
-                              << list[b].field << " slot " << list[b].slot << " ["
-                              << list[b].begin << "," << list[b].end << ")";
+        ASSERT_TRUE(disjoint) << "field " << list[a].field << " slot " << list[a].slot << " ["
+                              << list[a].begin << "," << list[a].end << ") overlaps field "
+                              << list[b].field << " slot " << list[b].slot << " [" << list[b].begin
+                              << "," << list[b].end << ")";
       }
     }
   }
@@ -119,10 +119,9 @@ TEST(RingLayoutTest, ManyShapesNeverOverlap) {
 
 TEST(RingLayoutTest, PaddingIsAppliedPerSlot) {
   // 1 byte per sample, batch 3: a slot needs 3 bytes but occupies 256.
-  Result<RingLayout> r =
-      RingLayout::Make({FieldSpec{"b", DType::kUInt8, {1}, MemoryKind::kHost},
-                        FieldSpec{"c", DType::kUInt8, {}, MemoryKind::kHost}},
-                       4, 3);
+  Result<RingLayout> r = RingLayout::Make({FieldSpec{"b", DType::kUInt8, {1}, MemoryKind::kHost},
+                                           FieldSpec{"c", DType::kUInt8, {}, MemoryKind::kHost}},
+                                          4, 3);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->field_slot_stride(0), 256u);
   EXPECT_EQ(r->SampleOffset(0, 1, 0), 256u);
@@ -133,13 +132,13 @@ TEST(RingLayoutTest, PaddingIsAppliedPerSlot) {
 }
 
 TEST(RingLayoutTest, UnusedKindHasNoAllocation) {
-  Result<RingLayout> host_only = RingLayout::Make(
-      {FieldSpec{"label", DType::kInt64, {}, MemoryKind::kHost}}, 2, 2);
+  Result<RingLayout> host_only =
+      RingLayout::Make({FieldSpec{"label", DType::kInt64, {}, MemoryKind::kHost}}, 2, 2);
   ASSERT_TRUE(host_only.ok());
   EXPECT_EQ(host_only->allocation_bytes(MemoryKind::kCuda), 0u);
   EXPECT_EQ(host_only->allocation_bytes(MemoryKind::kHost), 512u);
-  Result<RingLayout> cuda_only = RingLayout::Make(
-      {FieldSpec{"x", DType::kFloat32, {4}, MemoryKind::kCuda}}, 2, 2);
+  Result<RingLayout> cuda_only =
+      RingLayout::Make({FieldSpec{"x", DType::kFloat32, {4}, MemoryKind::kCuda}}, 2, 2);
   ASSERT_TRUE(cuda_only.ok());
   EXPECT_EQ(cuda_only->allocation_bytes(MemoryKind::kHost), 0u);
   EXPECT_EQ(cuda_only->allocation_bytes(MemoryKind::kCuda), 512u);
@@ -202,8 +201,8 @@ TEST(RingLayoutTest, Errors) {
                 4, 4, "duplicate name");
   ExpectInvalid({FieldSpec{"a", DType::kUInt8, {3, 0, 4}, MemoryKind::kHost}}, 4, 4, "dim 0");
   ExpectInvalid({FieldSpec{"a", DType::kUInt8, {-3}, MemoryKind::kHost}}, 4, 4, "negative dim");
-  ExpectInvalid({FieldSpec{"a", DType::kUInt8, {(int64_t{1} << 31) + 1}, MemoryKind::kHost}}, 1,
-                1, "dim over 2^31");
+  ExpectInvalid({FieldSpec{"a", DType::kUInt8, {(int64_t{1} << 31) + 1}, MemoryKind::kHost}}, 1, 1,
+                "dim over 2^31");
   ExpectInvalid({FieldSpec{"a", DType::kUInt8, {INT64_MAX}, MemoryKind::kHost}}, 1, 1,
                 "dim INT64_MAX");
 }
@@ -224,8 +223,8 @@ TEST(RingLayoutTest, RingsOverOneTebibyteAreRefused) {
                 1 << 20, "image ring of 2^36 samples");
   ExpectInvalid({FieldSpec{"x", DType::kUInt8, {1}, MemoryKind::kHost}}, kMaxU32, kMaxU32,
                 "2^64 one-byte samples");
-  ExpectInvalid({FieldSpec{"x", DType::kFloat64, {int64_t{1} << 31}, MemoryKind::kHost}}, 1024,
-                1, "16 GiB samples, 1024 slots");
+  ExpectInvalid({FieldSpec{"x", DType::kFloat64, {int64_t{1} << 31}, MemoryKind::kHost}}, 1024, 1,
+                "16 GiB samples, 1024 slots");
   // Just over 1 TiB: 2^40 bytes of data plus one more slot.
   ExpectInvalid({FieldSpec{"x", DType::kUInt8, {1 << 20}, MemoryKind::kHost}}, (1 << 20) + 1, 1,
                 "1 TiB + 1 MiB");
@@ -245,17 +244,17 @@ TEST(RingLayoutTest, RingsOverOneTebibyteAreRefused) {
 // limit of 2^31, but the product is not representable.
 TEST(RingLayoutTest, SampleSizeOverflowIsRefused) {
   // 2^31 * 2^31 = 2^62 elements of 8 bytes = 2^65 bytes: wraps to 0 in size_t.
-  ExpectInvalid({FieldSpec{"x", DType::kFloat64, {int64_t{1} << 31, int64_t{1} << 31},
-                           MemoryKind::kHost}},
-                1, 1, "2^65-byte sample");
+  ExpectInvalid(
+      {FieldSpec{"x", DType::kFloat64, {int64_t{1} << 31, int64_t{1} << 31}, MemoryKind::kHost}}, 1,
+      1, "2^65-byte sample");
   // 2^31 * 2^31 * 4 = 2^64 elements: wraps to 0 in int64.
-  ExpectInvalid({FieldSpec{"x", DType::kUInt8, {int64_t{1} << 31, int64_t{1} << 31, 4},
-                           MemoryKind::kHost}},
-                1, 1, "2^64-element sample");
+  ExpectInvalid(
+      {FieldSpec{"x", DType::kUInt8, {int64_t{1} << 31, int64_t{1} << 31, 4}, MemoryKind::kHost}},
+      1, 1, "2^64-element sample");
   // 8 dimensions of 2^31 (what the protocol decoder lets through).
-  ExpectInvalid({FieldSpec{"x", DType::kUInt8, std::vector<int64_t>(8, int64_t{1} << 31),
-                           MemoryKind::kHost}},
-                1, 1, "2^248-element sample");
+  ExpectInvalid(
+      {FieldSpec{"x", DType::kUInt8, std::vector<int64_t>(8, int64_t{1} << 31), MemoryKind::kHost}},
+      1, 1, "2^248-element sample");
 }
 
 using RingLayoutDeathTest = ::testing::Test;

@@ -111,8 +111,7 @@ TEST(StatusTest, WithContext) {
   // The original is unchanged.
   EXPECT_EQ(s.message(), "no heartbeat for 2000 ms");
   // Contexts nest outermost first.
-  EXPECT_EQ(c.WithContext("connect").message(),
-            "connect: server 'demo': no heartbeat for 2000 ms");
+  EXPECT_EQ(c.WithContext("connect").message(), "connect: server 'demo': no heartbeat for 2000 ms");
   // OK stays OK, without a message.
   const Status ok = Status::Ok().WithContext("ctx");
   EXPECT_TRUE(ok.ok());
@@ -217,8 +216,12 @@ TEST_F(ResultDeathTest, ValueOnErrorAborts) {
 }
 
 TEST_F(ResultDeathTest, ResultFromOkStatusAborts) {
-  EXPECT_DEATH({ Result<int> r(Status::Ok()); (void)r; },
-               "Result built from an OK status without a value");
+  EXPECT_DEATH(
+      {
+        Result<int> r(Status::Ok());
+        (void)r;
+      },
+      "Result built from an OK status without a value");
 }
 
 TEST_F(ResultDeathTest, CheckMacroAbortsWithMessage) {

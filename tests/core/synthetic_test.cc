@@ -11,19 +11,18 @@
 namespace batchcast::synthetic {
 namespace {
 
-const int64_t kIndices[] = {0, 1, 2, 250, 251, 252, 999, 1000, 4096, 123457, 1281166,
-                            int64_t{1} << 32};
+const int64_t kIndices[] = {0,   1,    2,    250,    251,     252,
+                            999, 1000, 4096, 123457, 1281166, int64_t{1} << 32};
 // Sizes around the internal 4096-byte chunk and the 251-byte period, and real
 // image sizes (3*S*S).
-const size_t kSizes[] = {0,    1,    2,    250,  251,  252,   4095,      4096,      4097,
-                         8191, 8192, 8193, 12345, 3 * 32 * 32, 3 * 64 * 64, 3 * 224 * 224};
+const size_t kSizes[] = {0,    1,    2,    250,  251,   252,         4095,        4096,
+                         4097, 8191, 8192, 8193, 12345, 3 * 32 * 32, 3 * 64 * 64, 3 * 224 * 224};
 
 TEST(SyntheticTest, ImageByteFormula) {
   // (i * 2654435761 + p) mod 251, computed with exact arithmetic for small i.
   for (int64_t i : {0, 1, 2, 7, 1000, 99999}) {
     for (uint64_t p : {0u, 1u, 250u, 251u, 1000u, 150527u}) {
-      const unsigned __int128 exact =
-          (static_cast<unsigned __int128>(i) * 2654435761u + p) % 251;
+      const unsigned __int128 exact = (static_cast<unsigned __int128>(i) * 2654435761u + p) % 251;
       EXPECT_EQ(ImageByte(i, p), static_cast<uint8_t>(exact)) << "i " << i << " p " << p;
     }
   }
@@ -76,12 +75,13 @@ TEST(SyntheticTest, FirstMismatchAcceptsCorrectData) {
 
 TEST(SyntheticTest, FirstMismatchFindsAFlippedByte) {
   for (int64_t index : {int64_t{0}, int64_t{3}, int64_t{777}}) {
-    for (size_t size : {size_t{1}, size_t{251}, size_t{4096}, size_t{4097}, size_t{3 * 224 * 224}}) {
+    for (size_t size :
+         {size_t{1}, size_t{251}, size_t{4096}, size_t{4097}, size_t{3 * 224 * 224}}) {
       std::vector<uint8_t> img(size);
       FillImage(index, img);
       std::vector<size_t> positions = {0, size / 2, size - 1};
-      for (size_t p : {size_t{250}, size_t{251}, size_t{4095}, size_t{4096}, size_t{4097},
-                       size_t{8192}}) {
+      for (size_t p :
+           {size_t{250}, size_t{251}, size_t{4095}, size_t{4096}, size_t{4097}, size_t{8192}}) {
         if (p < size) positions.push_back(p);
       }
       for (size_t p : positions) {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "batchcast/client/batch.h"
-#include "core/src/synthetic.h"
 #include "batchcast/cuda/runtime.h"
+#include "core/src/synthetic.h"
 
 // GTEST_SKIP()s the calling test (or fixture SetUp) when no CUDA device can be used.
 #define BC_REQUIRE_GPU()                                                              \

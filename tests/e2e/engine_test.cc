@@ -17,11 +17,11 @@
 #include <zmq.hpp>
 
 #include "batchcast/client/consumer.h"
-#include "core/src/runtime_dir.h"
-#include "core/src/sampler.h"
 #include "batchcast/cuda/runtime.h"
 #include "batchcast/server/server.h"
 #include "core/src/protocol.h"
+#include "core/src/runtime_dir.h"
+#include "core/src/sampler.h"
 #include "ring_device.h"
 
 namespace batchcast {

@@ -88,7 +88,6 @@ TEST(ImagePipeline, TrainCropsAreDeterministic) {
   EXPECT_LT(same, 10);
 }
 
-
 // Hazard files never crash the server; with skip they are counted and named.
 TEST(ImagePipeline, HazardsAreSkippedAndCounted) {
   const std::string data =

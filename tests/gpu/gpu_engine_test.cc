@@ -11,9 +11,9 @@
 
 #include "../e2e/ring_device.h"
 #include "batchcast/client/consumer.h"
-#include "core/src/synthetic.h"
 #include "batchcast/cuda/kernels.h"
 #include "batchcast/cuda/runtime.h"
+#include "core/src/synthetic.h"
 
 namespace batchcast {
 namespace {

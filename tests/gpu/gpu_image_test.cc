@@ -203,8 +203,8 @@ TEST_F(GpuImageTest, CpuAndGpuPathsAgree) {
     const Output a = RunSource(**cpu, 3, count, 32);
     // The GPU source as the server drives it (read-ahead hints, the next
     // batch's fallback decodes ahead), and with some wrong hints.
-    const Output b = RunSource(**gpu, 3, count, 32,
-                               std::string(transform) == "train" ? Hints::kSomeWrong : Hints::kRight);
+    const Output b = RunSource(
+        **gpu, 3, count, 32, std::string(transform) == "train" ? Hints::kSomeWrong : Hints::kRight);
     ASSERT_EQ(a.indices, b.indices) << "both paths drop the same files";
     const size_t elems = a.per_sample / 4;
     double sum = 0, sum_fb = 0, max_abs = 0, worst_sample = 0;
@@ -469,8 +469,8 @@ void CheckDroppedFilesOnDeviceRing(DecodeMode decode) {
         double d = 0;
         for (size_t j = 0; j < elems; ++j) d += std::fabs(double(x[j]) - double(y[j]));
         d /= double(elems);
-        EXPECT_LE(d, per_sample_bound) << "sample " << i << " (index " << index
-                                       << ") is not its own image";
+        EXPECT_LE(d, per_sample_bound)
+            << "sample " << i << " (index " << index << ") is not its own image";
         sum += d;
         ++compared;
       }
@@ -484,7 +484,8 @@ void CheckDroppedFilesOnDeviceRing(DecodeMode decode) {
       << st.dump();
   EXPECT_EQ(st["source_counters"]["samples_dropped"].get<int64_t>(),
             static_cast<int64_t>(dropped[0].size() + dropped[1].size()));
-  EXPECT_EQ(st["holes"].get<int64_t>(), static_cast<int64_t>(dropped[0].size() + dropped[1].size()));
+  EXPECT_EQ(st["holes"].get<int64_t>(),
+            static_cast<int64_t>(dropped[0].size() + dropped[1].size()));
   // docs/stats.md (issue 9): the stages of the source in use, the device
   // cache off by default, and the MPS probe of a CUDA ring.
   const std::vector<std::string> stages =

@@ -53,10 +53,10 @@ struct TestConfig {
 class SchedulerTest : public ::testing::Test {
  protected:
   void Make(const TestConfig& t) {
-    config_ = SchedulerConfig{t.window,        t.batch_size,    t.epoch_len,
-                              t.stream_end,    t.lag_policy,    t.lag_timeout,
-                              t.heartbeat_timeout, t.min_consumers, t.max_consumers,
-                              t.max_leases,    t.group_timeout, t.group_epoch_len};
+    config_ =
+        SchedulerConfig{t.window,        t.batch_size,  t.epoch_len,         t.stream_end,
+                        t.lag_policy,    t.lag_timeout, t.heartbeat_timeout, t.min_consumers,
+                        t.max_consumers, t.max_leases,  t.group_timeout,     t.group_epoch_len};
     s_ = std::make_unique<Scheduler>(config_, &env_);
   }
 
@@ -73,8 +73,8 @@ class SchedulerTest : public ::testing::Test {
     uint32_t world_size = 0;
   };
   Result<Scheduler::Admission> Join(const std::string& id, JoinOptions o) {
-    proto::Hello h{id,         o.pid, o.batch, o.drop_last, o.join, o.prefetch, "",
-                   o.group, o.rank, o.world_size};
+    proto::Hello h{id,         o.pid, o.batch, o.drop_last, o.join,
+                   o.prefetch, "",    o.group, o.rank,      o.world_size};
     return s_->AddConsumer(id, h, o.same_host);
   }
   void MustJoin(const std::string& id, JoinOptions o) { ASSERT_TRUE(Join(id, o).ok()); }

@@ -179,7 +179,7 @@ TEST_F(GroupsTest, TwoGroupsAndAnUngroupedConsumerShareOneStream) {
 // leave fewer rounds gives every rank one batch fewer, never only some.
 TEST_F(GroupsTest, HolesAreSkippedAndCountsStayEqual) {
   Make({.window = 8, .epoch_len = 20, .stream_end = 40});
-  dropped = {1, 7, 8, 15,        // epoch 0: 16 samples = 2 whole rounds of 2 x 4
+  dropped = {1,  7,  8,  15,       // epoch 0: 16 samples = 2 whole rounds of 2 x 4
              21, 27, 28, 35, 39};  // epoch 1: 15 samples = 1 round, 7 dropped
   MustJoin("r0", Rank("g", 0, 2));
   MustJoin("r1", Rank("g", 1, 2));
@@ -191,8 +191,8 @@ TEST_F(GroupsTest, HolesAreSkippedAndCountsStayEqual) {
     EXPECT_EQ(s.epochs[1], Share(Samples(20, 40), 2, 4, r, 1));
     EXPECT_EQ(s.batches, (std::vector<int>{2, 1}));
   }
-  EXPECT_EQ(seen["r0"].epochs[0], (std::vector<int64_t>{1000, 1002, 1003, 1004, 1011, 1012, 1013,
-                                                         1014}));
+  EXPECT_EQ(seen["r0"].epochs[0],
+            (std::vector<int64_t>{1000, 1002, 1003, 1004, 1011, 1012, 1013, 1014}));
 }
 
 // A round is handed out once all of it is published, so that no rank gets a
@@ -312,7 +312,8 @@ TEST_F(GroupsTest, ADeadRanksPeersGetItsBatchesThenAnError) {
     Release("r0", b);
   }
   std::vector<proto::Message> r = Next("r0");
-  ExpectOneError(r, StatusCode::kCancelled, "group 'g' is broken: rank 1 (consumer 2 'r1', pid 51)");
+  ExpectOneError(r, StatusCode::kCancelled,
+                 "group 'g' is broken: rank 1 (consumer 2 'r1', pid 51)");
   EXPECT_NE(std::get<proto::Error>(r[0]).message.find("left after 3 batches"), std::string::npos);
   EXPECT_NE(std::get<proto::Error>(r[0]).message.find("exited"), std::string::npos);
   EXPECT_EQ(ConsumerStats("r0"), nullptr) << "detached and without leases: gone";

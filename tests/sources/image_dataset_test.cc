@@ -192,18 +192,17 @@ TEST(ImageDatasetOpen, ClassifyHookSeesEveryUsableHeader) {
   WriteHazards(d);
   Mutex mu;
   std::set<std::string> seen;
-  auto ds = ImageDataset::Open(
-      Options(d.root()), 2,
-      [&](const std::string& path, std::span<const uint8_t> header, bool whole,
-          const image::JpegInfo& info) {
-        EXPECT_TRUE(whole);  // small files are read whole
-        EXPECT_GE(header.size(), 2u);
-        EXPECT_EQ(header[0], 0xFF);
-        EXPECT_EQ(header[1], 0xD8);
-        MutexLock lock(&mu);
-        seen.insert(path);
-        return info.width >= 40;
-      });
+  auto ds = ImageDataset::Open(Options(d.root()), 2,
+                               [&](const std::string& path, std::span<const uint8_t> header,
+                                   bool whole, const image::JpegInfo& info) {
+                                 EXPECT_TRUE(whole);  // small files are read whole
+                                 EXPECT_GE(header.size(), 2u);
+                                 EXPECT_EQ(header[0], 0xFF);
+                                 EXPECT_EQ(header[1], 0xD8);
+                                 MutexLock lock(&mu);
+                                 seen.insert(path);
+                                 return info.width >= 40;
+                               });
   ASSERT_TRUE(ds.ok()) << ds.status().ToString();
   EXPECT_EQ(seen.size(), 4u);
   EXPECT_TRUE((*ds)->file(0).flag);   // 40 x 30

@@ -12,8 +12,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
-#include <numeric>
 #include <mutex>
+#include <numeric>
 #include <set>
 #include <vector>
 
@@ -76,7 +76,7 @@ class FakeOps : public SplitDecodeOps {
   }
   const GpuSample& sample(size_t i) const override { return samples_[i]; }
 
-  std::set<size_t> refuse;  // a batch with one of these is refused (DataLoss)
+  std::set<size_t> refuse;        // a batch with one of these is refused (DataLoss)
   std::set<size_t> transcodable;  // CPU files that join the hardware batch when they can
   int wait_for_cpu = 0;
   std::function<void()> during_hw;  // runs inside the hardware call
@@ -361,8 +361,7 @@ TEST(SplitDecoder, RoundErrorBelongsToItsBatch) {
     FailingRoute b(EveryFourthOnCpu(8), {});
     SplitDecoder decoder(pool, nullptr);
     ASSERT_TRUE(decoder.Decode(BatchKey{0, Indices(0, 8)}, a, Ahead(0, Indices(8, 8), &b)).ok());
-    EXPECT_EQ(decoder.Decode(BatchKey{0, Indices(8, 8)}, b).status().code(),
-              StatusCode::kDataLoss);
+    EXPECT_EQ(decoder.Decode(BatchKey{0, Indices(8, 8)}, b).status().code(), StatusCode::kDataLoss);
   }
   {
     FakeOps a(EveryFourthOnCpu(8), {}), c(EveryFourthOnCpu(8), {});

@@ -6,13 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "batchcast/image/jpeg.h"
 #include "../image/test_jpegs.h"
+#include "batchcast/image/jpeg.h"
+#include "flagged_dataset.h"
 #include "sources/src/cpu_file_cache.h"
 #include "sources/src/decode_route.h"
 #include "sources/src/image_dataset.h"
 #include "sources/src/transcode_cache.h"
-#include "flagged_dataset.h"
 #include "temp_dataset.h"
 
 namespace batchcast {
@@ -82,7 +82,8 @@ std::vector<uint8_t> Pixels(std::span<const uint8_t> jpeg) {
   std::vector<uint8_t> out;
   if (!img.ok()) return out;
   for (int y = 0; y < img->height; ++y) {
-    out.insert(out.end(), img->data + img->stride * y, img->data + img->stride * y + img->width * 3);
+    out.insert(out.end(), img->data + img->stride * y,
+               img->data + img->stride * y + img->width * 3);
   }
   return out;
 }
@@ -113,8 +114,8 @@ TEST(TranscodeRoute, ProgressiveFilesJoinTheHardwareBatchAsBaseline) {
   EXPECT_EQ(router.transcoded(), 1);
   EXPECT_EQ(asked, 1);
   const image::JpegInfo& scan = f.dataset->file(0).info;
-  EXPECT_EQ(s.plan.crop, image::PlanCrop(f.dataset->transform(), epoch, 0, scan.width,
-                                         scan.height).crop);
+  EXPECT_EQ(s.plan.crop,
+            image::PlanCrop(f.dataset->transform(), epoch, 0, scan.width, scan.height).crop);
 
   // A later epoch: the kept bytes, no transcode.
   FileBuffer fresh;

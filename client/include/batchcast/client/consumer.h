@@ -52,8 +52,8 @@
 #include <vector>
 
 #include "batchcast/client/batch.h"
-#include "batchcast/core/field_spec.h"
 #include "batchcast/core/cuda_stream.h"
+#include "batchcast/core/field_spec.h"
 #include "batchcast/core/join_policy.h"
 #include "batchcast/core/status.h"
 
@@ -182,7 +182,6 @@ class Consumer {
 // Asks the server at `endpoint_or_name` for its stats (JSON text) without
 // joining the stream. `key_file`: as ConsumerOptions::key_file (tcp:// only).
 Result<std::string> QueryStats(const std::string& endpoint_or_name,
-                               std::chrono::milliseconds timeout,
-                               const std::string& key_file = "");
+                               std::chrono::milliseconds timeout, const std::string& key_file = "");
 
 }  // namespace batchcast

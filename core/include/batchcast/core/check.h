@@ -26,7 +26,7 @@ struct Voidify {
 
 }  // namespace batchcast::internal
 
-#define BATCHCAST_CHECK(condition)                   \
-  (condition) ? (void)0                              \
-              : ::batchcast::internal::Voidify() &   \
+#define BATCHCAST_CHECK(condition)                 \
+  (condition) ? (void)0                            \
+              : ::batchcast::internal::Voidify() & \
                     ::batchcast::internal::CheckFailure(__FILE__, __LINE__, #condition).stream()

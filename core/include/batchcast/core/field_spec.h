@@ -34,7 +34,7 @@ Result<Device> ParseDevice(std::string_view text);
 std::string DeviceName(Device device);
 
 struct FieldSpec {
-  std::string name;            // "image", "label", ...
+  std::string name;  // "image", "label", ...
   DType dtype = DType::kUInt8;
   std::vector<int64_t> shape;  // per sample, e.g. {3, 224, 224}; {} is a scalar
   MemoryKind memory = MemoryKind::kHost;

@@ -119,10 +119,10 @@ class [[nodiscard]] Result {
 }  // namespace batchcast
 
 // Returns early from the enclosing function when `expr` (a Status) is not OK.
-#define BATCHCAST_RETURN_IF_ERROR(expr)              \
-  do {                                               \
-    ::batchcast::Status _bc_status = (expr);         \
-    if (!_bc_status.ok()) return _bc_status;         \
+#define BATCHCAST_RETURN_IF_ERROR(expr)      \
+  do {                                       \
+    ::batchcast::Status _bc_status = (expr); \
+    if (!_bc_status.ok()) return _bc_status; \
   } while (0)
 
 #define BATCHCAST_CONCAT_INNER_(a, b) a##b

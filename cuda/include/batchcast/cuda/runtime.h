@@ -4,10 +4,10 @@
 // "Layout"); everything else uses these RAII wrappers. Each owns its resource
 // through one UniqueHandle (batchcast/cuda/unique_handle.h), whose moves are
 // its only ones: move-only, moves leave the source empty, destruction
-// releases the resource with the device it belongs to made current. CUDA's opaque stream and event types are only
-// declared here (CUstream_st, CUevent_st), never defined.
-// A build without CUDA (no nvcc, or BATCHCAST_WITH_CUDA=OFF) has the same API:
-// BuiltWithCuda() is false and every call fails with Unavailable.
+// releases the resource with the device it belongs to made current. CUDA's opaque stream and event
+// types are only declared here (CUstream_st, CUevent_st), never defined. A build without CUDA (no
+// nvcc, or BATCHCAST_WITH_CUDA=OFF) has the same API: BuiltWithCuda() is false and every call fails
+// with Unavailable.
 //
 // Devices: every call that creates something takes the device index and makes
 // it current only for its own duration (DeviceGuard), so the calling thread's

@@ -21,8 +21,8 @@
 
 #include <cstdint>
 
-#include "batchcast/core/dtype.h"
 #include "batchcast/core/cuda_stream.h"
+#include "batchcast/core/dtype.h"
 #include "batchcast/core/status.h"
 
 namespace batchcast::cuda {
@@ -30,18 +30,18 @@ namespace batchcast::cuda {
 // One sample of a batch. The source is interleaved 8-bit RGB in device memory.
 struct AugmentSample {
   const uint8_t* src = nullptr;
-  int64_t pitch = 0;      // bytes between rows of src
-  int32_t src_w = 0;      // src size in pixels (full-size image, or a pre-scaled crop)
+  int64_t pitch = 0;  // bytes between rows of src
+  int32_t src_w = 0;  // src size in pixels (full-size image, or a pre-scaled crop)
   int32_t src_h = 0;
-  int32_t box = 1;        // 1, 2, 4 or 8: the "scaled image" averages box x box blocks of src
-  int32_t rect_x = 0;     // the region to resize, in scaled-image pixels
+  int32_t box = 1;     // 1, 2, 4 or 8: the "scaled image" averages box x box blocks of src
+  int32_t rect_x = 0;  // the region to resize, in scaled-image pixels
   int32_t rect_y = 0;
   int32_t rect_w = 0;
   int32_t rect_h = 0;
-  int32_t flip = 0;       // 1: mirror horizontally after the resize
-  int32_t area = 0;       // 1: area (box) resampling instead of bilinear
+  int32_t flip = 0;  // 1: mirror horizontally after the resize
+  int32_t area = 0;  // 1: area (box) resampling instead of bilinear
   int32_t pad_ = 0;
-  void* out = nullptr;    // device: the sample's output (3 * size * size elements)
+  void* out = nullptr;  // device: the sample's output (3 * size * size elements)
 };
 
 struct AugmentParams {

@@ -19,8 +19,8 @@
 #include <cstdint>
 
 #include "batchcast/core/dtype.h"
-#include "batchcast/image/jpeg.h"
 #include "batchcast/core/status.h"
+#include "batchcast/image/jpeg.h"
 
 namespace batchcast::image {
 

@@ -39,7 +39,7 @@ enum class OptionGroup : uint8_t {
 std::string_view OptionGroupName(OptionGroup group);  // "source", "ring", "order", "consumers"
 
 struct ServerOption {
-  std::string_view name;        // snake_case, e.g. "batch_size"
+  std::string_view name;  // snake_case, e.g. "batch_size"
   OptionGroup group;
   OptionType type;
   std::string_view value_name;  // for help texts: "N", "SECONDS", "block|skip|evict"

@@ -29,9 +29,9 @@
 #include <string>
 #include <vector>
 
+#include "batchcast/core/cuda_stream.h"
 #include "batchcast/core/field_spec.h"
 #include "batchcast/core/status.h"
-#include "batchcast/core/cuda_stream.h"
 #include "batchcast/server/server_options.h"
 #include "batchcast/sources/source.h"
 

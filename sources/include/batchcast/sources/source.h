@@ -36,9 +36,9 @@ namespace batchcast {
 // The server hands one to a Source (FillBatch) and to external producers
 // (Server::BeginBatch).
 struct SlotView {
-  uint32_t slot = 0;          // ring slot number
-  uint64_t first_seq = 0;     // seq number of sample 0 in the stream
-  uint32_t epoch = 0;         // producer epoch
+  uint32_t slot = 0;       // ring slot number
+  uint64_t first_seq = 0;  // seq number of sample 0 in the stream
+  uint32_t epoch = 0;      // producer epoch
   // Dataset index of each sample; count() = indices.size(). FillBatch
   // compacts it: indices[0..valid) name the samples it wrote (see above).
   std::span<int64_t> indices;
@@ -52,7 +52,9 @@ struct SlotView {
   CudaStreamRef stream;
 
   size_t count() const { return indices.size(); }
-  uint8_t* sample(size_t field, size_t i) const { return field_data[field] + i * field_bytes[field]; }
+  uint8_t* sample(size_t field, size_t i) const {
+    return field_data[field] + i * field_bytes[field];
+  }
 };
 
 // A hint: the samples most likely asked for next (empty when unknown), so that
