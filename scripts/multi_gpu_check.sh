@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The multi-GPU check (issue 11, items 1 and 4) on a host with 2 or more GPUs:
+# The multi-GPU check on a host with 2 or more GPUs:
 # builds what it needs with CUDA, runs the multi-GPU tests (C++: ctest label
 # `multigpu`; Python: tests/python/test_multi_gpu.py, plus the one-GPU CUDA
 # suites as a guard) and the aggregate producer benchmark

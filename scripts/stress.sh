@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the stress programs of tests/stress one after the other and says which
-# failed (issue 10: chaos, hostile peers, soak):
+# failed (chaos, hostile peers, soak):
 #   bc_chaos      kill -9 of consumers and servers, restarts; every survivor's
 #                 epochs checked exactly once and in order (ipc, then tcp)
 #   bc_fuzz_peer  hostile peers over ipc:// and tcp://127.0.0.1 while a good

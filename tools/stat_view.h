@@ -23,9 +23,9 @@
 namespace batchcast {
 
 // Producer time per pipeline stage: an object {stage: cumulative seconds},
-// e.g. {"read": 1.5, "decode": 20.1, "augment": 4.2} (issue 9).
+// e.g. {"read": 1.5, "decode": 20.1, "augment": 4.2}.
 inline constexpr char kStageTimesField[] = "producer_stage_s";
-// Per consumer: cumulative seconds its Next() waited for data (issue 9).
+// Per consumer: cumulative seconds its Next() waited for data.
 inline constexpr char kConsumerWaitField[] = "wait_s";
 
 // 950, 12.3k, 1.23M.

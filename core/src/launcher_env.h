@@ -6,7 +6,7 @@
 // batchcast.launch clears LauncherRankVariables() for its independent jobs.
 //
 // Note [Launcher environment]
-// A training rank (DESIGN.md "Groups, several GPUs, several nodes"):
+// A training rank (docs/semantics.md, "Groups, several GPUs, several nodes"):
 //  - torchrun (LOCAL_RANK set): group "torchrun:<run>:<restart>" with rank
 //    LOCAL_RANK of LOCAL_WORLD_SIZE, where <run> is TORCHELASTIC_RUN_ID, or
 //    MASTER_ADDR:MASTER_PORT when that is empty or "none" (torchrun's

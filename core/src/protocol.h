@@ -9,7 +9,7 @@
 // bytes, so malformed input from a peer is a Status, never a crash or a huge
 // allocation.
 //
-// Conversation (DESIGN.md "Protocol"): HELLO -> WELCOME | ERROR;
+// Conversation (docs/semantics.md, "Protocol"): HELLO -> WELCOME | ERROR;
 // NEXT -> BATCH | END_OF_EPOCH | ERROR (answered in request order);
 // RELEASE, HEARTBEAT and BYE need no answer; the server also sends HEARTBEAT;
 // STATS -> STATS_REPLY (JSON text).
@@ -74,7 +74,7 @@ struct Hello {
   JoinPolicy join = JoinPolicy::kImmediate;
   uint16_t prefetch = 2;
   std::string device;  // "" = the producer's device
-  // Consumer group (DESIGN.md "Groups"): world_size 0 = none (the whole
+  // Consumer group (docs/semantics.md, "Groups"): world_size 0 = none (the whole
   // stream; group is then empty and rank 0); else a non-empty group name and
   // rank < world_size.
   std::string group;

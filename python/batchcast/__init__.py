@@ -11,7 +11,7 @@ Two lines replace a DataLoader in a training script::
 
 The server runs as ``batchcast-server serve DATA --name demo ...``, in-process
 (:class:`Server`), or fed from any Python iterable such as an existing
-DataLoader (:class:`Producer`). See DESIGN.md ("Consumer semantics") for
+DataLoader (:class:`Producer`). See docs/semantics.md ("Consumer semantics") for
 epochs, join policies, the window and leases.
 
 Public API:

@@ -49,7 +49,7 @@ outlives one bad setting).
 
 Jobs are independent consumers: each gets the whole stream (every sample
 once per its epoch) at its own batch size; the server's window bounds how
-far the fastest runs ahead of the slowest (see DESIGN.md, "Window").
+far the fastest runs ahead of the slowest (see docs/semantics.md, "Window").
 """
 from __future__ import annotations
 
@@ -460,7 +460,7 @@ def run(args: argparse.Namespace, command: List[str]) -> int:
 def job_environment(environ: Mapping[str, str], console: Optional[Console] = None) -> Dict[str, str]:
     """`environ` without the variables that make a process a rank of a launcher's
     job: the jobs are independent consumers (each the whole stream), never one
-    consumer group (DESIGN.md, "Groups, several GPUs, several nodes")."""
+    consumer group (docs/semantics.md, "Groups, several GPUs, several nodes")."""
     rank_variables = set(_core.launcher_rank_variables())
     # (BATCHCAST_GROUP alone, without a launcher's rank, chooses nothing: not worth a line)
     removed = sorted(k for k in environ if k in rank_variables and k != "BATCHCAST_GROUP")

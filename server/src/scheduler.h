@@ -43,7 +43,7 @@
 // not exist: NEXT then gets OutOfRange. (Arithmetic: consumer_cursor.h.)
 //
 // Note [Consumer groups]
-// Consumers that name a group (HELLO group, rank, world_size W; DESIGN.md
+// Consumers that name a group (HELLO group, rank, world_size W; docs/semantics.md
 // "Groups, several GPUs, several nodes") split the stream; other groups and
 // ungrouped consumers each get all of it. A group reads like one consumer of
 // batch W*B with drop_last (its *frontier*, consumer_group.h): group epoch k

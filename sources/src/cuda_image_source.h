@@ -1,6 +1,6 @@
 // CudaImageSource: an image dataset (image_dataset.h) decoded with nvJPEG and
 // augmented by one fused CUDA kernel straight into device ring slots
-// (DESIGN.md "GPU path").
+// (docs/semantics.md, "GPU path").
 //
 // Same datasets, transforms, crops (image::PlanCrop) and bad-file policy
 // (Note [Dropped files]: a file that fails is dropped, a hole in the slot) as

@@ -1,4 +1,4 @@
-// End-to-end tests of tcp:// security (issue 10, item 5; Note [Transport
+// End-to-end tests of tcp:// security (Note [Transport
 // security], core/src/curve_key.h): in-process servers and consumers (and the
 // batchcast-server binary), each test in a runtime directory of its own.
 //  - A tcp:// server is CURVE-protected by default; a consumer (and `stat`) of

@@ -1,4 +1,4 @@
-// End-to-end tests of what no input may do to a server (issue 10): real
+// End-to-end tests of what no input may do to a server: real
 // server processes, hostile peers over the real socket, kill -9.
 //  - A consumer name or a dataset folder that is not UTF-8 (or holds a
 //    newline) never ends the server; names are escaped in logs and stats.

@@ -1,4 +1,4 @@
-// The end-to-end checks only a device ring has (issue 4, check 3): kernels on
+// The end-to-end checks only a device ring has: kernels on
 // a consumer's own stream that read a held batch, and leases that end only
 // after the GPU work queued on that stream. The scenarios every ring shares
 // run once per ring device in tests/e2e/engine_test.cc (Ring/Engine.*/cuda0).
@@ -30,7 +30,7 @@ class GpuEngine : public ::testing::Test {
   const testing::Ring ring_{Device::Cuda(0)};
 };
 
-// Issue 4, check 3: a consumer that holds a batch and keeps launching a
+// A consumer that holds a batch and keeps launching a
 // checksum kernel on its own stream that reads it never sees it change while
 // the producer and another consumer run far ahead.
 TEST_F(GpuEngine, ChecksumKernelOnHeldBatchNeverChanges) {

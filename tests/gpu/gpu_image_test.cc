@@ -1,4 +1,4 @@
-// Issue 4, check 2: the GPU path (nvJPEG + the fused kernel, CudaImageSource)
+// The GPU path (nvJPEG + the fused kernel, CudaImageSource)
 // and the CPU path (libjpeg-turbo + OpenCV, ImageSource) agree: same dataset,
 // seed, epoch and samples, eval and train, float32 output. Also: the kernel's
 // dtype and layout variants are exact conversions of its float32 NCHW output.
@@ -8,7 +8,7 @@
 // folder; BC_GPU_TEST_DATA names an existing one instead. Skipped without a
 // GPU or without nvJPEG in this build.
 //
-// Also (issue 10): Note [Dropped files] on the GPU path, end to end: files that
+// Also: Note [Dropped files] on the GPU path, end to end: files that
 // fail only when decoded are dropped, never replaced, from every later epoch,
 // with consumers of several batch sizes reading a device ring.
 #include <gtest/gtest.h>
@@ -380,7 +380,7 @@ TEST_F(GpuImageTest, DtypesAndLayoutsAreExactConversions) {
   EXPECT_EQ(bad8, 0) << "uint8 is not the byte the float32 output normalizes";
 }
 
-// Note [Dropped files] with a device ring, end to end (issue 10): a server on
+// Note [Dropped files] with a device ring, end to end: a server on
 // cuda:0 over a dataset with files that fail only when decoded, and two
 // consumers (batch 5 without drop_last, 12 with) reading two epochs. In
 // every consumer epoch each index arrives at most once, the dropped ones
@@ -486,7 +486,7 @@ void CheckDroppedFilesOnDeviceRing(DecodeMode decode) {
             static_cast<int64_t>(dropped[0].size() + dropped[1].size()));
   EXPECT_EQ(st["holes"].get<int64_t>(),
             static_cast<int64_t>(dropped[0].size() + dropped[1].size()));
-  // docs/stats.md (issue 9): the stages of the source in use, the device
+  // docs/stats.md: the stages of the source in use, the device
   // cache off by default, and the MPS probe of a CUDA ring.
   const std::vector<std::string> stages =
       decode == DecodeMode::kGpu
@@ -513,7 +513,7 @@ void CheckDroppedFilesOnDeviceRing(DecodeMode decode) {
 
 // Tar shards packed from the dataset folder (tools/make_dataset.py --shards)
 // give, on the GPU path, exactly the folder's pixels and labels for every
-// index (issue 12): same bytes, same (seed, epoch, index).
+// index: same bytes, same (seed, epoch, index).
 TEST_F(GpuImageTest, ShardsGiveTheFolderPixels) {
   if (!BuiltWithTar()) GTEST_SKIP() << "built without libarchive (BATCHCAST_WITH_TAR)";
   const std::string shards = testing::TempDir() + "/shards";

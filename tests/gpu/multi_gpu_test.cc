@@ -1,4 +1,4 @@
-// Several GPUs of one node (issue 11, items 1 and 4): a consumer whose current
+// Several GPUs of one node: a consumer whose current
 // device is not the ring's gets every batch size right, and a server with a
 // ring per GPU (--device cuda:0,1) serves each consumer from its own GPU's
 // ring. Needs 2 GPUs (skipped otherwise, "needs 2 GPUs"); contents are

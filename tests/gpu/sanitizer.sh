@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # compute-sanitizer on a batchcast server and a consumer with the ring on
-# cuda:0 (issue 4, check 4; issue 10). Run on a GPU host after building:
+# cuda:0. Run on a GPU host after building:
 #   tests/gpu/sanitizer.sh BUILD_DIR [DATASET]
 # scripts/gpu_check.sh runs it (with a small generated DATASET).
 # For each tool of $SANITIZER_TOOLS (default: memcheck racecheck synccheck):

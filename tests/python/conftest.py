@@ -2,7 +2,7 @@
 
 Loaders read the whole stream even when the tests run under a launcher (a
 SLURM step, torchrun), whose variables would otherwise put them in a
-consumer group (DESIGN.md, "Groups, several GPUs, several nodes"); the
+consumer group (docs/semantics.md, "Groups, several GPUs, several nodes"); the
 tests of groups set up their own environment (test_groups.py).
 """
 import os

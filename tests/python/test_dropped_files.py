@@ -1,4 +1,4 @@
-"""Exactly once with files that fail only when decoded (issue 10), through batchcast.Loader.
+"""Exactly once with files that fail only when decoded, through batchcast.Loader.
 
 A dataset from tools/make_dataset.py --decode-failures (truncated files and files
 with corrupt entropy-coded data: both pass the server's header scan) is served by

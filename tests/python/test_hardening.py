@@ -1,4 +1,4 @@
-"""Python-facing hardening (issue 10): every wrong argument of Loader, Server
+"""Python-facing hardening: every wrong argument of Loader, Server
 and Producer is a batchcast.InvalidArgument naming it; bad option values and
 endpoints are refused with the reason; a path the client may not examine is a
 BatchcastError, never a bare RuntimeError; a killed server is reported at once.

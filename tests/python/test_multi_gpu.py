@@ -1,4 +1,4 @@
-"""Several GPUs of one node (issue 11, items 1 and 4), with torch: a Loader
+"""Several GPUs of one node, with torch: a Loader
 whose current device is not the ring's gets every batch size right, and a
 server with a ring per GPU serves each Loader from its own GPU's ring.
 Contents are checked against the synthetic formula (the CPU reference).

@@ -1,4 +1,4 @@
-"""Tar shards (WebDataset layout) from Python (issue 12).
+"""Tar shards (WebDataset layout) from Python.
 
 tools/make_dataset.py packs a folder into shards (--shards N / make_shards). An
 in-process batchcast.Server serves the brace pattern (and the same shards given as

@@ -1,4 +1,4 @@
-"""tcp:// security from Python (issue 10, item 5; README "Security"): a tcp://
+"""tcp:// security from Python (docs/security.md): a tcp://
 server is CURVE-protected by default; a Loader of the same user on the same
 machine needs nothing; elsewhere it passes the key file (key_file=, or
 $BATCHCAST_KEY_FILE); a refused key is a PermissionDenied at once, a missing one

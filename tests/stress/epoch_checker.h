@@ -1,5 +1,5 @@
 // EpochChecker: the exactly-once and in-order rules of one consumer
-// connection (DESIGN.md "Consumer semantics"; Note [Consumer epochs] in
+// connection (docs/semantics.md, "Consumer semantics"; Note [Consumer epochs] in
 // server/src/scheduler.h), checked batch by batch against the server's
 // sampler, for the stress programs (tests/stress: chaos, fuzz, soak).
 //
@@ -17,7 +17,7 @@
 //    so each of their epochs *is* EpochOrder(e): every index exactly once, in
 //    the sampler's order. Immediate joiners' epochs straddle two producer
 //    epochs, so an index may occur twice in one consumer epoch (once from
-//    each producer epoch; DESIGN.md: "coverage is approximate"); the checker
+//    each producer epoch; docs/semantics.md: "coverage is approximate"); the checker
 //    holds them to "every stream position exactly once, in order".
 // With lag_policy=skip a consumer may jump forward (Batch::skipped() grows):
 // the epoch that jump lands in is then not checked for completeness

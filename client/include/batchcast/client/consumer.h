@@ -12,7 +12,7 @@
 //     auto image = batch->field("image");       // zero-copy view of the ring
 //   }
 //
-// Semantics (DESIGN.md "Consumer semantics"): each consumer counts its own
+// Semantics (docs/semantics.md, "Consumer semantics"): each consumer counts its own
 // epochs of epoch_len() samples; batches_per_epoch() batches then an
 // end-of-epoch marker. Up to `prefetch` requests are kept in flight. A
 // background thread sends heartbeats, so a consumer may take long between
@@ -88,7 +88,7 @@ struct ConsumerOptions {
   // stream. See batch.h.
   CudaStreamRef cuda_stream;
 
-  // Consumer groups (DESIGN.md "Groups, several GPUs, several nodes"): the
+  // Consumer groups (docs/semantics.md, "Groups, several GPUs, several nodes"): the
   // consumers of one server that name the same `group`, each with its own
   // `rank` of `world_size`, split the stream like DistributedSampler: each
   // consumer epoch of the group is cut into chunks of batch_size samples and

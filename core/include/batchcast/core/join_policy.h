@@ -1,5 +1,5 @@
 // JoinPolicy: how a consumer that connects to a running stream starts
-// (DESIGN.md "Consumer semantics", Join).
+// (docs/semantics.md, "Consumer semantics", Join).
 #pragma once
 
 #include <cstdint>

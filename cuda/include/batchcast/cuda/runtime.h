@@ -1,6 +1,6 @@
 // batchcast::cuda: the CUDA runtime behind opaque C++ types (no CUDA headers).
 //
-// Only files under cuda/ and cuda_image/ include CUDA headers (DESIGN.md
+// Only files under cuda/ and cuda_image/ include CUDA headers (docs/design.md,
 // "Layout"); everything else uses these RAII wrappers. Each owns its resource
 // through one UniqueHandle (batchcast/cuda/unique_handle.h), whose moves are
 // its only ones: move-only, moves leave the source empty, destruction

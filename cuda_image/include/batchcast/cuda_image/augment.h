@@ -1,4 +1,4 @@
-// The fused augmentation kernel of the GPU path (DESIGN.md "GPU path"): from
+// The fused augmentation kernel of the GPU path (docs/semantics.md, "GPU path"): from
 // decoded RGB images in device memory straight into ring slots, in one pass:
 // random-resized-crop + bilinear resize + horizontal flip + normalize + dtype
 // + layout. No CUDA headers.

@@ -6,7 +6,7 @@
 // caller produces batches itself through BeginBatch/CommitBatch (the Python
 // `batchcast.Producer` does that).
 //
-// Semantics (DESIGN.md): samples get consecutive seq numbers; a slot is
+// Semantics (docs/semantics.md): samples get consecutive seq numbers; a slot is
 // rewritten only when no attached consumer needs any sample in it and no lease
 // pins it (Note [Leases] in server/src/scheduler.h); consumers may lag by at
 // most `window` slots; lag policies block, skip or evict.

@@ -54,7 +54,7 @@ struct ServerOptions {
   // Order (the seed is source.seed).
   bool shuffle = true;
   uint64_t epochs = 0;  // 0 = no limit
-  // This server's shard of the dataset (DESIGN.md "Sharding"; one server per
+  // This server's shard of the dataset (docs/semantics.md, "Sharding"; one server per
   // node serves the node's shard). Unset fields are 0 and 1, or with
   // shard_from_env this node's rank and the number of nodes from the
   // launcher's variables (GROUP_RANK/GROUP_WORLD_SIZE or NNODES under

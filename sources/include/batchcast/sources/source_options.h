@@ -43,7 +43,7 @@ enum class DecodeMode : uint8_t {
 Result<DecodeMode> ParseDecodeMode(std::string_view text);
 std::string_view DecodeModeName(DecodeMode mode);
 
-// What an undecodable file does (DESIGN.md "Bad input").
+// What an undecodable file does (docs/semantics.md, "Bad input").
 enum class ErrorPolicy : uint8_t {
   kSkip = 0,  // drop it from the stream, warn once, count it
   kFail = 1,  // stop with the file's path and reason
