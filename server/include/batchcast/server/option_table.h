@@ -1,10 +1,9 @@
 // The server's option table: every ServerOptions field, declared once, with
 // its name, help and how to read it from text.
 //
-// The command line (batchcast-server serve and the benchmarks, through
-// AddServerOptions in tools/server_options_cli.h) and the Python bindings
-// (batchcast.Server keyword arguments) both walk this table, so an option
-// exists in both or in neither. Names are snake_case; the
+// The command line (batchcast-server serve and the benchmarks) and the
+// Python bindings (batchcast.Server keyword arguments) both walk this table,
+// so an option exists in both or in neither. Names are snake_case; the
 // command line spells them --kebab-case. Durations are seconds.
 //
 // Thread-safety: the table is immutable.
