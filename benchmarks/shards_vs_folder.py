@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Serving tar shards vs a folder of the same images (CPU path, issue 12).
+"""Serving tar shards vs a folder of the same images (CPU path).
 
 Makes an ImageNet-like folder (tools/make_dataset.py) and packs it into WebDataset
 shards (make_shards), warms the page cache with both (reads every file), then, in
