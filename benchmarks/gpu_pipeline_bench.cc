@@ -45,6 +45,16 @@ using batchcast::bench::CpuSeconds;
 using batchcast::bench::ReadAll;
 using Clock = std::chrono::steady_clock;
 
+// One JSON line: the mode's images/s over `batch`-sized batches, the process's
+// CPU cores (CPU seconds per wall second) and what `more` adds.
+void PrintResult(const char* mode, int batch, double rate, double cores, nlohmann::json more) {
+  more["mode"] = mode;
+  more["batch"] = batch;
+  more["images_per_s"] = rate;
+  more["cpu_cores_used"] = cores;
+  std::cout << more.dump() << std::endl;
+}
+
 void Die(const batchcast::Status& s) {
   std::cerr << s.ToString() << "\n";
   std::exit(1);
@@ -147,15 +157,11 @@ int main(int argc, char** argv) {
     };
     run(1.0);  // warm up
     auto [rate, cores] = run(seconds);
-    nlohmann::json j = {{"mode", "decode_only"},
-                        {"backend", (*dec)->backend_name()},
-                        {"input", "pinned"},
-                        {"files", files.size()},
-                        {"files_not_supported", skipped},
-                        {"batch", batch},
-                        {"images_per_s", rate},
-                        {"cpu_cores_used", cores}};
-    std::cout << j.dump() << std::endl;
+    PrintResult("decode_only", batch, rate, cores,
+                {{"backend", (*dec)->backend_name()},
+                 {"input", "pinned"},
+                 {"files", files.size()},
+                 {"files_not_supported", skipped}});
   }
 
   // ---- 2. CudaImageSource::FillBatch into device slots ----
@@ -215,16 +221,12 @@ int main(int argc, char** argv) {
     auto [rate, cores] = run(seconds, INT64_MAX);
     nlohmann::json counters;
     for (const auto& [k, v] : (*source)->counters()) counters[k] = v;
-    nlohmann::json j = {{"mode", "fill"},
-                        {"source", (*source)->description()},
-                        {"batch", batch},
-                        {"images_per_s", rate},
-                        {"cpu_cores_used", cores},
-                        {"first_epoch_images_per_s", cold_rate},
-                        {"first_epoch_cpu_cores_used", cold_cores},
-                        {"counters", counters},
-                        {"stage_share", stage_share}};
-    std::cout << j.dump() << std::endl;
+    PrintResult("fill", batch, rate, cores,
+                {{"source", (*source)->description()},
+                 {"first_epoch_images_per_s", cold_rate},
+                 {"first_epoch_cpu_cores_used", cold_cores},
+                 {"counters", counters},
+                 {"stage_share", stage_share}});
   }
   // ---- 3. the fused kernel alone ----
   if (modes.find("augment") != std::string::npos) {
