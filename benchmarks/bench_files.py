@@ -9,6 +9,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PHOTOS = os.path.join(REPO, "..", "shared", "data", "photos")
 
 
+def default_dataset(images: int) -> str:
+    """Where a benchmark makes its dataset of `images` JPEGs unless given one
+    (the programs share it: made once, by the first)."""
+    return os.path.join("/tmp", f"batchcast-bench-{images}")
+
+
 def make_dataset(path: str, images: int, classes: Optional[int] = None,
                  photos: Optional[str] = None, workers: Optional[int] = None) -> int:
     """An ImageNet-like folder of about `images` JPEGs (~500x375) at `path`,

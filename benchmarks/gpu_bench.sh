@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The single-GPU benchmarks, on a GPU host (about 5 minutes):
-#   benchmarks/gpu_bench.sh BUILD_DIR OUT_DIR [IMAGES]
+#   [PHOTOS=DIR] benchmarks/gpu_bench.sh BUILD_DIR OUT_DIR [IMAGES]
 # 1. benchmarks/gpu_feed.py: the server feeding a Loader against nvJPEG
-#    decode-only, 3 rounds (it makes the dataset: IMAGES JPEGs, default 10000)
+#    decode-only, 3 rounds (it makes the dataset: IMAGES JPEGs, default 10000,
+#    from the photos in PHOTOS where given)
 # 2. consumer overhead per batch (Next() to a device view), synthetic device ring
 # 3. GPU memory of the server and consumers with 1 and 8 consumers (nvidia-smi)
 set -u
@@ -10,7 +11,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:?build dir}
 OUT=${2:?out dir}
 IMAGES=${3:-10000}
-DATA=/tmp/batchcast-gpu-feed-$IMAGES
+DATA=/tmp/batchcast-bench-$IMAGES  # bench_files.default_dataset
 mkdir -p "$OUT"
 S="$B/tools/batchcast-server"
 wait_server() { for _ in $(seq 600); do "$S" stat "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done; return 1; }
@@ -19,7 +20,7 @@ nproc
 
 echo "== server -> Loader against nvJPEG decode-only"
 BATCHCAST_BUILD_DIR=$B timeout 400 python3 "$ROOT/benchmarks/gpu_feed.py" --out "$OUT/feed" \
-  --images "$IMAGES" --data "$DATA" --repeat 3
+  --images "$IMAGES" --data "$DATA" --repeat 3 ${PHOTOS:+--photos "$PHOTOS"}
 
 echo "== consumer overhead (synthetic ring on cuda:0, size 64)"
 "$S" serve --synthetic 100000 --size 64 --name ovh --device cuda:0 --batch-size 256 --window 8 \

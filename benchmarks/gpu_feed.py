@@ -43,7 +43,7 @@ from typing import Any, Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_files import make_dataset, warm_page_cache  # noqa: E402
+from bench_files import default_dataset, make_dataset, warm_page_cache  # noqa: E402
 from bench_proc import cpu_seconds  # noqa: E402
 from bench_server import ServerProcess, find_build, server_bin  # noqa: E402
 
@@ -121,7 +121,7 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--data", help="an ImageFolder (default: one made under /tmp)")
+    p.add_argument("--data", help="an ImageFolder (default: made as /tmp/batchcast-bench-IMAGES)")
     p.add_argument("--images", type=int, default=10000, help="images of the made dataset")
     p.add_argument("--photos", help="make_dataset.py --photos DIR")
     p.add_argument("--build", help="the batchcast build (default: BATCHCAST_BUILD_DIR, build/)")
@@ -145,9 +145,8 @@ def main(argv: List[str]) -> int:
     build = find_build(args.build)
     if build is None:
         sys.exit("no batchcast build found: set BATCHCAST_BUILD_DIR or --build")
-    data = args.data or os.path.join("/tmp", f"batchcast-gpu-feed-{args.images}")
-    files = make_dataset(data, args.images, classes=2 if args.smoke else None,
-                         photos=args.photos)
+    data = args.data or default_dataset(args.images)
+    files = make_dataset(data, args.images, photos=args.photos)
     size = warm_page_cache(data)
     options: Dict[str, Any] = {"device": "cpu" if args.smoke else "cuda:0",
                                "batch_size": args.batch_size, "dtype": "bfloat16"}

@@ -6,7 +6,7 @@ import sys
 import time
 from typing import Dict, List, Optional, Sequence
 
-from bench_files import make_dataset, warm_page_cache
+from bench_files import default_dataset, make_dataset, warm_page_cache
 from bench_server import find_build, server_bin
 from colo.jobs import job_main
 from colo.measure import Bench
@@ -117,7 +117,7 @@ def prepare(args: argparse.Namespace, build: Optional[str]) -> None:
     needs_data = any(s in args.sources for s in ("dataloader",) + SERVED)
     if needs_data:
         if not args.data:
-            args.data = os.path.join("/tmp", f"batchcast-colocate-{args.images}")
+            args.data = default_dataset(args.images)
         t = time.monotonic()
         made = not os.path.isdir(args.data)
         args.images = make_dataset(args.data, args.images, photos=args.photos, workers=args.cores)
