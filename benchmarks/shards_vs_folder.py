@@ -7,7 +7,7 @@ one run, alternates: an in-process batchcast.Server on the folder, then on the
 shards, with the same options and workers; one Loader reads E epochs after a
 warm-up epoch; prints samples/s of each round and the medians.
 
-    PYTHONPATH=BUILD/python python3 benchmarks/shards_vs_folder.py \\
+    BATCHCAST_BUILD_DIR=BUILD python3 benchmarks/shards_vs_folder.py \\
         [--images 2000] [--per-shard 200] [--workers 2] [--size 224] [--rounds 3] [--epochs 2]
         [--shuffle-buffer 1000] [--photos DIR]
 """
@@ -15,12 +15,18 @@ import argparse
 import importlib.util
 import os
 import statistics
+import sys
 import tempfile
 import time
 
-import batchcast
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from bench_server import find_build  # noqa: E402
+
+find_build()
+import batchcast  # noqa: E402
+
 TOOL = os.path.join(HERE, "..", "tools", "make_dataset.py")
 
 
