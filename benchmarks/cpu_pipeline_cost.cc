@@ -4,7 +4,11 @@
 // work (thread CPU time, unlike wall time, hardly moves with the load).
 //
 //   cpu_pipeline_cost DIR [--transform train|eval] [--size 224] [--dtype float32]
-//       [--passes 3] [--max-files 0] [--progressive]
+//       [--layout nchw] [--passes 3] [--max-files 0] [--progressive]
+//
+// The transform options are spelled and parsed as `batchcast-server serve`
+// takes them (tools/server_options_cli.h) and made into the pipeline's
+// options as the image source makes them.
 //
 // Prints, per image (median over the passes): the header alone, the header +
 // planned region decode, and the whole pipeline (header, decode, resize, flip,
@@ -21,8 +25,6 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,9 @@
 #include "batchcast/image/jpeg.h"
 #include "batchcast/image/pipeline.h"
 #include "batchcast/image/transcode.h"
+#include "benchmarks/bench_util.h"
+#include "sources/src/image_dataset.h"
+#include "tools/server_options_cli.h"
 
 namespace {
 
@@ -112,25 +117,34 @@ void ReportFallbackRoutes(const std::vector<std::vector<uint8_t>>& files,
 
 int main(int argc, char** argv) {
   CLI::App app("Thread CPU time per image of the CPU image pipeline and its stages");
-  std::string dir, transform = "train", dtype = "float32";
-  int size = 224, passes = 3;
+  batchcast::ServerOptions server_options;
+  std::vector<batchcast::Status> option_errors;
+  batchcast::AddServerOptions(&app, server_options, option_errors,
+                              {"data", "size", "dtype", "layout", "transform"});
+  app.get_option("data")->description("folder of JPEG files (searched recursively)")->required();
+  int passes = 3;
   size_t max_files = 0;
   bool progressive_only = false;
-  app.add_option("dir", dir, "folder of JPEG files (searched recursively)")->required();
-  app.add_option("--transform", transform, "train or eval");
-  app.add_option("--size", size, "output size");
-  app.add_option("--dtype", dtype, "float32, float16, bfloat16 or uint8");
   app.add_option("--passes", passes, "passes over the files (the median is printed)");
   app.add_option("--max-files", max_files, "at most this many files (0: all)");
   app.add_flag("--progressive", progressive_only,
                "only progressive files; also the GPU source's fallback routes and transcoding");
   CLI11_PARSE(app, argc, argv);
+  for (const batchcast::Status& e : option_errors) {
+    std::fprintf(stderr, "%s\n", e.ToString().c_str());
+    return 2;
+  }
+  auto made = batchcast::MakeTransformOptions(server_options.source);
+  if (!made.ok()) {
+    std::fprintf(stderr, "%s\n", made.status().ToString().c_str());
+    return 2;
+  }
+  const img::TransformOptions& options = *made;
 
   std::vector<std::vector<uint8_t>> files;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+  for (const auto& e : std::filesystem::recursive_directory_iterator(server_options.source.data)) {
     if (!e.is_regular_file()) continue;
-    std::ifstream f(e.path(), std::ios::binary);
-    std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+    std::vector<uint8_t> bytes = batchcast::bench::ReadAll(e.path().string());
     if (progressive_only) {
       auto info = img::ReadJpegInfo(bytes);
       if (!info.ok() || !info->progressive) continue;
@@ -138,17 +152,6 @@ int main(int argc, char** argv) {
     files.push_back(std::move(bytes));
     if (max_files > 0 && files.size() >= max_files) break;
   }
-  img::TransformOptions options;
-  options.kind = transform == "eval" ? img::TransformOptions::Kind::kEval
-                                     : img::TransformOptions::Kind::kTrain;
-  options.size = size;
-  auto parsed = batchcast::ParseDType(dtype);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "%s\n", parsed.status().ToString().c_str());
-    return 2;
-  }
-  options.dtype = *parsed;
-
   img::JpegDecoder decoder;
   const double header = MedianUs(passes, files.size(), [&](uint32_t) {
     for (const auto& f : files) (void)decoder.ReadHeader(f, 0);
@@ -167,8 +170,9 @@ int main(int argc, char** argv) {
   std::printf(
       "%zu files, %s %d %s, median of %d passes, us of thread CPU per image:\n"
       "  header %.1f | header + region decode %.1f | pipeline %.1f (%.0f images/s per core)\n",
-      files.size(), transform.c_str(), size, dtype.c_str(), passes, header, decode, whole,
-      1e6 / whole);
+      files.size(), options.kind == img::TransformOptions::Kind::kEval ? "eval" : "train",
+      options.size, std::string(batchcast::DTypeName(options.dtype)).c_str(), passes, header,
+      decode, whole, 1e6 / whole);
   if (failed > 0) std::printf("  %zu decodes failed\n", failed);
   if (progressive_only) ReportFallbackRoutes(files, options, passes);
   return 0;

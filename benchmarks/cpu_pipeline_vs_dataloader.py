@@ -43,34 +43,19 @@ datasets of any size whose files the OS can read this fast.
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BUILD = os.environ.get("BATCHCAST_BUILD_DIR", os.path.join(ROOT, "build"))
-sys.path.insert(0, os.path.join(BUILD, "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from batchcast._proc import cpu_seconds  # noqa: E402
-from bench_files import warm_page_cache  # noqa: E402
+from bench_files import make_dataset, torch_dataloader, warm_page_cache  # noqa: E402
+from bench_proc import cpu_seconds  # noqa: E402
+from bench_server import ServerProcess, find_build, server_bin  # noqa: E402
 
+BUILD = find_build()
 TICK = os.sysconf("SC_CLK_TCK")
-MEAN = [0.485, 0.456, 0.406]
-STD = [0.229, 0.224, 0.225]
 BATCH = 64
-
-
-def make_dataset(path, images):
-    if os.path.isdir(path):
-        return
-    photos = os.path.join(ROOT, "..", "shared", "data", "photos")
-    args = [sys.executable, os.path.join(ROOT, "tools", "make_dataset.py"), path,
-            "--classes", "10", "--per-class", str(images // 10), "--quiet"]
-    if os.path.isdir(photos):
-        args += ["--photos", photos]
-    subprocess.run(args, check=True)
 
 
 def machine_busy_seconds():
@@ -140,40 +125,23 @@ def run_epochs(loader, epochs, pids):
 
 def bench_batchcast(data, workers, epochs):
     import batchcast
-    server_bin = os.path.join(BUILD, "tools", "batchcast-server")
-    name = f"bench-cpu-{os.getpid()}-{workers}"
-    log = tempfile.TemporaryFile(mode="w+")
-    server = subprocess.Popen(
-        [server_bin, "serve", data, "--name", name, "--workers", str(workers),
-         "--batch-size", str(BATCH), "--window", "8", "--size", "224", "--dtype", "float32",
-         "--transform", "train", "--status-interval", "0", "--log-level", "warn"],
-        stdout=log, stderr=subprocess.STDOUT)
-    try:
-        for _ in range(600):  # the server scans the headers first
-            if subprocess.run([server_bin, "stat", name], capture_output=True).returncode == 0:
-                break
-            time.sleep(0.1)
-        with batchcast.Loader(name, batch_size=BATCH) as loader:
-            return run_epochs(loader, epochs, [server.pid, os.getpid()])
-    except BaseException:
-        log.seek(0)
-        sys.stderr.write(log.read())
-        raise
-    finally:
-        server.terminate()
-        server.wait()
-        log.close()
+
+    options = {"workers": workers, "batch_size": BATCH, "window": 8, "size": 224,
+               "dtype": "float32", "transform": "train"}
+    with tempfile.TemporaryFile(mode="w+") as log:
+        try:
+            with ServerProcess(server_bin(BUILD), f"bench-cpu-{os.getpid()}-{workers}", options,
+                               data=data, log=log) as server, \
+                    batchcast.Loader(server.name, batch_size=BATCH) as loader:
+                return run_epochs(loader, epochs, [server.pid, os.getpid()])
+        except BaseException:
+            log.seek(0)
+            sys.stderr.write(log.read())
+            raise
 
 
 def bench_dataloader(data, workers, epochs):
-    import torch
-    import torchvision.datasets as datasets
-    import torchvision.transforms as T
-    tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
-                    T.Normalize(mean=MEAN, std=STD)])
-    loader = torch.utils.data.DataLoader(
-        datasets.ImageFolder(data, transform=tf), batch_size=BATCH, shuffle=True,
-        num_workers=workers, drop_last=True, persistent_workers=True, pin_memory=False)
+    loader = torch_dataloader(data, 224, BATCH, workers)
     it = iter(loader)  # starts the persistent workers: their pids
     pids = [w.pid for w in it._workers] + [os.getpid()]
     del it
@@ -201,7 +169,7 @@ def main():
     import torchvision
     import PIL
     torch.set_num_threads(1)  # this process only iterates
-    make_dataset(args.data, args.images)
+    make_dataset(args.data, args.images, classes=10)
     size = warm_page_cache(args.data)
     print(f"dataset {args.data}: {size / 2**20:.0f} MiB, read once so that it is in the page "
           f"cache; machine: {os.cpu_count()} cores; "

@@ -1,44 +1,30 @@
 #!/usr/bin/env bash
-# The GPU numbers of benchmarks/RESULTS.md ("GPU (H100)"), on a GPU host:
-#   benchmarks/gpu_bench.sh BUILD_DIR OUT_DIR [IMAGES_PER_CLASS]
-# 1. dataset: tools/make_dataset.py, 100 classes x IMAGES_PER_CLASS (default 30)
-# 2. gpu_pipeline_bench: nvJPEG decode-only vs CudaImageSource::FillBatch
-# 3. producer throughput through a real server (train, 224, float16, NCHW,
-#    batch 256) to one consumer, and the server's CPU use
-# 4. consumer overhead per batch (Next() to a device view), synthetic device ring
-# 5. GPU memory of the server and consumers with 1 and 8 consumers (nvidia-smi)
+# The single-GPU benchmarks, on a GPU host (about 5 minutes):
+#   [PHOTOS=DIR] benchmarks/gpu_bench.sh BUILD_DIR OUT_DIR [IMAGES]
+# 1. benchmarks/gpu_feed.py: the server feeding a Loader against nvJPEG
+#    decode-only, 3 rounds (it makes the dataset: IMAGES JPEGs, default 10000,
+#    from the photos in PHOTOS where given)
+# 2. consumer overhead per batch (Next() to a device view), synthetic device ring
+# 3. GPU memory of the server and consumers with 1 and 8 consumers (nvidia-smi)
 set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:?build dir}
 OUT=${2:?out dir}
-PER=${3:-30}
-DATA=/tmp/bc_bench_data
+IMAGES=${3:-10000}
+DATA=/tmp/batchcast-bench-$IMAGES  # bench_files.default_dataset
 mkdir -p "$OUT"
 S="$B/tools/batchcast-server"
 wait_server() { for _ in $(seq 600); do "$S" stat "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done; return 1; }
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
 nproc
-[ -d $DATA ] || timeout 300 python3 tools/make_dataset.py $DATA --classes 100 --per-class "$PER" \
-  --seed 1 --quiet --workers 16
-du -sh $DATA; find $DATA -name '*.JPEG' | wc -l
-cat $DATA/*/* > /dev/null  # page cache: the benchmark measures decode, not the disk
 
-echo "== pipeline (decode-only vs fill)"
-timeout 150 "$B/benchmarks/gpu_pipeline_bench" $DATA --batch 256 --seconds 10 | tee "$OUT/pipeline.json"
-
-echo "== server -> consumer, train 224 float16 nchw, batch 256"
-"$S" serve $DATA --name bench --device cuda:0 --decode gpu --batch-size 256 --window 8 \
-  --dtype float16 --layout nchw --transform train --size 224 --status-interval 0 \
-  > /tmp/bench.server.log 2>&1 &
-SPID=$!
-wait_server bench
-timeout 150 "$B/benchmarks/gpu_consumer_bench" bench --batch-size 256 --batches 600 \
-  --server-pid $SPID --checksum | tee "$OUT/e2e.json"
-"$S" stat bench | head -30
-kill $SPID; wait $SPID
+echo "== server -> Loader against nvJPEG decode-only"
+BATCHCAST_BUILD_DIR=$B timeout 400 python3 "$ROOT/benchmarks/gpu_feed.py" --out "$OUT/feed" \
+  --images "$IMAGES" --data "$DATA" --repeat 3 ${PHOTOS:+--photos "$PHOTOS"}
 
 echo "== consumer overhead (synthetic ring on cuda:0, size 64)"
 "$S" serve --synthetic 100000 --size 64 --name ovh --device cuda:0 --batch-size 256 --window 8 \
-  --status-interval 0 > /tmp/ovh.server.log 2>&1 &
+  --status-interval 0 > "$OUT/ovh.server.log" 2>&1 &
 SPID=$!
 wait_server ovh
 for bs in 256 64 100; do
@@ -48,10 +34,10 @@ done
 timeout 120 "$B/benchmarks/gpu_consumer_bench" ovh --batch-size 256 --batches 3000 | tee -a "$OUT/overhead.json"
 kill $SPID; wait $SPID
 
-echo "== memory: 1 and 8 consumers (train 224 float16, batch 256, window 8)"
+echo "== memory: 1 and 8 consumers (train 224 bfloat16, batch 256)"
 nvidia-smi --query-gpu=memory.used --format=csv,noheader | sed 's/^/idle: /'
-"$S" serve $DATA --name mem --device cuda:0 --decode gpu --batch-size 256 --window 8 \
-  --dtype float16 --status-interval 0 --min-consumers 1 > /tmp/mem.server.log 2>&1 &
+"$S" serve "$DATA" --name mem --device cuda:0 --batch-size 256 --dtype bfloat16 \
+  --status-interval 0 > "$OUT/mem.server.log" 2>&1 &
 SPID=$!
 wait_server mem
 sleep 2
@@ -60,7 +46,7 @@ for k in 1 8; do
   pids=()
   for i in $(seq $k); do
     "$B/benchmarks/gpu_consumer_bench" mem --batch-size 100 --batches 100 --linger-s 8 \
-      > /tmp/mem.c$i.log 2>&1 &
+      > "$OUT/mem.c$i.log" 2>&1 &
     pids+=($!)
   done
   sleep 6

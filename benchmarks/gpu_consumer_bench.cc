@@ -1,5 +1,4 @@
-// gpu_consumer_bench: one consumer of a CUDA-ring server, for the GPU numbers
-// of benchmarks/RESULTS.md.
+// gpu_consumer_bench: one consumer of a CUDA-ring server (benchmarks/gpu_bench.sh).
 //
 //   gpu_consumer_bench NAME [--batch-size 256] [--batches 2000] [--sleep-us 0]
 //                      [--checksum] [--server-pid PID] [--linger-s 0]
@@ -63,11 +62,12 @@ int main(int argc, char** argv) {
   bool checksum = false;
   app.add_option("name", o.endpoint)->required();
   AddConsumerOptions(&app, o);
-  app.add_option("--batches", batches);
-  app.add_option("--sleep-us", sleep_us);
-  app.add_option("--server-pid", server_pid);
-  app.add_option("--linger-s", linger_s);
-  app.add_flag("--checksum", checksum);
+  app.add_option("--batches", batches, "batches measured (after 20 of warm-up)")
+      ->capture_default_str();
+  app.add_option("--sleep-us", sleep_us, "sleep after each batch (the producer stays ahead)");
+  app.add_option("--server-pid", server_pid, "report this process's CPU cores (the server's)");
+  app.add_option("--linger-s", linger_s, "stay connected this long afterwards (memory readings)");
+  app.add_flag("--checksum", checksum, "run a kernel over each batch's images on the stream");
   CLI11_PARSE(app, argc, argv);
 
   // Batches are delivered on a stream of this process, on the ring's device.

@@ -3,19 +3,12 @@
 //   gpu_pipeline_bench DATA [--batch 256] [--seconds 10] [--size 224]
 //                      [--dtype float16] [--layout nchw] [--transform train]
 //                      [--modes decode,fill,augment] [--workers N] [--device-cache-mb N]
-//                      [--rate IMAGES_PER_S] [--nvjpeg-backend hardware|hybrid]
-//                      [--nvjpeg-output rgbi|yuv|nv12] [--nvjpeg-pipeline on|off]
-//                      [--nvjpeg-input pageable|pinned|device] [--only-420]
 //
 // 1. decode-only: nvJPEG batched decode (hardware backend where present) of
-//    the files it supports, read into memory beforehand (no file I/O), batches
-//    of --batch on one stream with two decode states: the upper bound.
-//    --nvjpeg-backend hybrid, --nvjpeg-output yuv|nv12, --nvjpeg-pipeline off
-//    and --nvjpeg-input pinned|device change what it runs
-//    (benchmarks/decoder_interference.py, issue9_gpu_run.sh's trace part).
-//    --only-420 keeps the 4:2:0 colour files only (JpegInfo::yuv420), the
-//    files NV12 output takes: nv12 implies it, and rgbi with it runs the
-//    same files.
+//    the files it supports, read beforehand into one page-locked buffer, as
+//    the server passes them (Note [Pinned bitstreams]; no file I/O), batches
+//    of --batch on one stream with two decode states: the reference rate
+//    (benchmarks/gpu_feed.py).
 // 2. fill: CudaImageSource::FillBatch (file reads, nvJPEG, CPU fallback for
 //    the other files, the fused kernel) into a ring of 8 device slots, as the
 //    server's pipeline thread calls it, without consumers; its JSON has each
@@ -24,11 +17,7 @@
 // 3. augment (only when asked): the fused kernel alone (cuda::AugmentAsync) on
 //    --batch random 500x375 images with the crops --transform gives them
 //    (image::PlanCrop, as the GPU source), back to back on one stream: GPU
-//    microseconds per batch and per image (what the server's kernel costs a
-//    time-sliced trainer).
-// --rate paces modes 1 and 2 to that many images/s (a server feeding a trainer
-// decodes at the trainer's rate): for what that work alone costs a trainer
-// beside it (benchmarks/gpu_producer.py --paced).
+//    microseconds per batch and per image.
 // Prints one JSON object per mode: images/s, and the process CPU time per
 // wall second (cores used).
 #include <CLI/CLI.hpp>
@@ -38,7 +27,6 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <thread>
 
 #include "batchcast/cuda/runtime.h"
 #include "batchcast/cuda_image/augment.h"
@@ -57,11 +45,14 @@ using batchcast::bench::CpuSeconds;
 using batchcast::bench::ReadAll;
 using Clock = std::chrono::steady_clock;
 
-// With rate > 0, sleeps until `images` images since t0 are due at `rate` per second.
-void Pace(double rate, size_t images, Clock::time_point t0) {
-  if (rate <= 0) return;
-  std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(
-                                         std::chrono::duration<double>(images / rate)));
+// One JSON line: the mode's images/s over `batch`-sized batches, the process's
+// CPU cores (CPU seconds per wall second) and what `more` adds.
+void PrintResult(const char* mode, int batch, double rate, double cores, nlohmann::json more) {
+  more["mode"] = mode;
+  more["batch"] = batch;
+  more["images_per_s"] = rate;
+  more["cpu_cores_used"] = cores;
+  std::cout << more.dump() << std::endl;
 }
 
 void Die(const batchcast::Status& s) {
@@ -80,30 +71,6 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds);
   std::string modes = "decode,fill";
   app.add_option("--modes", modes, "decode (decode-only), fill, augment (the kernel alone)");
-  std::string nvjpeg_backend = "hardware", nvjpeg_output = "rgbi", nvjpeg_pipeline = "on",
-              nvjpeg_input = "pageable";
-  app.add_option("--nvjpeg-backend", nvjpeg_backend,
-                 "decode: hardware (the JPEG engine where the GPU has one) or hybrid")
-      ->check(CLI::IsMember({"hardware", "hybrid"}));
-  app.add_option("--nvjpeg-output", nvjpeg_output,
-                 "decode: rgbi (what the server decodes to), yuv (planar, no colour "
-                 "conversion) or nv12 (Y, then CbCr interleaved)")
-      ->check(CLI::IsMember({"rgbi", "yuv", "nv12"}));
-  app.add_option("--nvjpeg-pipeline", nvjpeg_pipeline,
-                 "decode: off creates the hardware backend with "
-                 "NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE (on: nvJPEG's default)")
-      ->check(CLI::IsMember({"on", "off"}));
-  app.add_option("--nvjpeg-input", nvjpeg_input,
-                 "decode: where the files lie for nvJPEG, pageable (std::vector), pinned "
-                 "(one page-locked buffer, as the server passes them) or device (in device "
-                 "memory, NVJPEG_BACKEND_HARDWARE_DEVICE)")
-      ->check(CLI::IsMember({"pageable", "pinned", "device"}));
-  bool only_420 = false;
-  app.add_flag("--only-420", only_420,
-               "decode: only the 4:2:0 colour files (what --nvjpeg-output nv12 decodes)");
-  double pace = 0;
-  app.add_option("--rate", pace,
-                 "decode and fill: at most this many images/s (0: as fast as it can)");
   // The source options as batchcast-server spells and parses them.
   ServerOptions server_options;
   server_options.source.dtype = DType::kFloat16;
@@ -119,70 +86,38 @@ int main(int argc, char** argv) {
 
   // ---- 1. decode only ----
   if (modes.find("decode") != std::string::npos) {
-    const bool planar = nvjpeg_output != "rgbi";   // yuv, nv12: one byte per pixel per row
-    if (nvjpeg_output == "nv12") only_420 = true;  // nvJPEG's NV12 takes 4:2:0 only
-    auto dec = cuda::NvJpegDecoder::Create(
-        0, {.allow_hardware = nvjpeg_backend == "hardware",
-            .format = nvjpeg_output == "yuv"    ? cuda::NvJpegDecoder::Format::kYuvPlanar
-                      : nvjpeg_output == "nv12" ? cuda::NvJpegDecoder::Format::kNv12
-                                                : cuda::NvJpegDecoder::Format::kRgbInterleaved,
-            .hardware_pipeline = nvjpeg_pipeline == "on",
-            .device_bitstreams = nvjpeg_input == "device"});
+    auto dec = cuda::NvJpegDecoder::Create(0);
     if (!dec.ok()) Die(dec.status());
     auto entries = ListImageDataset(data);
     if (!entries.ok()) Die(entries.status());
     std::vector<std::vector<uint8_t>> files;
     std::vector<std::pair<int, int>> dims;
-    size_t skipped = 0;
+    size_t skipped = 0, total = 0;
     for (const ImageEntry& e : *entries) {
       std::vector<uint8_t> bytes = ReadAll(e.path);
       auto info = image::ReadJpegInfo(bytes);
-      if (!info.ok() || info->progressive || (only_420 && !info->yuv420) ||
-          !(*dec)->Supports(bytes)) {
+      if (!info.ok() || info->progressive || !(*dec)->Supports(bytes)) {
         ++skipped;
         continue;
       }
       dims.emplace_back(info->width, info->height);
+      total += bytes.size();
       files.push_back(std::move(bytes));
     }
-    // --nvjpeg-input pinned: the files in one page-locked buffer, so that
-    // nvJPEG's copies of them need no staging through pageable memory;
-    // device: copied once into device memory (no copy per image at all).
+    if (files.empty()) Die(NotFoundError("no file the decoder takes under " + data));
+    // The files in one page-locked buffer, so that nvJPEG's copies of them
+    // need no staging through pageable memory (as the server passes them).
+    auto pinned_files = cuda::PinnedBuffer::Create(total);
+    if (!pinned_files.ok()) Die(pinned_files.status());
     std::vector<std::span<const uint8_t>> inputs;
-    cuda::PinnedBuffer pinned_files;
-    cuda::DeviceBuffer device_files;
+    size_t off = 0;
+    for (const auto& f : files) {
+      std::memcpy(pinned_files->data() + off, f.data(), f.size());
+      inputs.emplace_back(pinned_files->data() + off, f.size());
+      off += f.size();
+    }
     auto stream = cuda::Stream::Create(0);
     if (!stream.ok()) Die(stream.status());
-    if (nvjpeg_input != "pageable") {
-      size_t total = 0;
-      for (const auto& f : files) total += f.size();
-      auto p = cuda::PinnedBuffer::Create(total);
-      if (!p.ok()) Die(p.status());
-      pinned_files = std::move(*p);
-      uint8_t* base = pinned_files.data();
-      if (nvjpeg_input == "device") {
-        auto d = cuda::DeviceBuffer::Create(0, total);
-        if (!d.ok()) Die(d.status());
-        device_files = std::move(*d);
-        base = device_files.data();
-      }
-      size_t off = 0;
-      for (const auto& f : files) {
-        std::memcpy(pinned_files.data() + off, f.data(), f.size());
-        inputs.emplace_back(base + off, f.size());
-        off += f.size();
-      }
-      if (nvjpeg_input == "device") {
-        if (Status s =
-                cuda::CopyAsync(device_files.data(), pinned_files.data(), total, stream->ref());
-            !s.ok()) {
-          Die(s);
-        }
-        if (Status s = stream->Synchronize(); !s.ok()) Die(s);
-      }
-    } else {
-      for (const auto& f : files) inputs.emplace_back(f.data(), f.size());
-    }
     size_t max_bytes = 0;
     for (auto [w, h] : dims) max_bytes = std::max<size_t>(max_bytes, size_t(w + 1) * h * 3);
     std::vector<cuda::DeviceBuffer> arenas;
@@ -209,16 +144,12 @@ int main(int argc, char** argv) {
           const size_t f = next++ % files.size();
           jpegs.push_back(inputs[f]);
           const auto [w, h] = dims[f];
-          // NV12's CbCr rows hold 2 * ceil(w / 2) bytes: an even pitch fits
-          // both planes.
-          const size_t pitch = planar ? (size_t(w) + 1) / 2 * 2 : size_t(w) * 3;
-          outs.push_back({arenas[k].data() + max_bytes * i, pitch, size_t(h)});
+          outs.push_back({arenas[k].data() + max_bytes * i, size_t(w) * 3, size_t(h)});
         }
         if (Status s = (*dec)->DecodeBatch(k, jpegs, outs, stream->ref()); !s.ok()) Die(s);
         (void)done[k].Record(stream->ref());
         images += batch;
         k ^= 1;
-        Pace(pace, images, t0);
       }
       (void)stream->Synchronize();
       const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -226,13 +157,11 @@ int main(int argc, char** argv) {
     };
     run(1.0);  // warm up
     auto [rate, cores] = run(seconds);
-    nlohmann::json j = {{"mode", "decode_only"},          {"backend", (*dec)->backend_name()},
-                        {"output", nvjpeg_output},        {"pipeline", nvjpeg_pipeline},
-                        {"input", nvjpeg_input},          {"rate_asked", pace},
-                        {"only_420", only_420},           {"files", files.size()},
-                        {"files_not_supported", skipped}, {"batch", batch},
-                        {"images_per_s", rate},           {"cpu_cores_used", cores}};
-    std::cout << j.dump() << std::endl;
+    PrintResult("decode_only", batch, rate, cores,
+                {{"backend", (*dec)->backend_name()},
+                 {"input", "pinned"},
+                 {"files", files.size()},
+                 {"files_not_supported", skipped}});
   }
 
   // ---- 2. CudaImageSource::FillBatch into device slots ----
@@ -275,7 +204,6 @@ int main(int argc, char** argv) {
         Result<uint32_t> kept = (*source)->FillBatch(t, ReadAhead{ahead, t.epoch});
         if (!kept.ok()) Die(kept.status());
         images += *kept;  // dropped files (Note [Dropped files]) make no image
-        Pace(pace, images, t0);
       }
       (void)stream->Synchronize();
       const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -293,16 +221,12 @@ int main(int argc, char** argv) {
     auto [rate, cores] = run(seconds, INT64_MAX);
     nlohmann::json counters;
     for (const auto& [k, v] : (*source)->counters()) counters[k] = v;
-    nlohmann::json j = {{"mode", "fill"},
-                        {"source", (*source)->description()},
-                        {"batch", batch},
-                        {"images_per_s", rate},
-                        {"cpu_cores_used", cores},
-                        {"first_epoch_images_per_s", cold_rate},
-                        {"first_epoch_cpu_cores_used", cold_cores},
-                        {"counters", counters},
-                        {"stage_share", stage_share}};
-    std::cout << j.dump() << std::endl;
+    PrintResult("fill", batch, rate, cores,
+                {{"source", (*source)->description()},
+                 {"first_epoch_images_per_s", cold_rate},
+                 {"first_epoch_cpu_cores_used", cold_cores},
+                 {"counters", counters},
+                 {"stage_share", stage_share}});
   }
   // ---- 3. the fused kernel alone ----
   if (modes.find("augment") != std::string::npos) {

@@ -12,10 +12,14 @@ counted in RssShmem of every process that touched it, once in the machine.
 import argparse
 import os
 import subprocess
+import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BUILD = os.environ.get("BATCHCAST_BUILD_DIR", os.path.join(ROOT, "build"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_server import ServerProcess, find_build, server_bin  # noqa: E402
+
+BUILD = find_build()
 
 
 def status(pid):
@@ -30,15 +34,8 @@ def status(pid):
 
 def run(n, size):
     name = f"bench-mem-{os.getpid()}-{n}"
-    server = subprocess.Popen([os.path.join(BUILD, "tools", "batchcast-server"), "serve",
-                               "--synthetic", "1000000", "--size", str(size), "--batch-size", "64",
-                               "--window", "8", "--name", name, "--status-interval", "0",
-                               "--log-level", "warn", "--workers", "1"])
-    for _ in range(100):
-        if subprocess.run([os.path.join(BUILD, "tools", "batchcast-server"), "stat", name],
-                          capture_output=True).returncode == 0:
-            break
-        time.sleep(0.05)
+    server = ServerProcess(server_bin(BUILD), name, {"synthetic": 1000000, "size": size,
+                                                     "batch_size": 64, "window": 8, "workers": 1})
     consumers = [subprocess.Popen([os.path.join(BUILD, "examples", "consumer"), name,
                                    "--batch-size", "48", "--epochs", "1000"],
                                   stdout=subprocess.DEVNULL) for _ in range(n)]
@@ -47,17 +44,18 @@ def run(n, size):
     cs = [status(c.pid) for c in consumers]
     for c in consumers:
         c.kill()
-    server.terminate()
-    server.wait()
+    server.stop()
     ring_mib = 8 * 64 * (3 * size * size + 8) / 2**20
     avg = {k: sum(c[k] for c in cs) / len(cs) for k in cs[0]}
     print(f"{n} consumer(s): ring {ring_mib:.1f} MiB | server RSS {s['VmRSS']:.1f} MiB "
           f"(anon {s['RssAnon']:.1f}, shm {s['RssShmem']:.1f}) | per consumer RSS "
-          f"{avg['VmRSS']:.1f} MiB (anon {avg['RssAnon']:.1f}, shm {avg['RssShmem']:.1f})", flush=True)
+          f"{avg['VmRSS']:.1f} MiB (anon {avg['RssAnon']:.1f}, shm {avg['RssShmem']:.1f})",
+          flush=True)
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--consumers", type=int, nargs="+", default=[1, 8])
     p.add_argument("--size", type=int, default=64)
     args = p.parse_args()

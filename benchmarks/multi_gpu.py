@@ -11,36 +11,36 @@ batchcast.Loader per GPU (device=cuda:i, batch 256, in threads) reading as
 fast as it can, waits --warmup seconds, then measures the samples every ring
 published over --seconds. Prints img/s per GPU count, per ring, and the ratio
 to one GPU (the goal: close to linear). Needs torch with CUDA, nvJPEG in the
-build and a CUDA build of batchcast; the dataset (100 classes x 30 JPEGs by
-tools/make_dataset.py) is made once under /tmp. About 1-2 minutes in all.
+build and a CUDA build of batchcast; the dataset (3,000 JPEGs by
+tools/make_dataset.py, from ../shared/data/photos where it exists) is made
+once under /tmp and read into the page cache. About 1-2 minutes in all.
 """
 import argparse
 import json
 import os
-import signal
-import subprocess
 import sys
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_files import warm_page_cache  # noqa: E402
+from bench_files import make_dataset, warm_page_cache  # noqa: E402
+from bench_server import ServerProcess, find_build, server_bin  # noqa: E402
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--build", default=os.environ.get("BATCHCAST_BUILD_DIR", os.path.join(ROOT, "build")))
+    p.add_argument("--build", help="the batchcast build (default: BATCHCAST_BUILD_DIR, build/)")
     p.add_argument("--data", default="/tmp/bc_multigpu_data")
-    p.add_argument("--gpus", default=None, help="GPU counts to run, e.g. 1,2,4 (default: 1, 2, 4 as visible)")
+    p.add_argument("--gpus", default=None,
+                   help="GPU counts to run, e.g. 1,2,4 (default: 1, 2, 4 as visible)")
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--warmup", type=float, default=5.0)
     p.add_argument("--json", default=None, help="also write the results here")
     args = p.parse_args()
-    sys.path.insert(0, os.path.join(args.build, "python"))
-    import batchcast  # noqa: E402
-    import torch  # noqa: E402
+    build = find_build(args.build)
+    import batchcast
+    import torch
 
     visible = torch.cuda.device_count()
     counts = ([int(x) for x in args.gpus.split(",")] if args.gpus
@@ -49,15 +49,12 @@ def main() -> int:
     if not counts:
         print(f"needs a GPU (visible: {visible})")
         return 1
-    if not os.path.isdir(args.data):
-        subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make_dataset.py"), args.data,
-                        "--classes", "100", "--per-class", "30", "--seed", "1", "--quiet",
-                        "--workers", str(min(16, os.cpu_count() or 1))], check=True, timeout=300)
+    make_dataset(args.data, 3000, classes=100)
     warm_page_cache(args.data)
-    server_bin = os.path.join(args.build, "tools", "batchcast-server")
+    binary = server_bin(build)
     results = []
     for g in counts:
-        results.append(run_one(batchcast, server_bin, args, g))
+        results.append(run_one(batchcast, binary, args, g))
         r = results[-1]
         print(f"{g} GPU(s): {r['rate']:.0f} img/s  per ring: "
               + ", ".join(f"{x:.0f}" for x in r["per_ring"]), flush=True)
@@ -81,63 +78,43 @@ def published(batchcast, name, rings):
     return [r["samples_published"] for r in stats["rings"]]
 
 
-def run_one(batchcast, server_bin, args, g):
+def run_one(batchcast, binary, args, g):
     name = f"mgbench-{os.getpid()}-{g}"
-    devices = "cuda:" + ",".join(str(i) for i in range(g))
-    cmd = [server_bin, "--log-level", "warn", "serve", args.data, "--name", name, "--device", devices,
-           "--decode", "gpu", "--batch-size", "256", "--window", "8", "--dtype", "float16",
-           "--layout", "nchw", "--transform", "train", "--size", "224", "--status-interval", "0"]
-    server = subprocess.Popen(cmd)
+    options = {"device": "cuda:" + ",".join(str(i) for i in range(g)), "decode": "gpu",
+               "batch_size": 256, "window": 8, "dtype": "float16", "layout": "nchw",
+               "transform": "train", "size": 224}
     stop = threading.Event()
     errors = []
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if server.poll() is not None:
-                raise RuntimeError(f"{cmd} exited with {server.returncode}")
-            try:
-                batchcast.query_stats(name, timeout=0.5)
-                break
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
 
-        def consume(i):
-            try:
-                loader = batchcast.Loader(name, batch_size=256, timeout=60, device=f"cuda:{i}")
-                assert loader.ring_device == f"cuda:{i}", loader.ring_device
-                while not stop.is_set():
-                    for _ in loader:
-                        if stop.is_set():
-                            break
-                loader.close()
-            except Exception as e:  # reported below
-                errors.append(f"consumer on cuda:{i}: {e!r}")
+    def consume(i):
+        try:
+            loader = batchcast.Loader(name, batch_size=256, timeout=60, device=f"cuda:{i}")
+            assert loader.ring_device == f"cuda:{i}", loader.ring_device
+            while not stop.is_set():
+                for _ in loader:
+                    if stop.is_set():
+                        break
+            loader.close()
+        except Exception as e:  # reported below
+            errors.append(f"consumer on cuda:{i}: {e!r}")
 
+    with ServerProcess(binary, name, options, data=args.data, timeout=120):
         threads = [threading.Thread(target=consume, args=(i,), daemon=True) for i in range(g)]
-        for t in threads:
-            t.start()
-        time.sleep(args.warmup)
-        t0, p0 = time.monotonic(), published(batchcast, name, g)
-        time.sleep(args.seconds)
-        t1, p1 = time.monotonic(), published(batchcast, name, g)
-        stop.set()
-        for t in threads:
-            t.join(30)
-        if errors:
-            raise RuntimeError("; ".join(errors))
-        per_ring = [(b - a) / (t1 - t0) for a, b in zip(p0, p1)]
-        return {"gpus": g, "rate": sum(per_ring), "per_ring": per_ring}
-    finally:
-        stop.set()
-        if server.poll() is None:
-            server.send_signal(signal.SIGINT)
-            try:
-                server.wait(20)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+        try:
+            for t in threads:
+                t.start()
+            time.sleep(args.warmup)
+            t0, p0 = time.monotonic(), published(batchcast, name, g)
+            time.sleep(args.seconds)
+            t1, p1 = time.monotonic(), published(batchcast, name, g)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(30)
+    if errors:
+        raise RuntimeError("; ".join(errors))
+    per_ring = [(b - a) / (t1 - t0) for a, b in zip(p0, p1)]
+    return {"gpus": g, "rate": sum(per_ring), "per_ring": per_ring}
 
 
 if __name__ == "__main__":

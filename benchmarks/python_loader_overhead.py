@@ -26,32 +26,17 @@ copies of batches that span two slots (reported as zero-copy share). With
 large samples (e.g. --size 64 --batch-size 256) the loop waits for the
 producer (synthetic fill, one worker) and the figure is the producer's time
 per batch, not the Loader's overhead.
-
-Measured here (Debian 12, 2 cores, torch 1.13 CPU, batch 64 of uint8[3,8,8],
-window 8): premade 0.1 us, core.next 24-31 us, loader 26-32 us per batch
-(in-process server or batchcast-server process alike), so the overhead is
-~30 us per batch (target: < 100 us); torch DataLoader(num_workers=0) over a
-TensorDataset: ~210 us per batch.
 """
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 import uuid
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-
-def add_build_to_path():
-    env = os.environ.get("BATCHCAST_BUILD_DIR")
-    for cand in ([env, os.path.join(REPO, env)] if env else []) + [os.path.join(REPO, "build-py")]:
-        if cand and os.path.isdir(os.path.join(cand, "python", "batchcast")):
-            sys.path.insert(0, os.path.join(os.path.abspath(cand), "python"))
-            return os.path.abspath(cand)
-    return None  # maybe installed
+from bench_server import ServerProcess, find_build, server_bin  # noqa: E402
 
 
 def timed_loop(iterable, batches, warmup):
@@ -78,7 +63,8 @@ def endless(loader):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--batch-size", type=int, default=64, help="consumer batch (default 64)")
     p.add_argument("--producer-batch", type=int, default=64)
     p.add_argument("--window", type=int, default=8)
@@ -91,7 +77,7 @@ def main():
     p.add_argument("--repeats", type=int, default=3, help="repeat each measurement, keep the best")
     args = p.parse_args()
 
-    build = add_build_to_path()
+    build = find_build()
     import torch
 
     import batchcast
@@ -100,22 +86,12 @@ def main():
     batchcast.set_log_level("warn")
     torch.set_num_threads(1)
     name = f"bench-overhead-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    server = proc = None
+    options = dict(synthetic=args.samples, size=args.size, batch_size=args.producer_batch,
+                   window=args.window, workers=1)
     if args.server == "inproc":
-        server = batchcast.Server(synthetic=args.samples, size=args.size, name=name,
-                                  batch_size=args.producer_batch, window=args.window, workers=1)
+        server = batchcast.Server(name=name, **options)
     else:
-        binary = os.path.join(build or "", "tools", "batchcast-server")
-        proc = subprocess.Popen([binary, "--log-level", "warn", "serve", "--name", name,
-                                 "--synthetic", str(args.samples), "--size", str(args.size),
-                                 "--batch-size", str(args.producer_batch), "--window",
-                                 str(args.window), "--workers", "1", "--status-interval", "0"])
-        for _ in range(200):
-            try:
-                batchcast.query_stats(name, timeout=0.2)
-                break
-            except batchcast.BatchcastError:
-                time.sleep(0.05)
+        server = ServerProcess(server_bin(build), name, options)
     try:
         results = {}
         b = args.batch_size
@@ -167,11 +143,10 @@ def main():
 
         results["dataloader"] = timed_loop(dl_iter(), min(args.batches, 5000), 50)
     finally:
-        if server is not None:
+        if args.server == "inproc":
             server.close()
-        if proc is not None:
-            proc.terminate()
-            proc.wait()
+        else:
+            server.stop()
 
     print(f"batchcast Loader overhead: consumer batch {args.batch_size}, producer batch "
           f"{args.producer_batch}, window {args.window}, uint8[3,{args.size},{args.size}], "
@@ -182,7 +157,8 @@ def main():
     over_mean = (results["loader"][0] - results["premade"][0]) * 1e6
     over_median = (results["loader"][1] - results["premade"][1]) * 1e6
     share = sum(zero_copy) / max(1, len(zero_copy))
-    print(f"overhead (loader - premade): {over_mean:.2f} us/batch mean, {over_median:.2f} us median; "
+    print(f"overhead (loader - premade): {over_mean:.2f} us/batch mean, "
+          f"{over_median:.2f} us median; "
           f"zero-copy batches {share:.0%}")
     print(f"target < 100 us/batch: {'met' if over_mean < 100 else 'NOT met'}")
 

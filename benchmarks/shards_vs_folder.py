@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Serving tar shards vs a folder of the same images (CPU path, issue 12).
+"""Serving tar shards vs a folder of the same images (CPU path).
 
 Makes an ImageNet-like folder (tools/make_dataset.py) and packs it into WebDataset
 shards (make_shards), warms the page cache with both (reads every file), then, in
@@ -7,7 +7,7 @@ one run, alternates: an in-process batchcast.Server on the folder, then on the
 shards, with the same options and workers; one Loader reads E epochs after a
 warm-up epoch; prints samples/s of each round and the medians.
 
-    PYTHONPATH=BUILD/python python3 benchmarks/shards_vs_folder.py \\
+    BATCHCAST_BUILD_DIR=BUILD python3 benchmarks/shards_vs_folder.py \\
         [--images 2000] [--per-shard 200] [--workers 2] [--size 224] [--rounds 3] [--epochs 2]
         [--shuffle-buffer 1000] [--photos DIR]
 """
@@ -15,12 +15,18 @@ import argparse
 import importlib.util
 import os
 import statistics
+import sys
 import tempfile
 import time
 
-import batchcast
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from bench_server import find_build  # noqa: E402
+
+find_build()
+import batchcast  # noqa: E402
+
 TOOL = os.path.join(HERE, "..", "tools", "make_dataset.py")
 
 

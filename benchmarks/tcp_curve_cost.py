@@ -1,19 +1,18 @@
 #!/usr/bin/env python3
-"""The cost of CURVE on tcp:// (issue 10, item 5): consumer throughput and
-Next() latency of one consumer against a synthetic server process, over
-ipc:// (reference) and tcp://127.0.0.1, for one or more builds.
+"""The cost of tcp:// (every connection CURVE) against ipc://, in one run:
+consumer throughput and Next() latency of one consumer against a synthetic
+server process, over ipc:// (the reference) and tcp://127.0.0.1.
 
     /usr/bin/python3 benchmarks/tcp_curve_cost.py BUILD [BUILD...]
         [--seconds 5] [--rounds 3] [--size 4] [--batch-size 16]
 
-Run it with a build from before tcp:// security (plain tcp) and one after
-(every tcp:// connection CURVE): each BUILD's tools/batchcast-server serves,
-and a consumer imported from BUILD/python (batchcast._core.Consumer.next(),
-no torch) reads batches as fast as it can. Only control messages (HELLO,
-NEXT, BATCH, RELEASE, heartbeats) cross the socket; sample data is in the
-shared-memory ring, so what CURVE adds is per message, and the smallest
-samples and batches (the defaults) show it most. Rounds alternate between
-builds and endpoints so that the machine's drift hits them alike.
+Each BUILD's tools/batchcast-server serves, and a consumer imported from
+BUILD/python (batchcast._core.Consumer.next(), no torch) reads batches as
+fast as it can (several builds: compare a change). Only control messages
+(HELLO, NEXT, BATCH, RELEASE, heartbeats) cross the socket; sample data is
+in the shared-memory ring, so what CURVE adds is per message, and the
+smallest samples and batches (the defaults) show it most. Rounds alternate
+between builds and endpoints so that the machine's drift hits them alike.
 """
 import argparse
 import json
@@ -30,7 +29,8 @@ CONSUMER = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from batchcast import _core
-endpoint, batch, seconds, prefetch = sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+endpoint, batch = sys.argv[2], int(sys.argv[3])
+seconds, prefetch = float(sys.argv[4]), int(sys.argv[5])
 c = _core.Consumer(endpoint, batch, prefetch=prefetch, connect_timeout=20.0)
 for _ in range(200):
     c.next()
@@ -99,13 +99,15 @@ def main():
                     r = run_once(os.path.abspath(build), transport, args, runtime)
                     results.setdefault((build, transport), []).append(r)
                     print(build, transport, json.dumps(r), flush=True)
-    print(f"\nmedian of {args.rounds} rounds of {args.seconds} s; uint8[3,{args.size},{args.size}], "
+    print(f"\nmedian of {args.rounds} rounds of {args.seconds} s; "
+          f"uint8[3,{args.size},{args.size}], "
           f"batch {args.batch_size}, prefetch {args.prefetch}")
     print("| build | transport | batches/s | samples/s | Next() p50 | p99 |")
     print("| --- | --- | --- | --- | --- | --- |")
     for (build, transport), rs in results.items():
         med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
-        print(f"| {build} | {transport} | {med['batches_per_s']:.0f} | {med['samples_per_s']:.0f} | "
+        print(f"| {build} | {transport} | {med['batches_per_s']:.0f} | "
+              f"{med['samples_per_s']:.0f} | "
               f"{med['p50_us']:.1f} us | {med['p99_us']:.1f} us |")
 
 

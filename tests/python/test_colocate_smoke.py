@@ -4,7 +4,8 @@ Checks that every (source, N) row is measured without error, that the
 numbers are consistent (aggregate = sum of the jobs; delta = sum of the
 alone step times / the slowest co-located step; loading CPU only where
 there is loading), that the table, the plots (where matplotlib is
-installed, else a note) and the merged --plot-only output are written.
+installed, else a note) and the merged --plot-only output are written, and
+that --repeat measures every row in rounds and gives each figure its range.
 """
 import copy
 import json
@@ -109,11 +110,37 @@ def test_hosted_rows_serve_every_job_from_a_server_inside_job_0(tmp_path):
     assert "Traceback" not in (out / "colocate-jobs.log").read_text()
 
 
+def test_repeat_measures_each_row_in_rounds_and_gives_the_ranges(tmp_path):
+    out = tmp_path / "out"
+    stdout = _run("--smoke", "--sources", "synthetic,batchcast", "--repeat", "2", "--out",
+                  str(out), "--data", str(tmp_path / "data"))
+    with open(out / "colocate.json") as f:
+        results = json.load(f)
+    assert results["meta"]["repeat"] == 2
+    runs = {(r["source"], r["jobs"]): r for r in results["runs"]}
+    assert sorted(runs) == [(s, n) for s in ("batchcast", "synthetic") for n in (1, 2)], runs
+    for r in runs.values():
+        assert r["error"] is None and r["failed_repeats"] == 0, r
+        rounds = [x["img_s"] for x in r["repeats"]]
+        assert len(rounds) == 2 and all(x > 0 for x in rounds), r
+        assert r["range"]["img_s"] == [min(rounds), max(rounds)]
+        assert r["img_s"] in rounds  # the median round's figures (the lower of two)
+    # / synthetic: round by round, against the synthetic row of the same round.
+    bc, syn = runs[("batchcast", 2)], runs[("synthetic", 2)]
+    ratios = sorted(a["img_s"] / b["img_s"] for a, b in zip(bc["repeats"], syn["repeats"]))
+    table = (out / "colocate.md").read_text()
+    assert "2 rounds (median round, range in brackets)" in table, table
+    assert f"({ratios[0]:.2f}-{ratios[1]:.2f})" in table, table
+    assert f"({100 * ratios[0]:.0f}-{100 * ratios[1]:.0f}% over 2 rounds)" in stdout, stdout
+    assert stdout.count("round 2/2: ") == 4, stdout
+
+
 def test_unknown_source_is_refused_with_the_choices(tmp_path):
     r = subprocess.run([sys.executable, SCRIPT, "--sources", "synthetic,nope", "--out",
                         str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
-    assert "unknown source 'nope' (choose from synthetic, dataloader, batchcast, hosted)" in r.stderr
+    assert ("unknown source 'nope' (choose from synthetic, dataloader, batchcast, hosted)"
+            in r.stderr)
 
 
 def test_a_hosting_job_that_cannot_start_its_server_is_an_error_on_each_hosted_row(tmp_path):

@@ -293,7 +293,7 @@ def _thread_names():
 
 def test_in_process_server_threads_are_named():
     # top -H / ps -L show which threads of a trainer's process are the
-    # server's (core/src/thread_name.h); gpu_producer.py --in-process counts
+    # server's (core/src/thread_name.h); benchmarks/bench_proc.py counts
     # their CPU by these names.
     with batchcast.Server(synthetic=300, size=8, batch_size=32, window=4, workers=2,
                           name=H.unique_name("names")) as srv:
@@ -302,23 +302,6 @@ def test_in_process_server_threads_are_named():
         names = _thread_names()
         loader.close()
     assert {"bc-control", "bc-producer", "bc-flush"} <= set(names), names
-
-
-def test_server_thread_cpu_seconds_counts_the_servers_threads_only():
-    # benchmarks (gpu_producer.py --in-process, colocate.py source "hosted")
-    # tell a hosted server's CPU from its trainer's by these names.
-    from batchcast._proc import cpu_seconds, server_thread_cpu_seconds
-
-    assert server_thread_cpu_seconds(os.getpid()) == 0.0  # no server yet
-    with batchcast.Server(synthetic=20000, size=128, batch_size=64, window=4, workers=2,
-                          name=H.unique_name("cpu")) as srv:
-        with batchcast.Loader(srv.endpoint, batch_size=64) as loader:
-            for n, _ in enumerate(loader):  # 300 batches of 3 MiB the server copies
-                if n == 300:
-                    break
-        used = server_thread_cpu_seconds(os.getpid())
-        assert 0.0 < used < cpu_seconds(os.getpid()), used
-    assert server_thread_cpu_seconds(2**22 + 12345) == 0.0  # no such process: nothing, no error
 
 
 def test_in_process_server_context_manager():
