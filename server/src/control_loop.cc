@@ -389,7 +389,11 @@ void ControlLoop::ReceiveAll() {
       }
     }
     // Note [Handshake limits]: this connection finished its handshake.
-    if (curve_) curve_->Heard(identity.get(ZMQ_SRCFD));
+    if (curve_) {  // the descriptor is a property of the message (the payload's, when one came)
+      int fd = payload.size() > 0 ? zmq_msg_get(payload.handle(), ZMQ_SRCFD) : -1;
+      if (fd < 0) fd = zmq_msg_get(identity.handle(), ZMQ_SRCFD);
+      if (fd >= 0) curve_->Heard(fd);
+    }
     const std::string id(static_cast<const char*>(identity.data()), identity.size());
     if (extra) {
       SendTo(id, proto::Error{0, StatusCode::kInvalidArgument,
@@ -434,7 +438,9 @@ void ControlLoop::Run() {
   }
   proto::Error notice{0, StatusCode::kUnavailable, "server '" + options_.server_name + "' stopped"};
   if (!why.ok()) {
-    notice.code = why.code() == StatusCode::kCancelled ? StatusCode::kUnavailable : why.code();
+    // Unavailable (the server is gone) with the reason; lost data keeps its
+    // code, so that a job can tell a broken dataset from a stopped server.
+    if (why.code() == StatusCode::kDataLoss) notice.code = StatusCode::kDataLoss;
     notice.message += ": " + why.message();
   }
   CatchAll("the server's control thread", [&] {

@@ -95,8 +95,9 @@ class ControlLoop {
   // is finished, then tells every consumer it stopped.
   void Run();
   // Makes Run return soon; every consumer is then told that the server
-  // stopped, with `why` when it is an error (the producer's failure, say),
-  // so that each sees the reason. Thread-safe.
+  // stopped (Unavailable), with `why` when it is an error (the producer's
+  // failure, say), so that each sees the reason; DataLoss keeps its code.
+  // Thread-safe.
   void RequestStop(Status why = Status::Ok()) BC_EXCLUDES(stop_mu_);
   // The endpoint bound: as given, except that a tcp:// port 0 or * reads as
   // the port the system picked. Fixed once Create returned.

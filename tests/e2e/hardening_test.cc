@@ -270,7 +270,8 @@ class ThrowingSource : public SyntheticSource {
 };
 
 // An exception in a source, on the producer thread or a worker, stops the
-// server with an Internal error (consumers are told), never the process; one
+// server with an Internal error (consumers are told it, with the reason),
+// never the process; one
 // at start fails Start; one in what the stats read is reported in the stats.
 TEST_F(Hardening, AnExceptionInASourceStopsTheServerNotTheProcess) {
   for (auto where : {ThrowingSource::Where::kWorker, ThrowingSource::Where::kProducer}) {
@@ -283,7 +284,11 @@ TEST_F(Hardening, AnExceptionInASourceStopsTheServerNotTheProcess) {
     ASSERT_TRUE(c);
     Status got;
     for (int i = 0; i < 100 && got.ok(); ++i) got = c->Next().status();
+    // The consumer is told the server stopped, and why.
     EXPECT_EQ(got.code(), StatusCode::kUnavailable) << got.ToString();
+    EXPECT_NE(got.message().find("stopped: unexpected exception"), std::string::npos)
+        << got.ToString();
+    EXPECT_NE(got.message().find("boom"), std::string::npos) << got.ToString();
     ASSERT_TRUE((*server)->WaitFor(10s));
     const Status s = (*server)->status();
     EXPECT_EQ(s.code(), StatusCode::kInternal) << s.ToString();

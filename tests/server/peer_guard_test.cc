@@ -85,6 +85,7 @@ TEST(PeerGuard, HellosAreAdmittedWhileThereIsRoomThenWaitInOrder) {
   EXPECT_EQ(g.NextAdmission(kT0), "d");
   g.OnWelcomed("d", kT0);
   EXPECT_EQ(g.NextAdmission(kT0), "e");
+  g.OnWelcomed("e", kT0);
   EXPECT_EQ(g.waiting(), 0u);
   EXPECT_EQ(g.OnHello("f", kT0), Hello::kWait) << "d and e hold the places";
 }

@@ -557,9 +557,6 @@ TEST_F(SchedulerTest, BeginBatchWaitsUntilASlotIsFree) {
   EXPECT_EQ(got.status().code(), StatusCode::kCancelled);
 }
 
-}  // namespace
-}  // namespace batchcast
-
 // ---- Note [Unconfirmed consumers] ----
 
 // A consumer that said nothing after its HELLO pins nothing: the producer
@@ -605,3 +602,6 @@ TEST_F(LagTest, AnUnconfirmedConsumerIsNoLaggard) {
   EXPECT_EQ(ConsumerStats("silent")["skipped"], 0);
   EXPECT_EQ(ConsumerStats("slow")["skipped"], 8);
 }
+
+}  // namespace
+}  // namespace batchcast
