@@ -162,26 +162,29 @@ Result<std::vector<ImageEntry>> ListImageDataset(const std::string& path) {
 // Note [Read retries] (read_retry.h): a failure that says nothing about the
 // file's content is Unavailable, so that it is retried; a file that is
 // missing or refused is NotFound / PermissionDenied.
-namespace {
-Status ReadError(const char* what, int err) {
-  std::string message = std::string(what) + ": " + std::strerror(err);
+StatusCode ReadErrorCode(int err) {
   switch (err) {
     case ENOENT:
     case ENOTDIR:
     case ELOOP:
     case ENAMETOOLONG:
-      return NotFoundError(std::move(message));
+      return StatusCode::kNotFound;
     case EACCES:
     case EPERM:
-      return PermissionDeniedError(std::move(message));
+      return StatusCode::kPermissionDenied;
     case EISDIR:
     case EINVAL:
     case EFBIG:
     case EOVERFLOW:
-      return InvalidArgumentError(std::move(message));
+      return StatusCode::kInvalidArgument;
     default:  // EMFILE, ENFILE, ENOMEM, EIO, ESTALE, EAGAIN, ETIMEDOUT, EINTR, ...
-      return UnavailableError(std::move(message));
+      return StatusCode::kUnavailable;
   }
+}
+
+namespace {
+Status ReadError(const char* what, int err) {
+  return Status(ReadErrorCode(err), std::string(what) + ": " + std::strerror(err));
 }
 }  // namespace
 

@@ -48,6 +48,11 @@ Result<std::vector<ImageEntry>> ListImageDataset(const std::string& path);
 // read_retry.h).
 Result<int> OpenRegularFile(const std::string& path);
 
+// The code of a failure to read with errno `err` (Note [Read retries]):
+// kNotFound, kPermissionDenied, kInvalidArgument, or kUnavailable for one
+// that says nothing about the file (EMFILE, ENFILE, ENOMEM, EIO, ESTALE, ...).
+StatusCode ReadErrorCode(int err);
+
 // Reads the whole file, or its first `limit` bytes, into `out` (through
 // OpenRegularFile). Errors as OpenRegularFile's; a read that fails, or ends
 // before the size fstat gave (a short read), is Unavailable.

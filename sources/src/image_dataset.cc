@@ -73,19 +73,20 @@ Result<ImageDataset::Scan> ImageDataset::ScanFiles(const SourceOptions& options,
 
 Result<ImageDataset::Scan> ImageDataset::ScanShardData(const SourceOptions& options,
                                                        uint64_t max_pixels, int threads,
-                                                       const Classify& classify) {
-  BATCHCAST_ASSIGN_OR_RETURN(ShardScan shards,
-                             ScanShards(options.data, threads,
-                                        [&](const std::string& name, std::span<const uint8_t> bytes,
-                                            image::JpegInfo* info, bool* flag) {
-                                          Result<image::JpegInfo> r =
-                                              image::ReadJpegInfo(bytes, max_pixels);
-                                          if (!r.ok()) return r.status();
-                                          *info = *r;
-                                          if (classify)
-                                            *flag = classify(name, bytes, /*whole=*/true, *r);
-                                          return Status::Ok();
-                                        }));
+                                                       const Classify& classify,
+                                                       RetryingReader& io) {
+  BATCHCAST_ASSIGN_OR_RETURN(
+      ShardScan shards, ScanShards(
+                            options.data, threads,
+                            [&](const std::string& name, std::span<const uint8_t> bytes,
+                                image::JpegInfo* info, bool* flag) {
+                              Result<image::JpegInfo> r = image::ReadJpegInfo(bytes, max_pixels);
+                              if (!r.ok()) return r.status();
+                              *info = *r;
+                              if (classify) *flag = classify(name, bytes, /*whole=*/true, *r);
+                              return Status::Ok();
+                            },
+                            io));
   Scan scan;
   scan.shards = std::move(shards.shards);
   scan.damage = std::move(shards.damage);
@@ -110,7 +111,7 @@ Result<std::unique_ptr<ImageDataset>> ImageDataset::Open(const SourceOptions& op
   const auto t0 = std::chrono::steady_clock::now();
   const bool sharded = IsShardData(options.data);
   BATCHCAST_ASSIGN_OR_RETURN(Scan scan,
-                             sharded ? ScanShardData(options, max_pixels, threads, classify)
+                             sharded ? ScanShardData(options, max_pixels, threads, classify, *io)
                                      : ScanFiles(options, max_pixels, threads, classify, *io));
   const bool fail = options.on_error == ErrorPolicy::kFail;
   for (const Status& d : scan.damage) {

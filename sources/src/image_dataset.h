@@ -177,7 +177,7 @@ class ImageDataset {
   static Result<Scan> ScanFiles(const SourceOptions& options, uint64_t max_pixels, int threads,
                                 const Classify& classify, RetryingReader& io);
   static Result<Scan> ScanShardData(const SourceOptions& options, uint64_t max_pixels, int threads,
-                                    const Classify& classify);
+                                    const Classify& classify, RetryingReader& io);
 
   ImageDataset(std::string root, image::TransformOptions transform, ErrorPolicy on_error,
                std::vector<File> files, uint64_t dropped, std::vector<std::string> shards,

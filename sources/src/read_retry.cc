@@ -38,10 +38,14 @@ void RetryingReader::Cancel() {
 }
 
 Status RetryingReader::Read(const std::string& path, std::vector<uint8_t>& out, size_t limit) {
+  return Retry(path, [&] { return env_->ReadFile(path, out, limit); });
+}
+
+Status RetryingReader::Retry(const std::string& path, const std::function<Status()>& read) {
   const ReadEnv::Clock::time_point first = env_->Now();
   std::chrono::milliseconds delay = policy_.first_delay;
   for (int attempt = 1;; ++attempt) {
-    const Status s = env_->ReadFile(path, out, limit);
+    const Status s = read();
     if (s.ok()) {
       if (attempt > 1) {
         recovered_.fetch_add(1, std::memory_order_relaxed);

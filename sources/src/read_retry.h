@@ -34,6 +34,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,6 +81,9 @@ class RetryingReader {
   // often it was tried; Cancelled after Cancel().
   Status Read(const std::string& path, std::vector<uint8_t>& out, size_t limit = SIZE_MAX)
       BC_EXCLUDES(mu_);
+  // Runs `attempt` (a read of `what`, e.g. opening a tar shard and reading
+  // up to a member) until it succeeds, retrying its failures as Read does.
+  Status Retry(const std::string& what, const std::function<Status()>& attempt) BC_EXCLUDES(mu_);
   // Ends every wait in Read at once, now and later. Thread-safe.
   void Cancel() BC_EXCLUDES(mu_);
 

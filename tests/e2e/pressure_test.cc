@@ -25,6 +25,7 @@
 #include <zmq.hpp>
 
 #include "../image/test_jpegs.h"
+#include "../sources/tar_writer.h"
 #include "batchcast/client/consumer.h"
 #include "core/src/protocol.h"
 #include "core/src/reclaim.h"
@@ -59,6 +60,23 @@ std::string MakeDataset(int n) {
                static_cast<std::streamsize>(jpeg.size()));
   }
   return dir;
+}
+
+// The same images as MakeDataset(n), as 4 tar shards (WebDataset layout);
+// the pattern that names them.
+std::string MakeShards(int n) {
+  const std::string dir = TempDir();
+  for (int s = 0; s < 4; ++s) {
+    testing::TarMembers members;
+    for (int i = s; i < n; i += 4) {
+      const std::string key = "k" + std::to_string(i);
+      members.emplace_back(
+          key + ".jpg", image::testing::EncodeJpeg(image::testing::TexturedRgb(24, 20, i + 1), 90));
+      members.emplace_back(key + ".cls", testing::Text(std::to_string(i % 2)));
+    }
+    testing::WriteTar(dir + "/s-" + std::to_string(s) + ".tar", members);
+  }
+  return dir + "/s-{0..3}.tar";
 }
 
 // User plus system CPU seconds of process `pid` so far.
@@ -138,8 +156,11 @@ struct EpochReader {
 
 // ---- A flood of connections against a low open-file limit ----
 
-TEST_F(Pressure, AConnectionFloodAgainstALowFileLimitLosesNoFile) {
-  const std::string data = MakeDataset(200);
+class FloodTest : public Pressure, public ::testing::WithParamInterface<bool> {};
+
+// Over a folder of files and over tar shards (param: true).
+TEST_P(FloodTest, AConnectionFloodAgainstALowFileLimitLosesNoFile) {
+  const std::string data = GetParam() ? MakeShards(200) : MakeDataset(200);
   const std::string dir = TempDir();
   const std::string name = UniqueName("fdflood");
   const std::string log = dir + "/server.log";
@@ -218,14 +239,19 @@ TEST_F(Pressure, AConnectionFloodAgainstALowFileLimitLosesNoFile) {
   EXPECT_LT(cpu / attack_s, 1.5) << cpu << " CPU s in " << attack_s << " s of attack";
 }
 
+INSTANTIATE_TEST_SUITE_P(Data, FloodTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "shards" : "files";
+                         });
+
 // Over tcp:// a consumer of a server killed with -9 fails as soon as the
 // connection closes, well within the heartbeat timeout.
 TEST_F(Pressure, ATcpConsumerOfAKilledServerFailsAtOnce) {
   const std::string log = TempDir() + "/server.log";
-  Process server({BC_SERVER_BIN, "serve", "--synthetic", "100000", "--size", "4", "--name",
-                  UniqueName("tcpkill"), "--endpoint", "tcp://127.0.0.1:0", "--status-interval",
-                  "0"},
-                 log);
+  Process server(
+      {BC_SERVER_BIN, "serve", "--synthetic", "100000", "--size", "4", "--name",
+       UniqueName("tcpkill"), "--endpoint", "tcp://127.0.0.1:0", "--status-interval", "0"},
+      log);
   const std::string endpoint = ServedEndpoint(log);
   ASSERT_FALSE(endpoint.empty()) << ReadText(log);
   ConsumerOptions o;
