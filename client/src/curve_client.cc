@@ -150,4 +150,21 @@ Status TransportWatch::Check() {
   }
 }
 
+Status TransportWatch::CheckConnection() {
+  if (!monitor_ || !failed_.ok()) return failed_;
+  while (true) {
+    zmq::message_t head, address;
+    if (!monitor_->recv(head, zmq::recv_flags::dontwait)) return Status::Ok();
+    if (head.more()) (void)monitor_->recv(address, zmq::recv_flags::none);
+    if (head.size() < 6) continue;
+    uint16_t event = 0;
+    std::memcpy(&event, head.data(), sizeof(event));
+    if (event == ZMQ_EVENT_DISCONNECTED) {
+      failed_ = UnavailableError("the server at " + endpoint_ +
+                                 " closed the connection: it stopped or was killed");
+      return failed_;
+    }
+  }
+}
+
 }  // namespace batchcast::internal

@@ -45,6 +45,12 @@ class TransportWatch {
   // OK while the connection may still come up, or is up; otherwise why it
   // cannot (see above). Never blocks.
   Status Check();
+  // After the handshake: Unavailable once the connection is lost (the
+  // server's process ended or closed it: over tcp:// the close is seen at
+  // once, long before a heartbeat timeout). Never blocks.
+  Status CheckConnection();
+  // The monitor's socket, to poll beside the watched one (nullptr for ipc://).
+  void* monitor_handle() { return monitor_ ? monitor_->handle() : nullptr; }
 
  private:
   TransportWatch() = default;

@@ -77,6 +77,7 @@ Session::~Session() {
   MutexLock lock(&sock_mu_);
   FlushReleases();
   if (!detached_ && fatal_.ok()) Send(proto::Bye{});
+  watch_.reset();  // stops monitoring the socket first
   socket_.close();
 }
 
@@ -121,8 +122,9 @@ Status Session::Handshake() {
   // Note [Transport security]: tcp:// is CURVE; the watch says at once why a
   // connection cannot succeed.
   BATCHCAST_ASSIGN_OR_RETURN(
-      TransportWatch watch,
+      TransportWatch secured,
       TransportWatch::Secure(context_, socket_, endpoint_, options_.key_file));
+  TransportWatch& watch = watch_.emplace(std::move(secured));
   try {
     socket_.connect(endpoint_);
   } catch (const zmq::error_t& e) {
@@ -175,9 +177,11 @@ void Session::Send(const proto::Message& m) {
 }
 
 void Session::Poll(std::chrono::milliseconds timeout) {
-  zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+  // The transport's monitor too: a lost tcp:// connection wakes the wait.
+  zmq::pollitem_t items[2] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
+                              {watch_ ? watch_->monitor_handle() : nullptr, 0, ZMQ_POLLIN, 0}};
   try {
-    zmq::poll(&item, 1, timeout);
+    zmq::poll(items, items[1].socket != nullptr ? 2 : 1, timeout);
   } catch (const zmq::error_t& e) {
     if (e.num() != EINTR && fatal_.ok()) {
       fatal_ = UnavailableError(std::string("poll failed: ") + e.what());
@@ -251,6 +255,12 @@ void Session::KeepAlive() {
     Send(proto::Heartbeat{});
   }
   if (!fatal_.ok()) return;
+  if (watch_) {
+    if (Status lost = watch_->CheckConnection(); !lost.ok()) {
+      fatal_ = std::move(lost);
+      return;
+    }
+  }
   if (server_pid_visible_ && now - last_pid_check_ >= kPidCheck) {
     last_pid_check_ = now;
     if (!ProcessAlive(static_cast<int>(welcome_.server_pid))) {

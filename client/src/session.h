@@ -40,6 +40,7 @@
 #include "batchcast/client/consumer.h"
 #include "core/src/mutex.h"
 #include "core/src/protocol.h"
+#include "curve_client.h"
 #include "lease_ledger.h"
 #include "ring_view.h"
 
@@ -114,6 +115,9 @@ class Session {
   zmq::context_t context_{1};
   Mutex sock_mu_ BC_ACQUIRED_BEFORE(lease_mu_);
   zmq::socket_t socket_ BC_GUARDED_BY(sock_mu_);
+  // tcp://: the connection's watch (Note [Transport security]); it also
+  // notices a lost connection at once.
+  std::optional<TransportWatch> watch_ BC_GUARDED_BY(sock_mu_);
   std::string buffer_ BC_GUARDED_BY(sock_mu_);  // encoding scratch
   std::deque<proto::Message> replies_ BC_GUARDED_BY(sock_mu_);
   uint64_t next_request_id_ BC_GUARDED_BY(sock_mu_) = 1;

@@ -81,4 +81,12 @@ bool IsLoopbackTcp(std::string_view endpoint) {
   return false;
 }
 
+std::string BindAddress(std::string_view endpoint) {
+  constexpr std::string_view kLocalhost = "tcp://localhost:";
+  if (endpoint.starts_with(kLocalhost)) {
+    return "tcp://127.0.0.1:" + std::string(endpoint.substr(kLocalhost.size()));
+  }
+  return std::string(endpoint);
+}
+
 }  // namespace batchcast

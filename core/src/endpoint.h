@@ -15,6 +15,7 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "batchcast/core/status.h"
@@ -34,5 +35,10 @@ Status ValidateEndpoint(std::string_view endpoint, EndpointUse use);
 // machine can connect there. False for "*", 0.0.0.0 and every other address,
 // host or interface name, and for other schemes.
 bool IsLoopbackTcp(std::string_view endpoint);
+
+// What a server binds for `endpoint`: ZeroMQ binds interface names and
+// addresses, not host names, so "tcp://localhost:P" becomes
+// "tcp://127.0.0.1:P"; every other endpoint is returned as it is.
+std::string BindAddress(std::string_view endpoint);
 
 }  // namespace batchcast

@@ -1,6 +1,8 @@
 #include "core/src/host_shm.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 
 #include <boost/interprocess/mapped_region.hpp>
@@ -35,6 +37,12 @@ Status CheckShmSpace(size_t bytes) {
                                 GiB(free_bytes) + " free (of " + GiB(total) + ")");
 }
 
+std::string Octal(unsigned mode) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%04o", mode);
+  return buf;
+}
+
 }  // namespace
 
 struct HostSharedMemory::Impl {
@@ -65,6 +73,8 @@ Result<std::unique_ptr<HostSharedMemory>> HostSharedMemory::Create(const std::st
     auto impl = std::make_unique<Impl>();
     impl->object = bip::shared_memory_object(bip::create_only, name.c_str(), bip::read_write,
                                              bip::permissions(0600));
+    // Held while the ring lives: see the header.
+    (void)flock(impl->object.get_mapping_handle().handle, LOCK_SH | LOCK_NB);
     impl->object.truncate(static_cast<bip::offset_t>(bytes));
     // Reserve every page now: a sparse object that outgrows /dev/shm later
     // would kill the writer (and readers) with SIGBUS instead of an error.
@@ -81,6 +91,15 @@ Result<std::unique_ptr<HostSharedMemory>> HostSharedMemory::Create(const std::st
     impl->region = bip::mapped_region(impl->object, bip::read_write);
     return std::unique_ptr<HostSharedMemory>(new HostSharedMemory(name, true, std::move(impl)));
   } catch (const bip::interprocess_exception& e) {
+    struct stat st {};
+    const std::string path = std::string(kShmDir) + "/" + name;
+    if (e.get_error_code() == bip::already_exists_error && lstat(path.c_str(), &st) == 0) {
+      // Remove() could not take the name: it is not ours to take.
+      return PermissionDeniedError(
+          path + " already exists and is not this user's to replace (owner uid " +
+          std::to_string(st.st_uid) + ", mode " + Octal(st.st_mode & 07777) +
+          "): pick another server name, or have its owner remove it");
+    }
     Remove(name);
     return ResourceExhaustedError("cannot create shared memory '" + name + "' of " +
                                   std::to_string(bytes) + " bytes: " + e.what() +

@@ -5,7 +5,10 @@
 // The creator removes the name when the object is destroyed; a server killed
 // with SIGKILL leaves the name behind, and the next server this user starts
 // (of any name) removes it (ReclaimDeadServers, core/src/reclaim.h; Note
-// [Server instance lock] in runtime_dir.h).
+// [Server instance lock] in runtime_dir.h). The creator also holds a shared
+// flock on the object while it lives, so that a ring whose server is gone can
+// be told from a live one even when the dead server's runtime directory is
+// gone too (a login session's /run/user/UID, a test's temporary directory).
 //
 // Thread-safety: the mapping is immutable after construction; the bytes inside
 // are synchronized by the protocol (Note [Leases]).

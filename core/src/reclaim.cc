@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <ctime>
 #include <string_view>
 
 #include "core/src/runtime_dir.h"
@@ -37,9 +38,51 @@ bool RemoveSocket(const std::string& dir, const std::string& name) {
   return unlink(path.c_str()) == 0;
 }
 
+// Removes /dev/shm/<shm> if it is a host ring of this user that no live
+// server holds (no flock) and that is older than a minute; its size.
+uint64_t RemoveOrphanRing(const std::string& shm, std::chrono::seconds age) {
+  const std::string path = "/dev/shm/" + shm;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return 0;
+  struct stat st {};
+  uint64_t removed = 0;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid() &&
+      time(nullptr) - st.st_ctime >= age.count() && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+      shm_unlink(shm.c_str()) == 0) {
+    removed = static_cast<uint64_t>(st.st_size);
+  }
+  close(fd);
+  return removed;
+}
+
+// Reclaims the orphan rings (see reclaim.h) in /dev/shm.
+void ReclaimOrphanRings(std::chrono::seconds age, std::vector<Reclaimed>& out) {
+  const std::string prefix = HostRingShmName("");                // "batchcast-UID--ring"
+  const std::string head = prefix.substr(0, prefix.size() - 5);  // "batchcast-UID-"
+  DIR* d = opendir("/dev/shm");
+  if (d == nullptr) return;
+  std::vector<std::string> rings;
+  while (const dirent* e = readdir(d)) {
+    const std::string_view file = e->d_name;
+    if (file.size() > head.size() + 5 && file.starts_with(head) && file.ends_with("-ring")) {
+      rings.emplace_back(file);
+    }
+  }
+  closedir(d);
+  for (const std::string& shm : rings) {
+    if (const uint64_t bytes = RemoveOrphanRing(shm, age); bytes > 0) {
+      Reclaimed r;
+      r.orphan = true;
+      r.name = shm.substr(head.size(), shm.size() - head.size() - 5);
+      r.ring_bytes = bytes;
+      out.push_back(std::move(r));
+    }
+  }
+}
+
 }  // namespace
 
-std::vector<Reclaimed> ReclaimDeadServers() {
+std::vector<Reclaimed> ReclaimDeadServers(std::chrono::seconds orphan_age) {
   std::vector<Reclaimed> out;
   Result<std::string> dir = RuntimeDir();
   if (!dir.ok()) return out;
@@ -73,6 +116,7 @@ std::vector<Reclaimed> ReclaimDeadServers() {
     }
     close(fd);
   }
+  ReclaimOrphanRings(orphan_age, out);
   return out;
 }
 

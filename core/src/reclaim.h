@@ -11,11 +11,18 @@
 // only files this user owns are removed). A socket a dead server bound
 // elsewhere (--endpoint ipc://PATH) is left; the next server binding that
 // path replaces it, and consumers are told at once that nobody listens there.
+// A host ring of this user whose lock file is gone with its runtime
+// directory (a login session ended, a test's directory was removed) is
+// reclaimed too, when no process holds its flock (a live server always does:
+// core/src/host_shm.h) and it is older than a minute (a server creating one
+// takes the flock at once; the minute covers that instant). Orphans are
+// reported with `orphan` set and no pid.
 //
 // Thread-safety: may run in several processes at once (each name is
 // reclaimed by whoever gets its lock).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -27,10 +34,13 @@ struct Reclaimed {
   int pid = 0;              // its pid as the lock file says (0: unknown)
   uint64_t ring_bytes = 0;  // size of the host ring removed (0: none)
   bool socket = false;      // its socket file was removed
+  bool orphan = false;      // a ring without a lock file (see above)
 };
 
-// Reclaims every dead server's files in this user's runtime directory (see
-// above). Never fails: what cannot be examined is left alone.
-std::vector<Reclaimed> ReclaimDeadServers();
+// Reclaims every dead server's files in this user's runtime directory, and
+// the orphan rings older than `orphan_age` (see above). Never fails: what
+// cannot be examined is left alone.
+std::vector<Reclaimed> ReclaimDeadServers(
+    std::chrono::seconds orphan_age = std::chrono::seconds(60));
 
 }  // namespace batchcast

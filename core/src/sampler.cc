@@ -40,6 +40,13 @@ Result<Sampler> Sampler::Make(uint64_t dataset_size, SamplerOptions options) {
     return InvalidArgumentError("shard_rank " + std::to_string(options.shard_rank) +
                                 " must be below num_shards " + std::to_string(options.num_shards));
   }
+  // An epoch's order is materialized (8 bytes a sample): refuse sizes no
+  // machine could hold at start, not when the producer first needs them.
+  constexpr uint64_t kMaxSamples = uint64_t{1} << 32;
+  if (dataset_size > kMaxSamples) {
+    return InvalidArgumentError("a dataset of " + std::to_string(dataset_size) +
+                                " samples is too large: at most " + std::to_string(kMaxSamples));
+  }
   uint64_t len = dataset_size / options.num_shards +
                  (options.shard_rank < dataset_size % options.num_shards ? 1 : 0);
   if (!options.groups.empty()) {

@@ -76,6 +76,7 @@ class ConsumerCursor {
   uint32_t step() const { return step_; }          // batches served in this epoch
   uint64_t skipped() const { return skipped_; }    // samples skipped so far
   uint32_t batch_size() const { return batch_size_; }
+  uint64_t epoch_len() const { return epoch_len_; }
   bool drop_last() const { return drop_last_; }
 
  private:

@@ -26,6 +26,12 @@ ConsumerGroup::ConsumerGroup(uint64_t id, Spec spec, uint64_t start, uint64_t ep
   BATCHCAST_CHECK(rounds_per_epoch_ > 0);
 }
 
+void ConsumerGroup::Restart(uint64_t start) {
+  BATCHCAST_CHECK(rounds_ == 0 && entries_.empty());
+  frontier_ =
+      ConsumerCursor(start, frontier_.epoch_len(), frontier_.batch_size(), frontier_.drop_last());
+}
+
 Status ConsumerGroup::CheckJoin(const proto::Hello& hello) const {
   const std::string g = "group '" + spec_.name + "'";
   if (hello.world_size != spec_.world_size) {

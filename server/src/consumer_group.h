@@ -117,6 +117,10 @@ class ConsumerGroup {
   // Pins only while someone may still ask for data.
   bool Live() const { return !failed_ && left_ < spec_.world_size; }
 
+  // Note [Unconfirmed consumers]: starts the group's first epoch at `start`
+  // instead. REQUIRES: rounds() == 0 (nothing was determined for it).
+  void Restart(uint64_t start);
+
   // ---- lag policy skip (Note [Lag policy]) ----
   void SkipTo(uint64_t target, uint64_t samples);
   bool skipping = false;  // as Consumer::skipping, for the frontier

@@ -4,12 +4,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "core/src/catch_all.h"
 #include "core/src/endpoint.h"
 #include "core/src/escape.h"
 #include "core/src/logging.h"
 #include "core/src/runtime_dir.h"
 #include "device_list.h"
+#include "open_file_limit.h"
 
 namespace batchcast {
 namespace {
@@ -70,8 +73,11 @@ Result<std::unique_ptr<ControlLoop>> ControlLoop::Create(ControlLoopOptions opti
   router.set(zmq::sockopt::maxmsgsize, int64_t{1} << 20);
   if (endpoint.starts_with("tcp://")) {
     BATCHCAST_CHECK(loop->options_.curve_key.has_value()) << "tcp:// needs the server's key";
+    // Note [Handshake limits]: a quarter of the descriptors at most.
+    const size_t max_pending = std::clamp<size_t>(OpenFileLimit() / 4, 16, 256);
     BATCHCAST_ASSIGN_OR_RETURN(
-        loop->curve_, CurveServer::Attach(loop->context_, router, loop->options_.curve_key->key));
+        loop->curve_,
+        CurveServer::Attach(loop->context_, router, loop->options_.curve_key->key, max_pending));
   }
   const std::string path = IpcPath(endpoint);
   if (!path.empty()) {
@@ -85,7 +91,7 @@ Result<std::unique_ptr<ControlLoop>> ControlLoop::Create(ControlLoopOptions opti
     unlink(path.c_str());
   }
   try {
-    router.bind(endpoint);
+    router.bind(BindAddress(endpoint));
   } catch (const zmq::error_t& e) {
     loop->router_.reset();
     return UnavailableError("cannot bind " + endpoint + ": " + e.what());
@@ -150,7 +156,11 @@ ControlLoop::~ControlLoop() {
   if (const std::string path = IpcPath(options_.endpoint); !path.empty()) unlink(path.c_str());
 }
 
-void ControlLoop::RequestStop() {
+void ControlLoop::RequestStop(Status why) {
+  {
+    MutexLock l(&stop_mu_);
+    if (stop_reason_.ok()) stop_reason_ = std::move(why);
+  }
   stopping_ = true;
   wake_.Signal();
 }
@@ -194,6 +204,56 @@ void ControlLoop::HandleHello(const std::string& identity, proto::Hello hello) {
   hello.name = EscapeText(hello.name, kMaxShownName);
   // So is the group's name (one escaping for every rank: they still match).
   hello.group = EscapeText(hello.group);
+  const Clock::time_point now = Clock::now();
+  if (RingOf(identity) != nullptr) {
+    // A consumer already: Note [Admission] counts it a repeater, and its
+    // ring's Scheduler refuses the HELLO.
+    guard_.OnRepeatedHello(identity, now);
+    Admit(identity, hello);
+    return;
+  }
+  switch (guard_.OnHello(identity, now)) {
+    case PeerGuard::HelloAnswer::kAdmit:
+      if (!Admit(identity, hello)) {
+        waiting_hellos_[identity] = std::move(hello);
+        guard_.WaitAgain(identity);
+      }
+      return;
+    case PeerGuard::HelloAnswer::kWait:
+      waiting_hellos_[identity] = std::move(hello);
+      return;
+    case PeerGuard::HelloAnswer::kRefuse:
+      BC_LOG_WARN_LIMITED("refused a HELLO: {} consumers are waiting to join", guard_.waiting());
+      SendTo(identity, proto::Error{0, StatusCode::kResourceExhausted,
+                                    std::to_string(guard_.waiting()) +
+                                        " consumers are waiting to join this server; try again"});
+      return;
+  }
+}
+
+void ControlLoop::AdmitWaiting() {
+  if (waiting_hellos_.empty()) return;
+  const Clock::time_point now = Clock::now();
+  for (const std::string& id : guard_.TakeStaleWaiting(now)) {
+    waiting_hellos_.erase(id);
+    SendTo(id, proto::Error{0, StatusCode::kResourceExhausted,
+                            "waited too long to join: too many consumers are joining this "
+                            "server at once; try again"});
+  }
+  while (std::optional<std::string> id = guard_.NextAdmission(now)) {
+    auto it = waiting_hellos_.find(*id);
+    if (it == waiting_hellos_.end()) continue;
+    proto::Hello hello = std::move(it->second);
+    waiting_hellos_.erase(it);
+    if (!Admit(*id, hello)) {  // full of unconfirmed consumers: its turn comes again
+      waiting_hellos_[*id] = std::move(hello);
+      guard_.WaitAgain(*id);
+      break;
+    }
+  }
+}
+
+bool ControlLoop::Admit(const std::string& identity, const proto::Hello& hello) {
   // Note [Rings per GPU]: the ring of the consumer's GPU (one it is already
   // on, for a repeated HELLO).
   Scheduler* scheduler = RingOf(identity);
@@ -207,37 +267,29 @@ void ControlLoop::HandleHello(const std::string& identity, proto::Hello hello) {
     Result<size_t> i = RingForConsumer(EscapeText(hello.device, 64), devices);
     if (!i.ok()) {
       SendTo(identity, proto::Error{0, i.status().code(), i.status().message()});
-      return;
+      return true;
     }
     ring = &options_.rings[*i];
     scheduler = ring->scheduler;
   }
-  // Note [Peer limits]: consumers that said nothing since their HELLO make
-  // room for new ones.
-  const std::string silent = "it said nothing after its HELLO while others waited to join";
-  if (RingOf(identity) == nullptr && guard_.UnconfirmedFull()) {
-    if (auto victim = guard_.TakeOldestUnconfirmed()) Drop(*victim, silent);
-  }
   // Over ipc:// the consumer's pid is one of this machine's.
   const bool same_host = options_.endpoint.starts_with("ipc://");
   Result<Scheduler::Admission> a = scheduler->AddConsumer(identity, hello, same_host);
-  if (!a.ok() && a.status().code() == StatusCode::kResourceExhausted) {
-    if (auto victim = guard_.TakeOldestUnconfirmed()) {
-      Drop(*victim, silent);
-      a = scheduler->AddConsumer(identity, hello, same_host);
-    }
+  if (!a.ok() && a.status().code() == StatusCode::kResourceExhausted && guard_.unconfirmed() > 0) {
+    return false;  // Note [Admission]: places free up as they speak or expire
   }
   if (!a.ok()) {
     BC_LOG_WARN_LIMITED("refused consumer '{}' (pid {}): {}", hello.name, hello.pid,
                         a.status().message());
     SendTo(identity, proto::Error{0, a.status().code(), a.status().message()});
-    return;
+    return true;
   }
   guard_.OnWelcomed(identity, Clock::now());
   proto::Welcome w = ring->welcome;
   w.consumer_id = a->consumer_id;
   w.batches_per_epoch = a->batches_per_epoch;
   SendTo(identity, w);
+  return true;
 }
 
 void ControlLoop::HandleStats(const std::string& identity) {
@@ -336,6 +388,12 @@ void ControlLoop::ReceiveAll() {
         if (!rest.more()) break;
       }
     }
+    // Note [Handshake limits]: this connection finished its handshake.
+    if (curve_) {  // the descriptor is a property of the message (the payload's, when one came)
+      int fd = payload.size() > 0 ? zmq_msg_get(payload.handle(), ZMQ_SRCFD) : -1;
+      if (fd < 0) fd = zmq_msg_get(identity.handle(), ZMQ_SRCFD);
+      if (fd >= 0) curve_->Heard(fd);
+    }
     const std::string id(static_cast<const char*>(identity.data()), identity.size());
     if (extra) {
       SendTo(id, proto::Error{0, StatusCode::kInvalidArgument,
@@ -356,7 +414,7 @@ void ControlLoop::RunTimers() {
   if (now >= next_tick_) {
     for (const std::string& id : guard_.TakeExpired(now)) {
       Drop(id, "it said nothing for " + std::to_string(options_.peer_limits.probation.count()) +
-                   " ms after its HELLO");
+                   " ms after its HELLO while others waited to join");
     }
     guard_.Prune(now);
     for (const ControlRing& r : options_.rings) r.scheduler->Tick();
@@ -371,12 +429,22 @@ void ControlLoop::Run() {
     BC_LOG_ERROR("{}", s.message());
     options_.finish(s);
   }
-  // Tell every consumer, so that nobody waits for a heartbeat timeout.
-  CatchAll("the server's control thread", [this] {
-    for (const std::string& id : Identities()) {
-      SendTo(id, proto::Error{0, StatusCode::kUnavailable,
-                              "server '" + options_.server_name + "' stopped"});
-    }
+  // Tell every consumer, so that nobody waits for a heartbeat timeout, and
+  // why when the server stopped on an error.
+  Status why;
+  {
+    MutexLock l(&stop_mu_);
+    why = stop_reason_;
+  }
+  proto::Error notice{0, StatusCode::kUnavailable, "server '" + options_.server_name + "' stopped"};
+  if (!why.ok()) {
+    // Unavailable (the server is gone) with the reason; lost data keeps its
+    // code, so that a job can tell a broken dataset from a stopped server.
+    if (why.code() == StatusCode::kDataLoss) notice.code = StatusCode::kDataLoss;
+    notice.message += ": " + why.message();
+  }
+  CatchAll("the server's control thread", [&] {
+    for (const std::string& id : Identities()) SendTo(id, notice);
   }).IgnoreError();
 }
 
@@ -399,6 +467,7 @@ void ControlLoop::Serve() {
     if (items[1].revents & ZMQ_POLLIN) wake_.Drain();
     if (curve_) curve_->HandleRequests();
     ReceiveAll();
+    AdmitWaiting();
     FlushOutbox();
     RunTimers();
     if (Finished()) {

@@ -23,11 +23,13 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 #include <zmq.hpp>
 
 #include "batchcast/core/status.h"
 #include "core/src/curve_key.h"
+#include "core/src/mutex.h"
 #include "core/src/protocol.h"
 #include "curve_server.h"
 #include "peer_guard.h"
@@ -92,13 +94,18 @@ class ControlLoop {
   // The thread's entry point: serves until RequestStop or until the server
   // is finished, then tells every consumer it stopped.
   void Run();
-  // Makes Run return soon. Thread-safe.
-  void RequestStop();
+  // Makes Run return soon; every consumer is then told that the server
+  // stopped (Unavailable), with `why` when it is an error (the producer's
+  // failure, say), so that each sees the reason; DataLoss keeps its code.
+  // Thread-safe.
+  void RequestStop(Status why = Status::Ok()) BC_EXCLUDES(stop_mu_);
   // The endpoint bound: as given, except that a tcp:// port 0 or * reads as
   // the port the system picked. Fixed once Create returned.
   const std::string& endpoint() const { return endpoint_; }
   // tcp:// connections refused for their key so far. Thread-safe.
   uint64_t refused_connections() const { return curve_ ? curve_->refused() : 0; }
+  // tcp:// connections cut in their handshake (Note [Handshake limits]).
+  uint64_t handshakes_cut() const { return curve_ ? curve_->cut() : 0; }
 
  private:
   explicit ControlLoop(ControlLoopOptions options);
@@ -116,7 +123,14 @@ class ControlLoop {
   // The loop itself (Run catches what escapes it).
   void Serve();
   void HandleMessage(const std::string& identity, std::span<const uint8_t> payload);
+  // Note [Admission] (peer_guard.h): admits the HELLO now, or keeps it
+  // waiting, or refuses it.
   void HandleHello(const std::string& identity, proto::Hello hello);
+  // Admits the waiting HELLOs whose turn it is.
+  void AdmitWaiting();
+  // Asks the consumer's ring's Scheduler and answers (WELCOME or ERROR);
+  // false when the server is full of unconfirmed consumers (it must wait).
+  bool Admit(const std::string& identity, const proto::Hello& hello);
   void HandleStats(const std::string& identity);
   // Removes a consumer the PeerGuard gave up on and tells it why.
   void Drop(const std::string& identity, const std::string& reason);
@@ -130,6 +144,8 @@ class ControlLoop {
   std::string endpoint_;  // fixed once Create returned
   WakeFd wake_;
   std::atomic<bool> stopping_{false};
+  Mutex stop_mu_;
+  Status stop_reason_ BC_GUARDED_BY(stop_mu_);  // RequestStop's `why`
 
   // Control thread only.
   zmq::context_t context_{1};
@@ -138,6 +154,7 @@ class ControlLoop {
   std::string send_buffer_;
   std::vector<Outgoing> outbox_;
   PeerGuard guard_;
+  std::unordered_map<std::string, proto::Hello> waiting_hellos_;  // Note [Admission]
   std::string stats_cache_;  // the last rendering of the stats (Note [Peer limits])
   Clock::time_point next_heartbeat_;
   Clock::time_point next_tick_;

@@ -1,7 +1,9 @@
 #include "curve_server.h"
 
+#include <sys/socket.h>
 #include <zmq.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstring>
@@ -18,14 +20,17 @@ namespace {
 // Where libzmq sends the ZAP requests of the sockets of a context (RFC 27).
 constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
 // How long a peer may take to complete the CURVE handshake (libzmq's default
-// is 30 s): a connection that never finishes it is closed after this.
-constexpr int kHandshakeMs = 5000;
+// is 30 s): a connection that never finishes it is closed after this (Note
+// [Handshake limits]).
+constexpr int kHandshakeMs = 2000;
 // Requests answered (and events read) per call, so that a flood cannot hold
 // the control loop.
 constexpr int kMaxRequestsPerCall = 256;
 constexpr int kFailureEvents = ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
                                ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                                ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+// Events read per call: a flood of connections makes several per connection.
+constexpr int kMaxEventsPerCall = 4096;
 
 // The ZAP request frames (RFC 27): version, request id, domain, address,
 // routing id, mechanism, credentials (CURVE: the client's 32-byte public key).
@@ -52,26 +57,29 @@ std::string FailureReason(uint16_t event, uint32_t value) {
   return "it left during the handshake";
 }
 
-CurveServer::CurveServer(zmq::context_t& context, std::string allowed)
+CurveServer::CurveServer(zmq::context_t& context, std::string allowed, size_t max_pending)
     : zap_(context, zmq::socket_type::rep),
       monitor_(context, zmq::socket_type::pair),
-      allowed_(std::move(allowed)) {}
+      allowed_(std::move(allowed)),
+      max_pending_(std::max<size_t>(1, max_pending)) {}
 
 Result<std::unique_ptr<CurveServer>> CurveServer::Attach(zmq::context_t& context,
                                                          zmq::socket_t& router,
-                                                         const CurveKeyPair& key) {
+                                                         const CurveKeyPair& key,
+                                                         size_t max_pending) {
   std::array<uint8_t, 32> binary{};
   if (!IsZ85Key(key.public_key) ||
       zmq_z85_decode(binary.data(), key.public_key.c_str()) == nullptr) {
     return InvalidArgumentError("the server's CURVE public key is not Z85 text");
   }
-  std::unique_ptr<CurveServer> s(
-      new CurveServer(context, std::string(reinterpret_cast<const char*>(binary.data()), 32)));
+  std::unique_ptr<CurveServer> s(new CurveServer(
+      context, std::string(reinterpret_cast<const char*>(binary.data()), 32), max_pending));
   try {
     s->zap_.set(zmq::sockopt::linger, 0);
     s->zap_.bind(kZapEndpoint);
     const std::string monitor = "inproc://batchcast-handshakes";
-    if (zmq_socket_monitor(router.handle(), monitor.c_str(), kFailureEvents) != 0) {
+    if (zmq_socket_monitor(router.handle(), monitor.c_str(),
+                           kFailureEvents | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0) {
       throw zmq::error_t();
     }
     s->monitor_.set(zmq::sockopt::linger, 0);
@@ -110,7 +118,7 @@ void CurveServer::Answer(const std::vector<zmq::message_t>& request) {
 }
 
 void CurveServer::ReadMonitor() {
-  for (int i = 0; i < kMaxRequestsPerCall; ++i) {
+  for (int i = 0; i < kMaxEventsPerCall; ++i) {
     std::vector<zmq::message_t> event;
     if (!zmq::recv_multipart(monitor_, std::back_inserter(event), zmq::recv_flags::dontwait)) {
       return;
@@ -120,11 +128,36 @@ void CurveServer::ReadMonitor() {
     uint32_t value = 0;
     std::memcpy(&id, event[0].data(), sizeof(id));
     std::memcpy(&value, static_cast<const char*>(event[0].data()) + 2, sizeof(value));
+    if (id == ZMQ_EVENT_ACCEPTED) {  // the value is the connection's descriptor
+      pending_[static_cast<int>(value)] = accepted_++;
+      continue;
+    }
+    if (id == ZMQ_EVENT_DISCONNECTED) {
+      pending_.erase(static_cast<int>(value));
+      continue;
+    }
     if ((id & kFailureEvents) == 0) continue;
     refused_.fetch_add(1, std::memory_order_relaxed);
     // The ZAP handler already said why it refused (with the peer's address).
     if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) continue;
     BC_LOG_WARN_LIMITED("refused a tcp:// connection: {}", FailureReason(id, value));
+  }
+}
+
+void CurveServer::CutPending() {
+  while (pending_.size() > max_pending_) {
+    auto oldest =
+        std::min_element(pending_.begin(), pending_.end(),
+                         [](const auto& a, const auto& b) { return a.second < b.second; });
+    // ZeroMQ owns the descriptor: shutdown (not close) makes it see the peer
+    // leave and close it itself (Note [Handshake limits]).
+    (void)shutdown(oldest->first, SHUT_RDWR);
+    pending_.erase(oldest);
+    cut_.fetch_add(1, std::memory_order_relaxed);
+    BC_LOG_WARN_LIMITED(
+        "closed a tcp:// connection still in its handshake: more than {} were pending (a peer "
+        "opening connections without completing them)",
+        max_pending_);
   }
 }
 
@@ -135,6 +168,7 @@ void CurveServer::HandleRequests() {
     Answer(request);
   }
   ReadMonitor();
+  CutPending();
 }
 
 Result<KeyFile> LoadServerKey(std::string_view key_file) {

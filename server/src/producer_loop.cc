@@ -38,8 +38,8 @@ ReadAhead ProducerLoop::NextSamples(const std::vector<int64_t>& order, uint64_t 
   return next;
 }
 
-Status ProducerLoop::WriteBatch(uint32_t epoch, std::span<const int64_t> indices,
-                                const ReadAhead& next) {
+Result<uint32_t> ProducerLoop::WriteBatch(uint32_t epoch, std::span<const int64_t> indices,
+                                          const ReadAhead& next) {
   BATCHCAST_ASSIGN_OR_RETURN(SlotGrant grant,
                              scheduler_->BeginBatch(epoch, indices, Clock::time_point::max()));
   BATCHCAST_ASSIGN_OR_RETURN(SlotView target, publisher_->Begin(grant, epoch));
@@ -48,18 +48,29 @@ Status ProducerLoop::WriteBatch(uint32_t epoch, std::span<const int64_t> indices
     return InternalError("the source wrote " + std::to_string(valid) + " samples into a slot of " +
                          std::to_string(target.count()));
   }
-  return publisher_->Publish(target, valid);  // the rest are holes (Note [Holes])
+  BATCHCAST_RETURN_IF_ERROR(publisher_->Publish(target, valid));  // the rest are holes
+  return valid;
 }
 
 Status ProducerLoop::Run() {
   const uint64_t L = sampler_.epoch_len();
   for (uint64_t epoch = 0; epochs_ == 0 || epoch < epochs_; ++epoch) {
     const std::vector<int64_t> order = TakeOrder(epoch);
+    uint64_t written = 0;
     for (uint64_t off = 0; off < L; off += batch_size_) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(batch_size_, L - off));
       const ReadAhead next = NextSamples(order, epoch, off, n);
-      BATCHCAST_RETURN_IF_ERROR(WriteBatch(static_cast<uint32_t>(epoch),
-                                           std::span<const int64_t>(order.data() + off, n), next));
+      BATCHCAST_ASSIGN_OR_RETURN(const uint32_t valid,
+                                 WriteBatch(static_cast<uint32_t>(epoch),
+                                            std::span<const int64_t>(order.data() + off, n), next));
+      written += valid;
+    }
+    if (written == 0 && L > 0) {
+      // Every sample was dropped (Note [Dropped files]): consumers would see
+      // an empty epoch, and every later one too. Stop, so that each gets this.
+      return DataLossError("epoch " + std::to_string(epoch) + " produced no sample: all " +
+                           std::to_string(L) +
+                           " failed to read or decode (the server's log names each file)");
     }
   }
   scheduler_->EndStream();

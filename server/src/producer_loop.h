@@ -6,7 +6,8 @@
 // epoch ends too), and publishes the slot with the samples the source wrote
 // (a dropped file leaves a hole: Note [Holes], slot_table.h; every producer
 // epoch still spans epoch_len seqs). After the last epoch (--epochs) it ends
-// the stream.
+// the stream. An epoch in which every sample was dropped stops the producer
+// with DataLoss: a stream of empty epochs is an error, never a success.
 //
 // Thread-safety: Run is the entry point of one thread and owns everything it
 // touches except the Scheduler (thread-safe) and the Source (used by this
@@ -41,7 +42,9 @@ class ProducerLoop {
   std::vector<int64_t> TakeOrder(uint64_t epoch);
   // The samples after those at [off, off + n) of `order` (epoch `epoch`).
   ReadAhead NextSamples(const std::vector<int64_t>& order, uint64_t epoch, uint64_t off, size_t n);
-  Status WriteBatch(uint32_t epoch, std::span<const int64_t> indices, const ReadAhead& next);
+  // Writes and publishes one batch; how many samples the source wrote.
+  Result<uint32_t> WriteBatch(uint32_t epoch, std::span<const int64_t> indices,
+                              const ReadAhead& next);
 
   const Sampler sampler_;
   Source* const source_;

@@ -30,6 +30,28 @@ const Scheduler::Consumer* Scheduler::Find(const std::string& identity) const {
   return it == consumers_.end() ? nullptr : &it->second;
 }
 
+Scheduler::Consumer* Scheduler::Heard(const std::string& identity) {
+  Consumer* c = Find(identity);
+  if (c == nullptr) return nullptr;
+  c->last_seen = env_->Now();
+  if (c->confirmed) return c;
+  // Note [Unconfirmed consumers]: from now on it pins; where it would start
+  // was overwritten while it was silent, it starts from here.
+  const uint64_t floor = slots_.JoinFloor();
+  if (ConsumerGroup* g = c->group; g == nullptr) {
+    if (c->batches == 0 && c->cursor.position() < floor) {
+      const ConsumerCursor& old = c->cursor;
+      c->cursor = ConsumerCursor(ConsumerCursor::JoinStart(c->join, floor, old.epoch_len()),
+                                 old.epoch_len(), old.batch_size(), old.drop_last());
+    }
+  } else if (!GroupConfirmedLocked(*g) && g->rounds() == 0 && g->frontier() < floor) {
+    g->Restart(ConsumerCursor::JoinStart(g->spec().join, floor, config_.epoch_len));
+  }
+  c->confirmed = true;
+  NotifyProducer();
+  return c;
+}
+
 void Scheduler::Send(const Consumer& c, proto::Message m) {
   outbox_.push_back(Outgoing{c.identity, std::move(m)});
 }
@@ -126,9 +148,8 @@ bool Scheduler::HasConsumer(const std::string& identity) const {
 
 void Scheduler::Next(const std::string& identity, uint64_t request_id) {
   MutexLock lock(&mu_);
-  Consumer* c = Find(identity);
+  Consumer* c = Heard(identity);
   if (c == nullptr) return;
-  c->last_seen = env_->Now();
   if (!c->attached) {
     Send(*c, proto::Error{request_id, StatusCode::kCancelled,
                           "this consumer left the stream (BYE or eviction); connect again"});
@@ -332,9 +353,8 @@ void Scheduler::ServeAllLocked() {
 void Scheduler::Release(const std::string& identity, const std::vector<uint64_t>& lease_ids,
                         bool wake_producer) {
   MutexLock lock(&mu_);
-  Consumer* c = Find(identity);
+  Consumer* c = Heard(identity);
   if (c == nullptr) return;
-  c->last_seen = env_->Now();
   for (uint64_t id : lease_ids) {
     auto it = c->leases.find(id);
     if (it == c->leases.end()) {
@@ -383,7 +403,7 @@ void Scheduler::Bye(const std::string& identity, const std::vector<uint64_t>& ke
 
 void Scheduler::Touch(const std::string& identity) {
   MutexLock lock(&mu_);
-  if (Consumer* c = Find(identity)) c->last_seen = env_->Now();
+  Heard(identity);
 }
 
 void Scheduler::RemoveLocked(const std::string& identity, const std::string& reason) {

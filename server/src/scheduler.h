@@ -83,6 +83,20 @@
 // evicts every rank. Other consumers and groups are never held up by a group
 // for longer than the lag policy (or group_timeout while it forms) allows.
 //
+// Note [Unconfirmed consumers]
+// A consumer is *unconfirmed* from its HELLO until it says anything else
+// (the client sends a HEARTBEAT as soon as it has its WELCOME). An
+// unconfirmed consumer pins nothing: its cursor (or, in a group whose ranks
+// are all unconfirmed, the group's frontier) does not hold the producer
+// back, it does not count for min_consumers, and it is no laggard for the
+// lag policy. So HELLOs that are never followed by anything (a flood, a
+// crashed client) cannot stall the stream while they wait out their
+// probation (Note [Peer limits], peer_guard.h). When it is confirmed, a
+// consumer that has been served nothing yet whose start the producer has
+// overwritten meanwhile starts again from the join point of that moment
+// (ConsumerCursor::JoinStart); a group likewise, if nothing was determined
+// for it yet. It got nothing before, so nothing it saw changes.
+//
 // Note [Lag policy]
 // The producer is *blocked* from its first attempt that found no writable
 // slot (TryBeginBatch) until it gets one. When it has been blocked for
@@ -95,7 +109,11 @@
 // producer that stays blocked applies the policy again every lag_timeout.
 // `block` never applies anything. A group is a laggard when it needs the
 // oldest unleased slot; the policy then acts on the whole group (Note
-// [Consumer groups]).
+// [Consumer groups]). A group that is still forming is exempt under
+// `block` (it may hold the producer until group_timeout); under `skip` and
+// `evict` it holds it at most lag_timeout, then its frontier skips to the
+// head as under `skip` (its ranks lose the same samples, so counts stay
+// equal; it is not evicted, since waiting for its ranks is not its fault).
 //
 // Note [Producer start and stream end]
 // The producer writes its first batch once min_consumers consumers are
@@ -265,6 +283,8 @@ class Scheduler {
     JoinPolicy join = JoinPolicy::kImmediate;
     ConsumerCursor cursor;
     bool attached = true;  // false after BYE or eviction (Note [Leases])
+    // Note [Unconfirmed consumers]: it said something since its HELLO.
+    bool confirmed = false;
     // Skipped by the lag policy and not asking for data: its cursor pins
     // nothing until its next NEXT (Note [Lag policy]).
     bool skipping = false;
@@ -289,11 +309,14 @@ class Scheduler {
     // Whether its cursor holds back the producer (Note [Leases] (b)); a
     // rank's pins are its group's.
     bool PinsCursor() const {
-      return attached && group == nullptr && !(skipping && pending.empty());
+      return attached && confirmed && group == nullptr && !(skipping && pending.empty());
     }
   };
 
   Consumer* Find(const std::string& identity) BC_REQUIRES(mu_);
+  // Finds the consumer behind `identity` and notes that it is alive (and
+  // confirmed: Note [Unconfirmed consumers]); nullptr when there is none.
+  Consumer* Heard(const std::string& identity) BC_REQUIRES(mu_);
   const Consumer* Find(const std::string& identity) const BC_REQUIRES(mu_);
   void Send(const Consumer& c, proto::Message m) BC_REQUIRES(mu_);
   // Answers the pending NEXTs of `c` in order, as far as they can be.
@@ -342,6 +365,11 @@ class Scheduler {
   void ExpireFormingGroupsLocked(Clock::time_point now) BC_REQUIRES(mu_);
   // Whether `g`'s frontier pins (not skipping, or a rank waits for data).
   bool FrontierPinsLocked(const ConsumerGroup& g) const BC_REQUIRES(mu_);
+  // Note [Unconfirmed consumers]: whether some rank of `g` is confirmed.
+  bool GroupConfirmedLocked(const ConsumerGroup& g) const BC_REQUIRES(mu_);
+  // Moves `g`'s frontier over `target - frontier` seqs (the lag policy's
+  // skip, or the bound on a forming group).
+  void SkipGroupLocked(ConsumerGroup& g, uint64_t target, std::string_view why) BC_REQUIRES(mu_);
   // The consumer behind rank `rank` of `g` (nullptr if none).
   Consumer* RankConsumerLocked(const ConsumerGroup& g, uint32_t rank) BC_REQUIRES(mu_);
   const Consumer* RankConsumerLocked(const ConsumerGroup& g, uint32_t rank) const BC_REQUIRES(mu_);

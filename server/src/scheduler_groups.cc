@@ -141,6 +141,14 @@ void Scheduler::ExpireFormingGroupsLocked(Clock::time_point now) {
   }
 }
 
+bool Scheduler::GroupConfirmedLocked(const ConsumerGroup& g) const {
+  for (uint32_t r = 0; r < g.spec().world_size; ++r) {
+    const Consumer* c = RankConsumerLocked(g, r);
+    if (c != nullptr && c->confirmed) return true;
+  }
+  return false;
+}
+
 bool Scheduler::FrontierPinsLocked(const ConsumerGroup& g) const {
   if (!g.skipping) return true;
   for (uint32_t r = 0; r < g.spec().world_size; ++r) {
@@ -216,13 +224,18 @@ void Scheduler::ApplyLagPolicyToGroupLocked(ConsumerGroup& g, uint64_t target) {
                         "use a larger window");
     return;
   }
+  SkipGroupLocked(g, target, "blocked the producer");
+}
+
+void Scheduler::SkipGroupLocked(ConsumerGroup& g, uint64_t target, std::string_view why) {
+  const std::string& name = g.spec().name;
   if (g.frontier() >= target) {
     // Only chunks a slow rank was not served yet (its peers were) pin the
     // slot: skipping them would break equal counts, so they stay.
     BC_LOG_DEBUG("group '{}': a rank's unserved chunks hold the producer", name);
     return;
   }
-  BC_LOG_WARN("group '{}' blocked the producer for {} ms: skipping {} seqs forward", name,
+  BC_LOG_WARN("group '{}' {} for {} ms: skipping {} seqs forward", name, why,
               config_.lag_timeout.count(), target - g.frontier());
   g.SkipTo(target, slots_.CountSamples(g.frontier(), target));
   g.skipping = true;

@@ -10,7 +10,7 @@ namespace batchcast {
 
 size_t Scheduler::AttachedCount() const {
   size_t n = 0;
-  for (const auto& [_, c] : consumers_) n += c.attached ? 1 : 0;
+  for (const auto& [_, c] : consumers_) n += c.attached && c.confirmed ? 1 : 0;
   return n;
 }
 
@@ -32,7 +32,7 @@ std::optional<uint32_t> Scheduler::FindWritableSlotLocked() const {
   // Note [Consumer groups]: the groups' pins.
   std::vector<std::pair<const ConsumerGroup*, bool>> groups;
   for (const auto& [_, g] : groups_) {
-    if (g->Live()) groups.emplace_back(g.get(), FrontierPinsLocked(*g));
+    if (g->Live() && GroupConfirmedLocked(*g)) groups.emplace_back(g.get(), FrontierPinsLocked(*g));
   }
   return slots_.FindWritable([&](uint64_t first, uint64_t end) {
     if (end > min_cursor) return true;

@@ -61,19 +61,30 @@ void Scheduler::ApplyLagPolicyLocked(Clock::time_point now) {
   const uint64_t target = std::max(oldest->end(), published);
   std::vector<Consumer*> laggards;
   for (auto& [_, c] : consumers_) {
-    if (c.attached && c.group == nullptr && c.cursor.position() < oldest->end()) {
+    if (c.PinsCursor() && c.cursor.position() < oldest->end()) {
       laggards.push_back(&c);
     }
   }
-  // Note [Consumer groups]: whole groups that need the slot (not forming ones).
-  std::vector<uint64_t> lagging_groups;
+  // Note [Consumer groups]: whole groups that need the slot; forming ones
+  // only skip, and only under skip and evict (Note [Lag policy]).
+  std::vector<std::pair<uint64_t, bool>> lagging_groups;  // id, forming
   for (const auto& [id, g] : groups_) {
-    if (g->complete() && g->Needs(oldest->first_seq, oldest->end(), FrontierPinsLocked(*g))) {
-      lagging_groups.push_back(id);
+    if (!g->Live() || !GroupConfirmedLocked(*g) ||
+        !g->Needs(oldest->first_seq, oldest->end(), FrontierPinsLocked(*g))) {
+      continue;
+    }
+    if (g->complete()) {
+      lagging_groups.emplace_back(id, false);
+    } else if (!g->ended()) {
+      lagging_groups.emplace_back(id, true);
     }
   }
-  for (uint64_t id : lagging_groups) {
-    if (auto it = groups_.find(id); it != groups_.end()) {
+  for (const auto& [id, forming] : lagging_groups) {
+    auto it = groups_.find(id);
+    if (it == groups_.end()) continue;
+    if (forming) {
+      SkipGroupLocked(*it->second, target, "is still forming and held the producer");
+    } else {
       ApplyLagPolicyToGroupLocked(*it->second, target);
     }
   }

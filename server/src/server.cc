@@ -18,6 +18,7 @@
 #include "core/src/sampler.h"
 #include "core/src/thread_name.h"
 #include "device_list.h"
+#include "open_file_limit.h"
 #include "server_impl.h"
 
 namespace batchcast {
@@ -72,6 +73,13 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
     const Reclaimed& r = reclaimed[i];
     reclaimed_bytes += r.ring_bytes;
     if (i >= 5) continue;
+    if (r.orphan) {
+      BC_LOG_INFO(
+          "reclaimed the ring ({} bytes) of a dead server '{}' whose runtime directory "
+          "is gone",
+          r.ring_bytes, r.name);
+      continue;
+    }
     BC_LOG_INFO("reclaimed what server '{}' (pid {}) left when it died:{}{}", r.name, r.pid,
                 r.ring_bytes > 0 ? " its ring (" + std::to_string(r.ring_bytes) + " bytes)" : "",
                 r.socket ? " its socket" : "");
@@ -133,11 +141,12 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
   co.curve_key = std::move(curve_key);
   co.server_name = options.name;
   co.heartbeat_period = options.heartbeat_period();
-  // Note [Peer limits]: an unconfirmed consumer gets half the heartbeat
-  // timeout (four heartbeat intervals by default) to say something.
+  // Note [Admission]: an unconfirmed consumer gets half the heartbeat
+  // timeout (four heartbeat intervals by default) to say something while
+  // others wait; it pins nothing meanwhile, so any consumer may be one.
   co.peer_limits.probation =
       std::max(options.heartbeat_timeout / 2, 2 * options.heartbeat_period());
-  co.peer_limits.max_unconfirmed = std::max<size_t>(4, options.max_consumers / 4);
+  co.peer_limits.max_unconfirmed = options.max_consumers;
   proto::Welcome w;
   w.server_pid = static_cast<uint32_t>(getpid());
   w.server_name = options.name;
@@ -222,14 +231,19 @@ Status Server::Impl::StartThreads(SlotWriter writer, std::optional<Sampler> samp
 }
 
 void Server::Impl::Finish(Status status) {
+  Status why;
   {
     MutexLock l(&done_mu);
     if (done) return;
     done = true;
     final_status = std::move(status);
+    why = final_status;
   }
-  for (Ring& ring : rings) ring.scheduler->Stop();
-  control->RequestStop();
+  for (Ring& ring : rings) {
+    ring.scheduler->Stop();
+    if (ring.source) ring.source->Cancel();  // e.g. a read waiting to retry
+  }
+  control->RequestStop(std::move(why));
   done_cv.SignalAll();
 }
 
@@ -311,6 +325,7 @@ std::string Server::Impl::StatsJson() const {
     }
     j["pid"] = getpid();
     j["refused_connections"] = control->refused_connections();
+    j["handshakes_cut"] = control->handshakes_cut();
     if (mps) {
       // docs/stats.md: true / false, or "unknown"; mps_detail says why.
       if (mps->kind == MpsState::Kind::kUnknown) {
@@ -340,6 +355,7 @@ Server::~Server() { Stop(); }
 
 Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   return CatchAll("Server::Start", [&]() -> Result<std::unique_ptr<Server>> {
+    RaiseOpenFileLimit();
     BATCHCAST_RETURN_IF_ERROR(options.Validate());
     BATCHCAST_ASSIGN_OR_RETURN(std::vector<int> devices, ResolveRingDevices(options));
     if (devices.size() == 1) {
@@ -362,6 +378,7 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
 Result<std::unique_ptr<Server>> Server::Start(ServerOptions options,
                                               std::unique_ptr<Source> source) {
   return CatchAll("Server::Start", [&]() -> Result<std::unique_ptr<Server>> {
+    RaiseOpenFileLimit();
     BATCHCAST_RETURN_IF_ERROR(options.Validate());
     BATCHCAST_ASSIGN_OR_RETURN(std::vector<int> devices, ResolveRingDevices(options));
     if (devices.size() != 1) {
@@ -427,6 +444,7 @@ Result<std::unique_ptr<Server>> Server::StartExternal(ServerOptions options,
                                                       std::vector<FieldSpec> fields,
                                                       uint64_t epoch_len) {
   return CatchAll("Server::StartExternal", [&]() -> Result<std::unique_ptr<Server>> {
+    RaiseOpenFileLimit();
     BATCHCAST_RETURN_IF_ERROR(options.Validate());
     if (epoch_len == 0) return InvalidArgumentError("epoch_len must be positive");
     BATCHCAST_ASSIGN_OR_RETURN(std::vector<int> devices, ResolveRingDevices(options));

@@ -82,6 +82,11 @@ Status ServerOptions::Validate() const {
   }
   if (max_leases == 0) return bad("max_leases (--max-leases) must be positive");
   if (max_consumers == 0) return bad("max_consumers (--max-consumers) must be positive");
+  if (min_consumers > max_consumers) {
+    return bad("min_consumers (--min-consumers) is " + std::to_string(min_consumers) +
+               " but max_consumers (--max-consumers) is " + std::to_string(max_consumers) +
+               ": the producer would wait for consumers that may never join");
+  }
   if (group_timeout.count() <= 0) return bad("group_timeout (--group-timeout) must be positive");
   if ((all_gpus || !gpus.empty()) &&
       (!source.device.is_cuda() || (!gpus.empty() && gpus.front() != source.device.index))) {

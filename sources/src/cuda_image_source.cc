@@ -217,6 +217,7 @@ class CudaImageSource : public Source {
     return out;
   }
   std::vector<StageTime> stage_times() const override { return stages_.Read(); }
+  void Cancel() override { dataset_->Cancel(); }
 
   Result<uint32_t> FillBatch(const SlotView& slot, const ReadAhead& next) override;
 

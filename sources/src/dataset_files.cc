@@ -159,18 +159,53 @@ Result<std::vector<ImageEntry>> ListImageDataset(const std::string& path) {
   return entries;
 }
 
+// Note [Read retries] (read_retry.h): a failure that says nothing about the
+// file's content is Unavailable, so that it is retried; a file that is
+// missing or refused is NotFound / PermissionDenied.
+StatusCode ReadErrorCode(int err) {
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+    case ELOOP:
+    case ENAMETOOLONG:
+      return StatusCode::kNotFound;
+    case EACCES:
+    case EPERM:
+      return StatusCode::kPermissionDenied;
+    case EISDIR:
+    case EINVAL:
+    case EFBIG:
+    case EOVERFLOW:
+      return StatusCode::kInvalidArgument;
+    default:  // EMFILE, ENFILE, ENOMEM, EIO, ESTALE, EAGAIN, ETIMEDOUT, EINTR, ...
+      return StatusCode::kUnavailable;
+  }
+}
+
+namespace {
+Status ReadError(const char* what, int err) {
+  return Status(ReadErrorCode(err), std::string(what) + ": " + std::strerror(err));
+}
+}  // namespace
+
 Result<int> OpenRegularFile(const std::string& path) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer (regular files
   // ignore the flag).
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return NotFoundError("cannot open: " + std::string(std::strerror(errno)));
+  int fd = -1;
+  do {
+    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return ReadError("cannot open", errno);
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    const std::string what =
-        fstat(fd, &st) != 0 ? std::string(std::strerror(errno))
-                            : std::string("it is ") + KindOf(st.st_mode) + ", not a regular file";
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
     close(fd);
-    return InvalidArgumentError("cannot read: " + what);
+    return ReadError("cannot stat", err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return InvalidArgumentError(std::string("cannot read: it is ") + KindOf(st.st_mode) +
+                                ", not a regular file");
   }
   return fd;
 }
@@ -181,19 +216,29 @@ Status ReadFileBytes(const std::string& path, std::vector<uint8_t>& out, size_t 
   if (fstat(fd, &st) != 0) {
     const int err = errno;
     close(fd);
-    return DataLossError("cannot stat: " + std::string(std::strerror(err)));
+    return ReadError("cannot stat", err);
   }
   const size_t want = std::min<size_t>(static_cast<size_t>(st.st_size), limit);
   out.resize(want);
   size_t got = 0;
+  int err = 0;
   while (got < want) {
     const ssize_t r = read(fd, out.data() + got, want - got);
     if (r < 0 && errno == EINTR) continue;
+    if (r < 0) err = errno;
     if (r <= 0) break;
     got += static_cast<size_t>(r);
   }
   close(fd);
   out.resize(got);
+  if (err != 0) return ReadError("cannot read", err);
+  if (got < want) {
+    // A file that shrank since fstat, or a file system that returned less
+    // than it holds: either way the bytes are not the file's, so the read is
+    // tried again (Note [Read retries]).
+    return UnavailableError("short read: got " + std::to_string(got) + " of " +
+                            std::to_string(want) + " bytes");
+  }
   return Status::Ok();
 }
 

@@ -40,12 +40,22 @@ struct ImageEntry {
 Result<std::vector<ImageEntry>> ListImageDataset(const std::string& path);
 
 // Opens `path` read-only, without blocking, if it is a regular file; the
-// caller closes the descriptor. NotFound when it cannot be opened,
-// InvalidArgument when it is not a regular file (naming what it is).
+// caller closes the descriptor. Errors name the step and the system's
+// reason: NotFound (missing: ENOENT, ENOTDIR, ELOOP), PermissionDenied
+// (EACCES, EPERM), InvalidArgument when it is not a regular file (naming
+// what it is), Unavailable for a failure that says nothing about the file
+// (EMFILE, ENFILE, ENOMEM, EIO, ESTALE, EAGAIN, ...: Note [Read retries],
+// read_retry.h).
 Result<int> OpenRegularFile(const std::string& path);
 
+// The code of a failure to read with errno `err` (Note [Read retries]):
+// kNotFound, kPermissionDenied, kInvalidArgument, or kUnavailable for one
+// that says nothing about the file (EMFILE, ENFILE, ENOMEM, EIO, ESTALE, ...).
+StatusCode ReadErrorCode(int err);
+
 // Reads the whole file, or its first `limit` bytes, into `out` (through
-// OpenRegularFile). A short read is not an error (`out` holds what was read).
+// OpenRegularFile). Errors as OpenRegularFile's; a read that fails, or ends
+// before the size fstat gave (a short read), is Unavailable.
 Status ReadFileBytes(const std::string& path, std::vector<uint8_t>& out, size_t limit = SIZE_MAX);
 
 }  // namespace batchcast

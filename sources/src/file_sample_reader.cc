@@ -10,7 +10,7 @@ class FileSampleReader : public SampleReader {
  public:
   explicit FileSampleReader(const ImageDataset& dataset) : dataset_(dataset) {}
   Status Read(int64_t index, std::vector<uint8_t>& bytes) override {
-    return ReadFileBytes(dataset_.path(index), bytes);
+    return dataset_.io().Read(dataset_.path(index), bytes);
   }
   bool sequential() const override { return false; }
 

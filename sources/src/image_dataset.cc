@@ -15,14 +15,14 @@ namespace {
 // Reads the header of `path` into `buf` (the first 256 KiB, or the whole file
 // when the header is larger) and parses it;
 // *whole: `buf` holds the whole file.
-Result<image::JpegInfo> ReadHeader(const std::string& path, uint64_t max_pixels,
+Result<image::JpegInfo> ReadHeader(RetryingReader& io, const std::string& path, uint64_t max_pixels,
                                    std::vector<uint8_t>& buf, bool* whole) {
   constexpr size_t kHeadBytes = 256 << 10;
-  BATCHCAST_RETURN_IF_ERROR(ReadFileBytes(path, buf, kHeadBytes));
+  BATCHCAST_RETURN_IF_ERROR(io.Read(path, buf, kHeadBytes));
   *whole = buf.size() < kHeadBytes;
   Result<image::JpegInfo> info = image::ReadJpegInfo(buf, max_pixels);
   if (!info.ok() && buf.size() == kHeadBytes) {  // a header larger than 256 KiB
-    BATCHCAST_RETURN_IF_ERROR(ReadFileBytes(path, buf));
+    BATCHCAST_RETURN_IF_ERROR(io.Read(path, buf));
     *whole = true;
     info = image::ReadJpegInfo(buf, max_pixels);
   }
@@ -48,7 +48,7 @@ Result<image::TransformOptions> MakeTransformOptions(const SourceOptions& option
 
 Result<ImageDataset::Scan> ImageDataset::ScanFiles(const SourceOptions& options,
                                                    uint64_t max_pixels, int threads,
-                                                   const Classify& classify) {
+                                                   const Classify& classify, RetryingReader& io) {
   BATCHCAST_ASSIGN_OR_RETURN(std::vector<ImageEntry> listed, ListImageDataset(options.data));
   Scan scan;
   scan.candidates.resize(listed.size());
@@ -61,7 +61,7 @@ Result<ImageDataset::Scan> ImageDataset::ScanFiles(const SourceOptions& options,
     Candidate& c = scan.candidates[static_cast<size_t>(i)];
     c.file.entry = std::move(listed[static_cast<size_t>(i)]);
     bool whole = false;
-    Result<image::JpegInfo> info = ReadHeader(c.file.entry.path, max_pixels, buf, &whole);
+    Result<image::JpegInfo> info = ReadHeader(io, c.file.entry.path, max_pixels, buf, &whole);
     progress.Add();
     c.verdict = info.status();
     if (!info.ok()) return;
@@ -73,19 +73,20 @@ Result<ImageDataset::Scan> ImageDataset::ScanFiles(const SourceOptions& options,
 
 Result<ImageDataset::Scan> ImageDataset::ScanShardData(const SourceOptions& options,
                                                        uint64_t max_pixels, int threads,
-                                                       const Classify& classify) {
-  BATCHCAST_ASSIGN_OR_RETURN(ShardScan shards,
-                             ScanShards(options.data, threads,
-                                        [&](const std::string& name, std::span<const uint8_t> bytes,
-                                            image::JpegInfo* info, bool* flag) {
-                                          Result<image::JpegInfo> r =
-                                              image::ReadJpegInfo(bytes, max_pixels);
-                                          if (!r.ok()) return r.status();
-                                          *info = *r;
-                                          if (classify)
-                                            *flag = classify(name, bytes, /*whole=*/true, *r);
-                                          return Status::Ok();
-                                        }));
+                                                       const Classify& classify,
+                                                       RetryingReader& io) {
+  BATCHCAST_ASSIGN_OR_RETURN(
+      ShardScan shards, ScanShards(
+                            options.data, threads,
+                            [&](const std::string& name, std::span<const uint8_t> bytes,
+                                image::JpegInfo* info, bool* flag) {
+                              Result<image::JpegInfo> r = image::ReadJpegInfo(bytes, max_pixels);
+                              if (!r.ok()) return r.status();
+                              *info = *r;
+                              if (classify) *flag = classify(name, bytes, /*whole=*/true, *r);
+                              return Status::Ok();
+                            },
+                            io));
   Scan scan;
   scan.shards = std::move(shards.shards);
   scan.damage = std::move(shards.damage);
@@ -103,14 +104,15 @@ Result<ImageDataset::Scan> ImageDataset::ScanShardData(const SourceOptions& opti
 }
 
 Result<std::unique_ptr<ImageDataset>> ImageDataset::Open(const SourceOptions& options, int threads,
-                                                         const Classify& classify) {
+                                                         const Classify& classify, ReadEnv* env) {
   BATCHCAST_ASSIGN_OR_RETURN(image::TransformOptions transform, MakeTransformOptions(options));
+  auto io = std::make_unique<RetryingReader>(env);
   const uint64_t max_pixels = image::EffectiveMaxPixels(transform);
   const auto t0 = std::chrono::steady_clock::now();
   const bool sharded = IsShardData(options.data);
-  BATCHCAST_ASSIGN_OR_RETURN(Scan scan, sharded
-                                            ? ScanShardData(options, max_pixels, threads, classify)
-                                            : ScanFiles(options, max_pixels, threads, classify));
+  BATCHCAST_ASSIGN_OR_RETURN(Scan scan,
+                             sharded ? ScanShardData(options, max_pixels, threads, classify, *io)
+                                     : ScanFiles(options, max_pixels, threads, classify, *io));
   const bool fail = options.on_error == ErrorPolicy::kFail;
   for (const Status& d : scan.damage) {
     if (fail) return Status(d.code(), d.message() + " (--on-error fail)");
@@ -138,9 +140,9 @@ Result<std::unique_ptr<ImageDataset>> ImageDataset::Open(const SourceOptions& op
       usable.size(), dropped,
       scan.damage.empty() ? "" : ", " + std::to_string(scan.damage.size()) + " shards damaged");
   if (usable.empty()) return InvalidArgumentError("no usable JPEG files in " + options.data);
-  std::unique_ptr<ImageDataset> ds(new ImageDataset(options.data, transform, options.on_error,
-                                                    std::move(usable), dropped,
-                                                    std::move(scan.shards), scan.damage.size()));
+  std::unique_ptr<ImageDataset> ds(
+      new ImageDataset(options.data, transform, options.on_error, std::move(usable), dropped,
+                       std::move(scan.shards), scan.damage.size(), std::move(io)));
   ds->reader_ = sharded ? MakeShardSampleReader(*ds, 2 * options.shuffle_buffer + 1024)
                         : MakeFileSampleReader(*ds);
   return ds;
@@ -184,18 +186,32 @@ std::vector<std::pair<std::string, int64_t>> ImageDataset::counters() const {
     out.push_back({"shards_damaged", static_cast<int64_t>(shards_damaged_)});
   }
   for (auto& c : reader_->counters()) out.push_back(std::move(c));
+  for (auto& c : io_->counters()) out.push_back(std::move(c));
   return out;
 }
 
+uint64_t ImageDataset::drop_limit() const {
+  return std::max<uint64_t>({10, files_.size() / 10, 2 * dropped_});
+}
+
 Status ImageDataset::OnDecodeError(int64_t index, const Status& error) {
+  // The server is stopping (Note [Read retries]): not the file's failure.
+  if (error.code() == StatusCode::kCancelled) return error;
   const std::string& p = path(index);
   if (on_error_ == ErrorPolicy::kFail) {
     return Status(error.code(), p + ": " + error.message() + " (--on-error fail)");
   }
   if (bad_[static_cast<size_t>(index)].exchange(1) == 0) {
-    files_dropped_at_decode_.fetch_add(1);
+    const uint64_t n = static_cast<uint64_t>(files_dropped_at_decode_.fetch_add(1)) + 1;
     BC_LOG_WARN("dropping {}: {} (its sample is left out of this and every later epoch)", p,
                 error.message());
+    if (n > drop_limit()) {
+      return DataLossError(std::to_string(n) + " of " + std::to_string(files_.size()) +
+                           " files failed after the scan (the last: " + p + ": " + error.message() +
+                           "): more than the " + std::to_string(drop_limit()) +
+                           " a healthy dataset may lose, so the storage or the data is failing; "
+                           "stopping rather than serve ever shorter epochs");
+    }
   }
   return Status::Ok();
 }

@@ -54,6 +54,7 @@
 #include "batchcast/sources/source_options.h"
 #include "core/src/mutex.h"
 #include "dataset_files.h"
+#include "read_retry.h"
 #include "sample_reader.h"
 
 namespace batchcast {
@@ -74,6 +75,12 @@ Result<image::TransformOptions> MakeTransformOptions(const SourceOptions& option
 // dropped file, and at most one batch fewer than announced (len(loader)).
 // With on_error=fail the first failure stops the producer with the file's
 // path and reason. Both image sources go through ImageDataset::Decode.
+// A read that fails is retried first (Note [Read retries]): only a file that
+// stays unreadable is dropped. The scan has left out every file it could see
+// was unusable, so a healthy dataset loses almost nothing after it; when more
+// than drop_limit() files fail after the scan, the storage or the data is
+// failing, and the producer stops with DataLoss (every consumer gets the
+// error) rather than serve ever shorter epochs as if nothing happened.
 // Whether a file fails may depend on the crop (a partial decode stops before
 // corrupt data further down), so a file may first fail in a later epoch.
 
@@ -94,11 +101,13 @@ class ImageDataset {
                                       bool whole, const image::JpegInfo& info)>;
 
   // Lists options.data and reads every JPEG header on `threads` threads (see
-  // above). Errors: those of ListImageDataset and MakeTransformOptions; the
-  // first unusable file's path and reason with on_error=fail; InvalidArgument
-  // when no file is usable.
+  // above). Files are read through `env` (nullptr: the real file system),
+  // with retries (Note [Read retries]). Errors: those of ListImageDataset and
+  // MakeTransformOptions; the first unusable file's path and reason with
+  // on_error=fail; InvalidArgument when no file is usable.
   static Result<std::unique_ptr<ImageDataset>> Open(const SourceOptions& options, int threads,
-                                                    const Classify& classify = {});
+                                                    const Classify& classify = {},
+                                                    ReadEnv* env = nullptr);
 
   uint64_t size() const { return files_.size(); }
   // REQUIRES: 0 <= index < size().
@@ -110,6 +119,10 @@ class ImageDataset {
   const std::vector<std::string>& shards() const { return shards_; }
   // Where the sources read a sample's bytes (sample_reader.h).
   SampleReader& reader() const { return *reader_; }
+  // How files are read (Note [Read retries]); the readers use it.
+  RetryingReader& io() const { return *io_; }
+  // Ends every read retry's wait now and later (the server is stopping).
+  void Cancel() const { io_->Cancel(); }
   // Shards: the number of samples of each shard (consecutive indices, in
   // order), for the sampler's shard order; empty for files.
   std::vector<uint64_t> sample_groups() const;
@@ -140,8 +153,14 @@ class ImageDataset {
   // A failure of `index`'s file: with on_error=fail, the error to stop with
   // ("PATH: reason (--on-error fail)"); with skip, marks the file known bad
   // (the first time: warns and counts it in files_dropped_at_decode) and
-  // returns OK.
+  // returns OK, unless more than drop_limit() files have now failed after the
+  // scan: then DataLoss (Note [Dropped files]). Cancelled (a read cut short
+  // because the server stops) is returned as it is: the file is not marked.
   Status OnDecodeError(int64_t index, const Status& error);
+  // Note [Dropped files]: how many files may fail after the scan before the
+  // producer stops: max(10, a tenth of the usable files, twice the files the
+  // scan dropped).
+  uint64_t drop_limit() const;
 
  private:
   // A scanned sample: usable when `verdict` is OK.
@@ -156,13 +175,13 @@ class ImageDataset {
     std::vector<Status> damage;  // one per damaged shard
   };
   static Result<Scan> ScanFiles(const SourceOptions& options, uint64_t max_pixels, int threads,
-                                const Classify& classify);
+                                const Classify& classify, RetryingReader& io);
   static Result<Scan> ScanShardData(const SourceOptions& options, uint64_t max_pixels, int threads,
-                                    const Classify& classify);
+                                    const Classify& classify, RetryingReader& io);
 
   ImageDataset(std::string root, image::TransformOptions transform, ErrorPolicy on_error,
                std::vector<File> files, uint64_t dropped, std::vector<std::string> shards,
-               uint64_t shards_damaged)
+               uint64_t shards_damaged, std::unique_ptr<RetryingReader> io)
       : root_(std::move(root)),
         transform_(transform),
         on_error_(on_error),
@@ -170,6 +189,7 @@ class ImageDataset {
         dropped_(dropped),
         shards_(std::move(shards)),
         shards_damaged_(shards_damaged),
+        io_(std::move(io)),
         bad_(new std::atomic<uint8_t>[files_.size()]()) {}
 
   const std::string root_;
@@ -179,6 +199,7 @@ class ImageDataset {
   const uint64_t dropped_;
   const std::vector<std::string> shards_;
   const uint64_t shards_damaged_;
+  const std::unique_ptr<RetryingReader> io_;
   std::unique_ptr<SampleReader> reader_;  // set by Open
   // Note [Dropped files]: per file, 1 once it failed (known bad).
   const std::unique_ptr<std::atomic<uint8_t>[]> bad_;

@@ -56,6 +56,7 @@ class ImageSource : public SampleSource {
   // Read, then decode + crop + resize + normalize in one pass (the CPU
   // pipeline does not separate them); worker-seconds over `workers` threads.
   std::vector<StageTime> stage_times() const override { return stages_.Read(); }
+  void Cancel() override { dataset_->Cancel(); }
 
   Result<SampleFill> FillSample(int worker, uint32_t epoch, int64_t index,
                                 std::span<uint8_t* const> out) override {
@@ -105,12 +106,12 @@ class ImageSource : public SampleSource {
 
 }  // namespace
 
-Result<std::unique_ptr<Source>> MakeImageSource(const SourceOptions& options) {
+Result<std::unique_ptr<Source>> MakeImageSource(const SourceOptions& options, ReadEnv* env) {
   const int workers = options.workers > 0
                           ? options.workers
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   BATCHCAST_ASSIGN_OR_RETURN(std::unique_ptr<ImageDataset> dataset,
-                             ImageDataset::Open(options, workers));
+                             ImageDataset::Open(options, workers, {}, env));
   return std::unique_ptr<Source>(new ImageSource(std::move(dataset), workers));
 }
 

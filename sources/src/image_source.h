@@ -24,7 +24,9 @@
 namespace batchcast {
 
 // Scans options.data (ImageDataset::Open) and builds the source with
-// options.workers decoders (0: one per core). Errors: those of Open.
-Result<std::unique_ptr<Source>> MakeImageSource(const SourceOptions& options);
+// options.workers decoders (0: one per core). Files are read through `env`
+// (nullptr: the real file system; tests inject faults). Errors: those of Open.
+Result<std::unique_ptr<Source>> MakeImageSource(const SourceOptions& options,
+                                                ReadEnv* env = nullptr);
 
 }  // namespace batchcast

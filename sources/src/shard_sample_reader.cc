@@ -59,15 +59,41 @@ class ShardSampleReader : public SampleReader {
   const std::string& shard_path(uint32_t k) const { return dataset_.shards()[k]; }
 
   Status OpenShard(uint32_t k) BC_REQUIRES(mu_) {
+    BATCHCAST_RETURN_IF_ERROR(OpenAt(k, 0));
+    next_ = static_cast<int64_t>(begin_[k]);
+    return Status::Ok();
+  }
+
+  // Opens shard k and skips its first `member` members (Note [Read retries]:
+  // a failure to read is retried, the open and the skip together).
+  Status OpenAt(uint32_t k, uint64_t member) BC_REQUIRES(mu_) {
     tar_.reset();
     open_ = -1;
-    Result<TarReader> r = TarReader::Open(shard_path(k));
-    if (!r.ok()) return Fail(k, 0, r.status().WithContext(shard_path(k)));
-    opens_.fetch_add(1);
-    tar_.emplace(std::move(*r));
+    const Status s = dataset_.io().Retry(shard_path(k), [&]() -> Status {
+      tar_.reset();
+      Result<TarReader> r = TarReader::Open(shard_path(k));
+      if (!r.ok()) return r.status();
+      opens_.fetch_add(1);
+      TarReader::Member m;
+      for (uint64_t i = 0; i < member; ++i) {
+        Result<bool> more = r->Next(&m);
+        if (!more.ok()) return more.status();
+        if (!*more) return DataLossError("the shard ended before member " + std::to_string(i));
+      }
+      tar_.emplace(std::move(*r));
+      return Status::Ok();
+    });
+    if (!s.ok()) return Fail(k, member, s.WithContext(shard_path(k)));
     open_ = k;
-    member_ = 0;
-    next_ = static_cast<int64_t>(begin_[k]);
+    member_ = member;
+    return Status::Ok();
+  }
+
+  // After a failure to read member `at` of the open shard k (Unavailable):
+  // opens it again at that member, sample `pos` next.
+  Status Recover(uint32_t k, uint64_t at, int64_t pos) BC_REQUIRES(mu_) {
+    BATCHCAST_RETURN_IF_ERROR(OpenAt(k, at));
+    next_ = pos;
     return Status::Ok();
   }
 
@@ -95,22 +121,32 @@ class ShardSampleReader : public SampleReader {
         more = DataLossError("the shard ended before member " + std::to_string(at) +
                              " (it changed since the scan)");
       }
+      if (!more.ok() && more.status().code() == StatusCode::kUnavailable) {
+        BATCHCAST_RETURN_IF_ERROR(Recover(k, at, next_));
+        continue;
+      }
       if (!more.ok()) return Fail(k, at, more.status().WithContext(shard_path(k)));
       ++member_;
       if (at != dataset_.file(next_).member) continue;
       const int64_t pos = next_++;
       if (pos == target) {
         const Status s = tar_->ReadData(*out);
+        if (s.code() == StatusCode::kUnavailable) {
+          BATCHCAST_RETURN_IF_ERROR(Recover(k, at, pos));
+          continue;
+        }
         if (!s.ok()) return Fail(k, at, s.WithContext(shard_path(k)));
         break;
       }
       if (dataset_.known_bad(pos) || held_.size() >= max_held_) continue;
       std::vector<uint8_t>& slot = held_[pos];
       const Status s = tar_->ReadData(slot);
-      if (!s.ok()) {
-        held_.erase(pos);
-        return Fail(k, at, s.WithContext(shard_path(k)));
+      if (!s.ok()) held_.erase(pos);
+      if (s.code() == StatusCode::kUnavailable) {
+        BATCHCAST_RETURN_IF_ERROR(Recover(k, at, pos));
+        continue;
       }
+      if (!s.ok()) return Fail(k, at, s.WithContext(shard_path(k)));
       held_bytes_ += slot.size();
       peak_samples_.store(
           std::max<int64_t>(peak_samples_.load(), static_cast<int64_t>(held_.size())));

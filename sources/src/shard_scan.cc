@@ -146,7 +146,8 @@ Result<int64_t> ParseShardLabel(const std::string& ext, std::span<const uint8_t>
   return v;
 }
 
-Result<ShardScan> ScanShards(const std::string& data, int threads, const ShardImageCheck& check) {
+Result<ShardScan> ScanShards(const std::string& data, int threads, const ShardImageCheck& check,
+                             RetryingReader& io) {
   if (!BuiltWithTar()) return TarReader::Open(data).status();
   ShardScan scan;
   BATCHCAST_ASSIGN_OR_RETURN(scan.shards, ExpandShardPattern(data));
@@ -159,7 +160,11 @@ Result<ShardScan> ScanShards(const std::string& data, int threads, const ShardIm
     ThreadPool pool(std::max(1, std::min<int>(threads, static_cast<int>(n))));
     BATCHCAST_RETURN_IF_ERROR(pool.ParallelFor(static_cast<int64_t>(n), [&](int, int64_t i) {
       const size_t k = static_cast<size_t>(i);
-      damage[k] = ScanOne(scan.shards[k], static_cast<uint32_t>(k), check, per_shard[k]);
+      // Note [Read retries]: a shard that cannot be read now is scanned again.
+      damage[k] = io.Retry(scan.shards[k], [&] {
+        per_shard[k].clear();
+        return ScanOne(scan.shards[k], static_cast<uint32_t>(k), check, per_shard[k]);
+      });
       progress.Add();
     }));
   }

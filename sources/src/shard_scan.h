@@ -35,6 +35,7 @@
 
 #include "batchcast/core/status.h"
 #include "batchcast/image/jpeg.h"
+#include "read_retry.h"
 
 namespace batchcast {
 
@@ -60,9 +61,12 @@ using ShardImageCheck = std::function<Status(
     const std::string& name, std::span<const uint8_t> bytes, image::JpegInfo* info, bool* flag)>;
 
 // Expands `data` (shard_pattern.h) and scans every shard on `threads`
-// threads, with a progress line for long scans (scan_progress.h). Errors: the
-// expansion's; Unavailable when this build has no tar support.
-Result<ShardScan> ScanShards(const std::string& data, int threads, const ShardImageCheck& check);
+// threads, with a progress line for long scans (scan_progress.h); a shard
+// that cannot be read now is scanned again as `io` retries (Note [Read
+// retries], read_retry.h). Errors: the expansion's; Unavailable when this
+// build has no tar support.
+Result<ShardScan> ScanShards(const std::string& data, int threads, const ShardImageCheck& check,
+                             RetryingReader& io);
 
 // The label of a `.cls`/`.txt` member (a non-negative integer, blanks
 // around it allowed) or of a `.json` member (its "label" field).

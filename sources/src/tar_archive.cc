@@ -19,10 +19,18 @@ struct TarReader::Impl {
     if (a != nullptr) archive_read_free(a);
     if (fd >= 0) close(fd);
   }
+  // A failure to read the file (Note [Read retries]) is Unavailable and not
+  // sticky: the reader may open the shard again; anything else is the
+  // archive's damage (DataLoss, sticky).
   Status Fail(const char* what) {
     const char* reason = a != nullptr ? archive_error_string(a) : nullptr;
-    error = DataLossError(std::string(what) + ": " +
-                          (reason != nullptr ? reason : "damaged tar archive"));
+    const std::string message =
+        std::string(what) + ": " + (reason != nullptr ? reason : "damaged tar archive");
+    const int err = a != nullptr ? archive_errno(a) : 0;
+    if (err > 0 && ReadErrorCode(err) == StatusCode::kUnavailable) {
+      return UnavailableError(message);
+    }
+    error = DataLossError(message);
     return error;
   }
 };

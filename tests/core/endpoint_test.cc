@@ -69,5 +69,13 @@ TEST(Endpoint, LoopbackIsOnlyThisMachine) {
   }
 }
 
+// ZeroMQ binds addresses, not host names: localhost binds 127.0.0.1.
+TEST(Endpoint, ALocalhostServerBindsTheLoopbackAddress) {
+  EXPECT_EQ(BindAddress("tcp://localhost:5555"), "tcp://127.0.0.1:5555");
+  EXPECT_EQ(BindAddress("tcp://localhost:0"), "tcp://127.0.0.1:0");
+  EXPECT_EQ(BindAddress("tcp://127.0.0.1:5555"), "tcp://127.0.0.1:5555");
+  EXPECT_EQ(BindAddress("ipc:///tmp/x.sock"), "ipc:///tmp/x.sock");
+}
+
 }  // namespace
 }  // namespace batchcast

@@ -66,6 +66,7 @@ TEST_F(RuntimeDirTest, ReclaimRemovesWhatDeadServersLeftAndNothingElse) {
   ASSERT_TRUE(Exists(dir() + "/dead.sock"));
 
   std::vector<Reclaimed> r = ReclaimDeadServers();
+  std::erase_if(r, [](const Reclaimed& x) { return x.orphan; });  // other runs' leftovers
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].name, "dead");
   EXPECT_EQ(r[0].pid, dead);
@@ -78,9 +79,36 @@ TEST_F(RuntimeDirTest, ReclaimRemovesWhatDeadServersLeftAndNothingElse) {
   EXPECT_TRUE(RingExists("live"));
   EXPECT_EQ(ProbeSocket(dir() + "/live.sock"), ServerProbe::State::kRunning);
   EXPECT_EQ(ProbeServer("live").state, ServerProbe::State::kRunning);
-  EXPECT_TRUE(ReclaimDeadServers().empty());
+  r = ReclaimDeadServers();
+  std::erase_if(r, [](const Reclaimed& x) { return x.orphan; });
+  EXPECT_TRUE(r.empty());
   KillAndReap(live);
   HostSharedMemory::Remove(HostRingShmName("live"));
+}
+
+// A dead server whose runtime directory is gone too (a login session's
+// /run/user/UID, a test's temporary folder) left only its ring: the next
+// server reclaims it, since no process holds its flock; a live server's
+// ring (held) and a young one are left alone.
+TEST_F(RuntimeDirTest, ReclaimRemovesARingWhoseLockFileIsGone) {
+  ASSERT_TRUE(RuntimeDir().ok());
+  const std::string dead = "orphan-" + std::to_string(getpid());
+  const std::string live = "held-" + std::to_string(getpid());
+  const pid_t owner = StartFakeServer(dead, dir());
+  KillAndReap(owner);
+  ASSERT_EQ(unlink((dir() + "/" + dead + ".lock").c_str()), 0);  // the directory's loss
+  auto held = HostSharedMemory::Create(HostRingShmName(live), 4096);
+  ASSERT_TRUE(held.ok());
+  auto young = ReclaimDeadServers();  // a minute by default: too young
+  EXPECT_TRUE(RingExists(dead));
+  std::vector<Reclaimed> r = ReclaimDeadServers(std::chrono::seconds(0));
+  std::erase_if(r, [&](const Reclaimed& x) { return x.name != dead && x.name != live; });
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].name, dead);
+  EXPECT_TRUE(r[0].orphan);
+  EXPECT_EQ(r[0].ring_bytes, 1u << 20);
+  EXPECT_FALSE(RingExists(dead));
+  EXPECT_TRUE(RingExists(live)) << "a live server's ring is held";
 }
 
 // As root, a ring of another user under this user's ring name (planted) is

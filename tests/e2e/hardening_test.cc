@@ -270,7 +270,8 @@ class ThrowingSource : public SyntheticSource {
 };
 
 // An exception in a source, on the producer thread or a worker, stops the
-// server with an Internal error (consumers are told), never the process; one
+// server with an Internal error (consumers are told it, with the reason),
+// never the process; one
 // at start fails Start; one in what the stats read is reported in the stats.
 TEST_F(Hardening, AnExceptionInASourceStopsTheServerNotTheProcess) {
   for (auto where : {ThrowingSource::Where::kWorker, ThrowingSource::Where::kProducer}) {
@@ -283,7 +284,11 @@ TEST_F(Hardening, AnExceptionInASourceStopsTheServerNotTheProcess) {
     ASSERT_TRUE(c);
     Status got;
     for (int i = 0; i < 100 && got.ok(); ++i) got = c->Next().status();
+    // The consumer is told the server stopped, and why.
     EXPECT_EQ(got.code(), StatusCode::kUnavailable) << got.ToString();
+    EXPECT_NE(got.message().find("stopped: unexpected exception"), std::string::npos)
+        << got.ToString();
+    EXPECT_NE(got.message().find("boom"), std::string::npos) << got.ToString();
     ASSERT_TRUE((*server)->WaitFor(10s));
     const Status s = (*server)->status();
     EXPECT_EQ(s.code(), StatusCode::kInternal) << s.ToString();
@@ -524,9 +529,14 @@ TEST_F(Hardening, AKilledServerIsReportedAtOnceAndItsFilesReclaimed) {
 
 // ---- Cheap ways to starve others ----
 
+// Note [Admission]: HELLOs that are never followed by anything fill the
+// server at most for their probation; a real consumer waits its turn (here
+// behind 40 silent ones, 16 at a time) and gets in; they pin nothing meanwhile.
 TEST_F(Hardening, SilentHellosDoNotKeepConsumersOut) {
   const std::string name = UniqueName("silent");
   auto server = ServeSynthetic(name, {"--max-consumers", "16"});
+  auto early = Connect(name);
+  ASSERT_TRUE(early);
   zmq::context_t ctx;
   std::vector<std::unique_ptr<Peer>> silent;
   for (int i = 0; i < 40; ++i) {
@@ -535,15 +545,20 @@ TEST_F(Hardening, SilentHellosDoNotKeepConsumersOut) {
   }
   std::this_thread::sleep_for(300ms);
   auto st = testing::Stats(name);
-  EXPECT_LE(st["consumers"].size(), 4u) << "at most max(4, 16/4) unconfirmed consumers";
+  EXPECT_LE(st["consumers"].size(), 16u) << "at most max_consumers";
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(early->Next().ok()) << "the silent ones pin nothing";
+  const double t0 = NowMs();
   auto good = Connect(name);
   ASSERT_TRUE(good);
+  EXPECT_LT(NowMs() - t0, 5000) << "three probations at most";
   EXPECT_TRUE(good->Next().ok());
-  // The silent ones are gone after their probation (1 s by default).
+  // The silent ones are gone once nobody waits behind them any more and
+  // their probation ended; a consumer that waits is never dropped.
   std::this_thread::sleep_for(1500ms);
   st = testing::Stats(name);
-  EXPECT_EQ(st["consumers"].size(), 1u) << st.dump();
+  EXPECT_LE(st["consumers"].size(), 18u) << st.dump();
   EXPECT_TRUE(good->Next().ok());
+  EXPECT_TRUE(early->Next().ok());
 }
 
 TEST_F(Hardening, AStatsFloodIsBoundedAndConsumersGoOn) {

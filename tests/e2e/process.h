@@ -59,10 +59,15 @@ class Process {
     close(fds[1]);
     out_fd_ = fds[0];
   }
+  // A process still running is asked to stop (SIGTERM: a server then removes
+  // its ring and socket), and killed if it has not within 10 s.
   ~Process() {
     if (pid_ > 0 && !exited_) {
-      kill(pid_, SIGKILL);
-      Wait();
+      kill(pid_, SIGTERM);
+      if (Wait(std::chrono::milliseconds(10000)) < 0) {
+        kill(pid_, SIGKILL);
+        Wait();
+      }
     }
     if (out_fd_ >= 0) close(out_fd_);
   }

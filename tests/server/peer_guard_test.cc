@@ -1,5 +1,7 @@
-// PeerGuard (server/src/peer_guard.h), Note [Peer limits], with a fake clock:
-// STATS per peer and renderings for all, unconfirmed consumers, and the
+// PeerGuard (server/src/peer_guard.h), Note [Peer limits] and Note
+// [Admission], with a fake clock: STATS per peer, for all peers and
+// renderings; HELLOs admitted in turn, never displacing a welcomed consumer,
+// repeaters behind first HELLOs, a global budget, a bounded queue; and the
 // bounded memory of per-peer state under connection churn.
 #include "server/src/peer_guard.h"
 
@@ -48,35 +50,122 @@ TEST(PeerGuard, StatsAreRenderedAtMostSoOftenForEveryone) {
   for (int i = 0; i < 20; ++i) EXPECT_EQ(normal.OnStats("stat", kT0 + i * 200ms), Answer::kFresh);
 }
 
-TEST(PeerGuard, UnconfirmedConsumersExpireUnlessTheySpeak) {
+TEST(PeerGuard, StatsOfAllPeersTogetherAreLimited) {
   PeerGuardLimits limits;
-  limits.probation = 1000ms;
+  limits.stats_total_per_second = 10;
   PeerGuard g(limits);
-  g.OnWelcomed("silent", kT0);
-  g.OnWelcomed("talker", kT0 + 1ms);
-  g.OnConsumerMessage("talker");  // its first HEARTBEAT
-  EXPECT_EQ(g.unconfirmed(), 1u);
-  EXPECT_TRUE(g.TakeExpired(kT0 + 999ms).empty());
-  EXPECT_EQ(g.TakeExpired(kT0 + 1000ms), std::vector<std::string>{"silent"});
-  EXPECT_EQ(g.unconfirmed(), 0u);
-  EXPECT_TRUE(g.TakeExpired(kT0 + 10s).empty());
+  // A thousand connections asking once each: ten answers, the rest dropped.
+  int answered = 0;
+  for (int i = 0; i < 1000; ++i) {
+    answered += g.OnStats("p" + std::to_string(i), kT0) != Answer::kDrop ? 1 : 0;
+  }
+  EXPECT_EQ(answered, 10);
+  EXPECT_NE(g.OnStats("later", kT0 + 1s), Answer::kDrop) << "the budget comes back";
 }
 
-TEST(PeerGuard, TheOldestUnconfirmedMakesRoom) {
+using Hello = PeerGuard::HelloAnswer;
+
+TEST(PeerGuard, HellosAreAdmittedWhileThereIsRoomThenWaitInOrder) {
   PeerGuardLimits limits;
-  limits.max_unconfirmed = 3;
+  limits.max_unconfirmed = 2;
   PeerGuard g(limits);
-  EXPECT_FALSE(g.TakeOldestUnconfirmed());
-  g.OnWelcomed("b", kT0 + 2ms);
-  g.OnWelcomed("a", kT0 + 1ms);
-  EXPECT_FALSE(g.UnconfirmedFull());
-  g.OnWelcomed("c", kT0 + 3ms);
-  EXPECT_TRUE(g.UnconfirmedFull());
-  EXPECT_EQ(g.TakeOldestUnconfirmed(), "a");
-  EXPECT_FALSE(g.UnconfirmedFull());
-  g.Forget("b");
-  EXPECT_EQ(g.TakeOldestUnconfirmed(), "c");
-  EXPECT_EQ(g.unconfirmed(), 0u);
+  EXPECT_EQ(g.OnHello("a", kT0), Hello::kAdmit);
+  g.OnWelcomed("a", kT0);
+  EXPECT_EQ(g.OnHello("b", kT0), Hello::kAdmit);
+  g.OnWelcomed("b", kT0);
+  for (const char* id : {"c", "d", "e"}) EXPECT_EQ(g.OnHello(id, kT0), Hello::kWait) << id;
+  EXPECT_EQ(g.waiting(), 3u);
+  EXPECT_FALSE(g.NextAdmission(kT0)) << "no room: a and b are unconfirmed";
+  g.OnConsumerMessage("a");  // a's first HEARTBEAT
+  EXPECT_EQ(g.NextAdmission(kT0), "c");
+  g.OnWelcomed("c", kT0);
+  EXPECT_FALSE(g.NextAdmission(kT0));
+  g.OnConsumerMessage("b");
+  g.OnConsumerMessage("c");
+  EXPECT_EQ(g.NextAdmission(kT0), "d");
+  g.OnWelcomed("d", kT0);
+  EXPECT_EQ(g.NextAdmission(kT0), "e");
+  g.OnWelcomed("e", kT0);
+  EXPECT_EQ(g.waiting(), 0u);
+  EXPECT_EQ(g.OnHello("f", kT0), Hello::kWait) << "d and e hold the places";
+}
+
+TEST(PeerGuard, AWelcomedConsumerIsNeverDisplacedAndExpiresOnlyWhenOthersWait) {
+  PeerGuardLimits limits;
+  limits.max_unconfirmed = 1;
+  limits.probation = 1000ms;
+  PeerGuard g(limits);
+  ASSERT_EQ(g.OnHello("slow", kT0), Hello::kAdmit);
+  g.OnWelcomed("slow", kT0);
+  EXPECT_TRUE(g.TakeExpired(kT0 + 10s).empty()) << "nobody waits: a silent consumer costs nothing";
+  EXPECT_EQ(g.OnHello("new", kT0 + 10s), Hello::kWait);
+  EXPECT_FALSE(g.NextAdmission(kT0 + 10s)) << "the newcomer waits; slow keeps its place";
+  EXPECT_EQ(g.TakeExpired(kT0 + 10s), std::vector<std::string>{"slow"});
+  EXPECT_EQ(g.NextAdmission(kT0 + 10s), "new");
+}
+
+TEST(PeerGuard, RepeatedHellosWaitBehindFirstOnes) {
+  PeerGuardLimits limits;
+  limits.max_unconfirmed = 1;
+  PeerGuard g(limits);
+  ASSERT_EQ(g.OnHello("flood0", kT0), Hello::kAdmit);
+  g.OnWelcomed("flood0", kT0);
+  g.OnRepeatedHello("flood0", kT0);
+  EXPECT_EQ(g.OnHello("flood1", kT0), Hello::kWait);
+  EXPECT_EQ(g.OnHello("flood1", kT0), Hello::kWait) << "one place per peer";
+  EXPECT_EQ(g.OnHello("flood1", kT0), Hello::kWait);
+  EXPECT_EQ(g.waiting(), 1u);
+  EXPECT_EQ(g.OnHello("honest", kT0 + 1ms), Hello::kWait);
+  // flood0 ends its probation silent; the honest newcomer goes first.
+  EXPECT_EQ(g.TakeExpired(kT0 + 2s), std::vector<std::string>{"flood0"});
+  g.Forget("flood0");
+  EXPECT_EQ(g.NextAdmission(kT0 + 2s), "honest");
+  g.OnWelcomed("honest", kT0 + 2s);
+  g.OnConsumerMessage("honest");
+  EXPECT_EQ(g.NextAdmission(kT0 + 2s), "flood1");
+  // A dropped repeater that says HELLO again waits behind a first HELLO too.
+  g.OnWelcomed("flood1", kT0 + 2s);
+  EXPECT_EQ(g.OnHello("flood0", kT0 + 2s), Hello::kWait);
+  EXPECT_EQ(g.OnHello("second", kT0 + 2s), Hello::kWait);
+  g.OnConsumerMessage("flood1");
+  EXPECT_EQ(g.NextAdmission(kT0 + 2s), "second");
+  EXPECT_EQ(g.waiting(), 1u);
+}
+
+TEST(PeerGuard, HelloAdmissionsHaveAGlobalBudget) {
+  PeerGuardLimits limits;
+  limits.hellos_per_second = 10;
+  PeerGuard g(limits);
+  int admitted = 0;
+  for (int i = 0; i < 12; ++i) {
+    const std::string id = "p" + std::to_string(i);
+    if (g.OnHello(id, kT0) == Hello::kAdmit) {
+      ++admitted;
+      g.OnWelcomed(id, kT0);
+      g.OnConsumerMessage(id);  // confirmed at once: room stays
+    }
+  }
+  EXPECT_EQ(admitted, 10) << "a burst of a second's worth";
+  EXPECT_EQ(g.waiting(), 2u);
+  EXPECT_FALSE(g.NextAdmission(kT0 + 50ms));
+  EXPECT_TRUE(g.NextAdmission(kT0 + 100ms)) << "ten a second";
+}
+
+TEST(PeerGuard, TheWaitingQueueIsBoundedAndStaleHellosLeaveIt) {
+  PeerGuardLimits limits;
+  limits.max_unconfirmed = 1;
+  limits.max_waiting = 3;
+  limits.max_wait = 30s;
+  PeerGuard g(limits);
+  ASSERT_EQ(g.OnHello("a", kT0), Hello::kAdmit);
+  g.OnWelcomed("a", kT0);
+  for (const char* id : {"b", "c", "d"}) EXPECT_EQ(g.OnHello(id, kT0), Hello::kWait);
+  EXPECT_EQ(g.OnHello("e", kT0), Hello::kRefuse);
+  g.Prune(kT0 + 20s);  // waiting peers are kept
+  EXPECT_EQ(g.waiting(), 3u);
+  EXPECT_TRUE(g.TakeStaleWaiting(kT0 + 29s).empty());
+  EXPECT_EQ(g.TakeStaleWaiting(kT0 + 30s).size(), 3u);
+  EXPECT_EQ(g.waiting(), 0u);
 }
 
 TEST(PeerGuard, ConnectionChurnDoesNotGrowItsMemory) {

@@ -71,11 +71,16 @@ class SchedulerTest : public ::testing::Test {
     std::string group;
     uint32_t rank = 0;
     uint32_t world_size = 0;
+    // As the client does: a HEARTBEAT as soon as WELCOME comes (Note
+    // [Unconfirmed consumers]); false leaves it unconfirmed.
+    bool confirm = true;
   };
   Result<Scheduler::Admission> Join(const std::string& id, JoinOptions o) {
     proto::Hello h{id,         o.pid, o.batch, o.drop_last, o.join,
                    o.prefetch, "",    o.group, o.rank,      o.world_size};
-    return s_->AddConsumer(id, h, o.same_host);
+    Result<Scheduler::Admission> a = s_->AddConsumer(id, h, o.same_host);
+    if (a.ok() && o.confirm) s_->Touch(id);
+    return a;
   }
   void MustJoin(const std::string& id, JoinOptions o) { ASSERT_TRUE(Join(id, o).ok()); }
   // Make(t); the consumers `ids` join with the default JoinOptions; the

@@ -419,5 +419,65 @@ TEST_F(GroupsTest, AStarvedRoundIsPassedOverByTheWholeGroup) {
   EXPECT_EQ(seen["r1"].epochs[0], Share(Samples(16, 64), 2, 4, 1, 6));
 }
 
+// Note [Unconfirmed consumers]: a group whose ranks are all unconfirmed
+// pins nothing; once one speaks, the group starts where the ring is and
+// pins from there.
+TEST_F(GroupsTest, AGroupOfUnconfirmedRanksPinsNothing) {
+  Make({});
+  JoinOptions r0 = Rank("g", 0, 2);
+  r0.confirm = false;
+  MustJoin("r0", r0);
+  MustJoin("u", {});
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(Produce()) << i;
+    std::vector<proto::Message> r = Next("u");
+    if (!r.empty() && std::holds_alternative<proto::EndOfEpoch>(r[0])) r = Next("u");
+    ASSERT_EQ(r.size(), 1u) << Describe(r);
+    Release("u", std::get<proto::Batch>(r[0]));
+  }  // the ring is [16,20) ... [28,32)
+  s_->Touch("r0");
+  EXPECT_EQ(GroupStats("g")["frontier"], 16) << "the newest unbroken run starts at 16";
+  EXPECT_FALSE(Produce()) << "the group pins its start now";
+}
+
+// Under skip and evict a forming group holds the producer at most
+// lag_timeout; then its frontier skips ahead (it is not evicted), and the
+// rank that joins later starts there too: counts stay equal.
+TEST_F(GroupsTest, AFormingGroupHoldsTheProducerAtMostLagTimeoutUnderSkipAndEvict) {
+  for (LagPolicy policy : {LagPolicy::kSkip, LagPolicy::kEvict}) {
+    SCOPED_TRACE(LagPolicyName(policy));
+    Make({.lag_policy = policy, .lag_timeout = 100ms});
+    MustJoin("r0", Rank("g", 0, 2));
+    MustJoin("u", {});
+    Pump();
+    for (int i = 0; i < 4; ++i) Release("u", NextBatch("u"));
+    EXPECT_EQ(Pump(), 0) << "the forming group pins its start";
+    TickAfter(99ms);
+    EXPECT_EQ(Pump(), 0);
+    TickAfter(1ms);
+    EXPECT_TRUE(Replies("r0").empty()) << "not evicted";
+    EXPECT_EQ(GroupStats("g")["frontier"], 16);
+    EXPECT_EQ(Pump(), 4) << "the producer goes on";
+    MustJoin("r1", Rank("g", 1, 2));
+    std::map<std::string, Seen> seen;
+    ASSERT_TRUE(Drive({"r0", "r1"}, 1, seen));
+    EXPECT_EQ(seen["r0"].batches, seen["r1"].batches);
+    produced_ = 0;
+  }
+}
+
+// Under block a forming group is exempt: it may hold the producer until
+// group_timeout.
+TEST_F(GroupsTest, AFormingGroupHoldsTheProducerUnderBlock) {
+  Make({.lag_timeout = 100ms, .group_timeout = 10s});
+  MustJoin("r0", Rank("g", 0, 2));
+  MustJoin("u", {});
+  Pump();
+  for (int i = 0; i < 4; ++i) Release("u", NextBatch("u"));
+  TickAfter(5s);
+  EXPECT_EQ(Pump(), 0);
+  EXPECT_EQ(GroupStats("g")["frontier"], 0);
+}
+
 }  // namespace
 }  // namespace batchcast

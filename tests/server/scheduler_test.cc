@@ -557,5 +557,51 @@ TEST_F(SchedulerTest, BeginBatchWaitsUntilASlotIsFree) {
   EXPECT_EQ(got.status().code(), StatusCode::kCancelled);
 }
 
+// ---- Note [Unconfirmed consumers] ----
+
+// A consumer that said nothing after its HELLO pins nothing: the producer
+// writes past its start while another reads; when it speaks it starts at the
+// join point of that moment, and from then on it pins.
+TEST_F(SchedulerTest, AnUnconfirmedConsumerPinsNothingAndStartsWhereTheRingIsWhenItSpeaks) {
+  MakeAndFill({.window = 2, .epoch_len = 8});  // [0,4) [4,8)
+  MustJoin("silent", {.confirm = false});
+  for (int i = 0; i < 3; ++i) {
+    Release("a", NextBatch("a"));
+    if (i == 1) ASSERT_EQ(Describe(Next("a")), "E0/2");
+    ASSERT_TRUE(Produce()) << "silent's start (seq 0) does not hold the producer: " << i;
+  }  // the ring is [12,16) [16,20)
+  EXPECT_EQ(ConsumerStats("silent")["cursor"], 0);
+  s_->Touch("silent");  // its first HEARTBEAT
+  EXPECT_EQ(ConsumerStats("silent")["cursor"], 12);
+  Release("a", NextBatch("a"));  // [12,16)
+  ASSERT_EQ(Describe(Next("a")), "E1/2");
+  Release("a", NextBatch("a"));  // [16,20)
+  EXPECT_FALSE(Produce()) << "now it pins [12,16)";
+  proto::Batch b = NextBatch("silent");
+  EXPECT_EQ(b.first_seq, 12u);
+  EXPECT_EQ(b.epoch, 0u);
+}
+
+// An unconfirmed consumer does not count for min_consumers (nor keeps a
+// started producer writing).
+TEST_F(SchedulerTest, UnconfirmedConsumersDoNotCountForMinConsumers) {
+  Make({.min_consumers = 2});
+  MustJoin("a", {});
+  MustJoin("b", {.confirm = false});
+  EXPECT_FALSE(Produce());
+  s_->Next("b", 1);  // a NEXT confirms it too
+  EXPECT_TRUE(Produce());
+}
+
+// Under skip a laggard is only ever a confirmed consumer; an unconfirmed
+// one is not skipped (it pins nothing to skip).
+TEST_F(LagTest, AnUnconfirmedConsumerIsNoLaggard) {
+  SetUpBlocked(LagPolicy::kSkip);
+  MustJoin("silent", {.confirm = false});
+  TickAfter(100ms);
+  EXPECT_EQ(ConsumerStats("silent")["skipped"], 0);
+  EXPECT_EQ(ConsumerStats("slow")["skipped"], 8);
+}
+
 }  // namespace
 }  // namespace batchcast

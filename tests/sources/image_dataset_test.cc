@@ -158,7 +158,10 @@ TEST(ImageDatasetOpen, SkipDropsUnusableFilesAndNamesThem) {
   EXPECT_EQ(counters, (std::vector<std::pair<std::string, int64_t>>{{"files", 4},
                                                                     {"files_dropped_at_scan", 4},
                                                                     {"files_dropped_at_decode", 0},
-                                                                    {"samples_dropped", 0}}));
+                                                                    {"samples_dropped", 0},
+                                                                    {"read_retries", 0},
+                                                                    {"reads_recovered", 0},
+                                                                    {"files_unreadable", 0}}));
 }
 
 TEST(ImageDatasetOpen, FailStopsAtTheFirstUnusableFile) {
@@ -303,7 +306,10 @@ TEST(ImageDatasetPolicy, DecodeDropsABadFileForeverAndNeverStandsIn) {
             (std::vector<std::pair<std::string, int64_t>>{{"files", 3},
                                                           {"files_dropped_at_scan", 0},
                                                           {"files_dropped_at_decode", 1},
-                                                          {"samples_dropped", 2}}));
+                                                          {"samples_dropped", 2},
+                                                          {"read_retries", 0},
+                                                          {"reads_recovered", 0},
+                                                          {"files_unreadable", 0}}));
 }
 
 TEST(ImageDatasetPolicy, FailStopsAtTheFirstBadFile) {

@@ -187,13 +187,15 @@ TEST(ShardScan, LabelsOfEveryKindAndSamplesThatCannotBeUsed) {
                              {"k7.jpeg", jpg},
                              {"k7.cls", Text("4")},
                              {"README", Text("no extension: not a sample")}});
-  auto scan =
-      ScanShards(d.path("a.tar"), 1,
-                 [](const std::string&, std::span<const uint8_t> b, image::JpegInfo* info, bool*) {
-                   auto r = image::ReadJpegInfo(b);
-                   if (r.ok()) *info = *r;
-                   return r.status();
-                 });
+  RetryingReader io;
+  auto scan = ScanShards(
+      d.path("a.tar"), 1,
+      [](const std::string&, std::span<const uint8_t> b, image::JpegInfo* info, bool*) {
+        auto r = image::ReadJpegInfo(b);
+        if (r.ok()) *info = *r;
+        return r.status();
+      },
+      io);
   ASSERT_TRUE(scan.ok()) << scan.status().ToString();
   EXPECT_TRUE(scan->damage.empty());
   ASSERT_EQ(scan->samples.size(), 8u);

@@ -220,7 +220,8 @@ std::string ZmtpGreeting() {
   return g;
 }
 
-void Raw(const FuzzTarget& t, FrameFuzzer& fz, FuzzTally& tally) {
+// A stream socket connected to the server's endpoint, or -1.
+int ConnectStream(const FuzzTarget& t) {
   int fd = -1;
   if (t.endpoint.starts_with("ipc://")) {
     sockaddr_un addr{};
@@ -244,6 +245,11 @@ void Raw(const FuzzTarget& t, FrameFuzzer& fz, FuzzTally& tally) {
       fd = -1;
     }
   }
+  return fd;
+}
+
+void Raw(const FuzzTarget& t, FrameFuzzer& fz, FuzzTally& tally) {
+  const int fd = ConnectStream(t);
   if (fd < 0) return;
   ++tally.connections;
   std::string bytes = fz.OneIn(2) ? ZmtpGreeting() + fz.Random(2048) : fz.Random(4096);
@@ -272,11 +278,54 @@ void Identity(zmq::context_t& ctx, const FuzzTarget& t, FrameFuzzer& fz, FuzzTal
   }
 }
 
+void Hellos(zmq::context_t& ctx, const FuzzTarget& t, FrameFuzzer& fz, FuzzTally& tally) {
+  std::vector<zmq::socket_t> sockets;
+  for (uint64_t n = fz.U(50, 200); n > 0; --n) sockets.push_back(Dealer(ctx, t, tally));
+  proto::Hello hello;
+  hello.name = "repeater";
+  hello.pid = static_cast<uint32_t>(getpid());
+  hello.batch_size = static_cast<uint32_t>(fz.U(1, 64));
+  const std::string frame = proto::Encode(hello);
+  for (uint64_t rounds = fz.U(3, 30); rounds > 0; --rounds) {
+    for (zmq::socket_t& s : sockets) {
+      Send(s, frame, tally);
+      Drain(s, tally, 0);
+    }
+    std::this_thread::sleep_for(Ms(fz.U(5, 50)));
+  }
+}
+
+void StatsFromMany(zmq::context_t& ctx, const FuzzTarget& t, FrameFuzzer& fz, FuzzTally& tally) {
+  std::vector<zmq::socket_t> sockets;
+  for (uint64_t n = fz.U(200, 1000); n > 0; --n) sockets.push_back(Dealer(ctx, t, tally));
+  const std::string frame = proto::Encode(proto::Stats{});
+  for (uint64_t rounds = fz.U(1, 5); rounds > 0; --rounds) {
+    for (zmq::socket_t& s : sockets) {
+      Send(s, frame, tally);
+      Drain(s, tally, 0);
+    }
+  }
+  std::this_thread::sleep_for(Ms(fz.U(10, 100)));
+  for (zmq::socket_t& s : sockets) Drain(s, tally, 0);
+}
+
+void Hold(const FuzzTarget& t, FrameFuzzer& fz, FuzzTally& tally) {
+  std::vector<int> fds;
+  for (uint64_t n = fz.U(10, static_cast<uint64_t>(std::max(10, t.max_connections))); n > 0; --n) {
+    const int fd = ConnectStream(t);
+    if (fd < 0) break;
+    ++tally.connections;
+    fds.push_back(fd);
+  }
+  std::this_thread::sleep_for(Ms(fz.U(100, 1500)));
+  for (int fd : fds) close(fd);
+}
+
 }  // namespace
 
 const char* AttackName(Attack attack) {
-  static const char* kNames[] = {"frames",  "flood", "multipart", "oversized",
-                                 "session", "churn", "raw",       "identity"};
+  static const char* kNames[] = {"frames", "flood",    "multipart", "oversized", "session", "churn",
+                                 "raw",    "identity", "hellos",    "stats",     "hold"};
   return kNames[static_cast<int>(attack)];
 }
 
@@ -300,6 +349,12 @@ void RunAttack(Attack attack, zmq::context_t& context, const FuzzTarget& target,
       return Raw(target, fuzzer, tally);
     case Attack::kIdentity:
       return Identity(context, target, fuzzer, tally);
+    case Attack::kHellos:
+      return Hellos(context, target, fuzzer, tally);
+    case Attack::kStats:
+      return StatsFromMany(context, target, fuzzer, tally);
+    case Attack::kHold:
+      return Hold(target, fuzzer, tally);
     case Attack::kCount:
       break;
   }

@@ -27,10 +27,13 @@ constexpr uint64_t kSamples = 4096;
 constexpr uint64_t kSeed = 11;
 
 // How often each attack is picked (Attack order).
-constexpr int kWeights[] = {20, 10, 10, 5, 25, 5, 10, 10};
+constexpr int kWeights[] = {20, 10, 10, 5, 25, 5, 10, 10, 3, 3, 3};
+static_assert(std::size(kWeights) == static_cast<size_t>(Attack::kCount));
 
 Attack PickAttack(FrameFuzzer& fz) {
-  int r = static_cast<int>(fz.U(0, 94));
+  int total = 0;
+  for (int w : kWeights) total += w;
+  int r = static_cast<int>(fz.U(0, static_cast<uint64_t>(total - 1)));
   for (size_t i = 0; i < std::size(kWeights); ++i) {
     if (r < kWeights[i]) return static_cast<Attack>(i);
     r -= kWeights[i];

@@ -107,6 +107,10 @@ class Source {
   // Time per stage of FillBatch (see StageTime); empty when the source does
   // not time its stages. Called by other threads while FillBatch runs.
   virtual std::vector<StageTime> stage_times() const { return {}; }
+  // Makes a FillBatch that waits (to retry a failed read, say) return soon
+  // with Cancelled, now and in every later call: the server is stopping.
+  // Thread-safe: called by another thread while FillBatch runs.
+  virtual void Cancel() {}
 };
 
 // What SampleSource::FillSample did with its sample.
