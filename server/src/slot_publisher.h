@@ -48,12 +48,9 @@
 // (nvJPEG's per-image conversion, which the pipeline thread waits for
 // before the next image; the fused augmentation) are scheduled before the
 // trainer's queued ones instead of behind them. Between processes without
-// MPS the GPU time-slices whole contexts and priorities do nothing
-// (RESULTS.md, "What couples a fed trainer to its server"). Measured in
-// process on an H100, `high` made no difference the runs could see (a fed
-// ResNet-18 at 0.84 and 0.91 of synthetic, `normal` 0.90 and 0.89:
-// RESULTS.md, "The server in the trainer's process"), so `normal` is the
-// default.
+// MPS the GPU time-slices whole contexts and priorities order nothing across
+// them (docs/design.md, "GPU path", MPS). Measured in process on an H100,
+// `high` made no difference the runs could see, so `normal` is the default.
 //
 // Thread-safety: one writer thread at a time calls Begin and Publish, in
 // pairs (Begin, fill, Publish). The Scheduler it commits to is thread-safe.

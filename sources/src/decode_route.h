@@ -87,8 +87,10 @@ enum class RouteFor : uint8_t {
 // reads the region as its image (CudaImageSource::LaunchAugment): the source
 // at the region's origin, the rect shifted by region.x / box and
 // region.y / box. tests/gpu checks that a region holds the full decode's
-// pixels; benchmarks/RESULTS.md has what it saved. --no-nvjpeg-region
-// (SourceOptions::nvjpeg_region) decodes whole images.
+// pixels. It changed no measured rate (the engine's rate bounds the server),
+// but keeps the arena and nvJPEG's conversion small (docs/design.md, "GPU
+// path"). --no-nvjpeg-region (SourceOptions::nvjpeg_region) decodes whole
+// images.
 //
 // The region of a width x height image that `plan` reads, widened as above
 // and clipped to the image. REQUIRES: plan's rect inside the image scaled by

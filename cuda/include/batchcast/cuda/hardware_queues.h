@@ -11,19 +11,14 @@
 // (batchcast.Server) shares the trainer's queues with its own many streams
 // (the producer's, the nvJPEG side streams, the read-ahead's copies).
 //
-// Measured on the H100, MPS off, fed ResNet-18 / synthetic, medians of three
-// pairs (benchmarks/RESULTS.md, "Hardware queues"):
-//   server in the trainer's process, 8 queues: 0.91 and 0.90, the trainer's
-//     Next() waited 22 % and 61 % of the time, the server's nvJPEG loop
-//     (hw_decode) busy 93-99 % of its time;
-//   the same, 32 queues: 0.93, 0.92 and 0.88, Next() never waited, hw_decode
-//     50-53 % (the server ahead, waiting for free slots the rest);
-//   server in its own process: 8 queues 0.70 and 0.68, 32 queues 0.62;
-//     server -> one Loader 0.81-0.93 of decode-only with 8, 0.68 with 32;
-//   under MPS (server process): 0.94-0.95 with either.
-// A probe for a stream blocked behind another stream's waiting kernel (not
-// kept) found none with 8 queues or with 32, so how the queues couple the
-// two is not pinned down beyond these measurements.
+// Measured on an H100 with a fed ResNet-18, MPS off: with the server in the
+// trainer's process and 8 queues, the trainer waited for data while the
+// server's nvJPEG loop was busy nearly all the time; with 32 it never waited
+// and the server ran ahead. A server in its own process fed the trainer, and
+// one Loader, worse with 32 than with 8. Under MPS the number made no
+// difference (docs/design.md, "GPU path"). No stream was found blocked behind
+// another stream's waiting kernel with 8 queues or with 32, so how the queues
+// couple the two is not pinned down beyond these measurements.
 //
 // So 32 only where the server shares its process: batchcast.Server on a GPU
 // sets CUDA_DEVICE_MAX_CONNECTIONS=32 for the CUDA start it makes, when the

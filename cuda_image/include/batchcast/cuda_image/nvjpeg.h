@@ -32,9 +32,9 @@ class NvJpegDecoder {
   // kYuvPlanar (the Y, Cb and Cr planes as decoded, no colour conversion) and
   // kNv12 (Y, then Cb and Cr interleaved at half height; 4:2:0 colour files
   // only, JpegInfo::yuv420: nvJPEG fails a batch with any other file) are
-  // for measuring the decoder alone (benchmarks/decoder_interference.py).
-  // Neither takes nvJPEG's per-image work away: it copies the planes out
-  // (three device copies per image) instead of a conversion kernel.
+  // for measuring the decoder alone. Neither takes nvJPEG's per-image work
+  // away: it copies the planes out (three device copies per image) instead of
+  // a conversion kernel, so the server decodes to kRgbInterleaved.
   enum class Format { kRgbInterleaved, kYuvPlanar, kNv12 };
 
   // How a decoder is made (one options struct: most callers take the defaults).
@@ -46,16 +46,15 @@ class NvJpegDecoder {
     bool allow_hardware = true;
     Format format = Format::kRgbInterleaved;
     // false creates the hardware backend with NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE:
-    // measured 6 % slower than nvJPEG's default, and it still waits once per
-    // image (benchmarks/RESULTS.md, "nvJPEG waits once per image in every
-    // setting").
+    // slower than nvJPEG's default on an H100, and it still waits once per
+    // image (docs/design.md, "GPU path", MPS).
     bool hardware_pipeline = true;
     // true: the hardware backend that takes the JPEG bytes in device memory
     // (NVJPEG_BACKEND_HARDWARE_DEVICE); DecodeBatch's jpegs must then point
     // into device memory of the decoder's device. Supports() still takes
-    // host bytes. For measuring the decoder alone (gpu_pipeline_bench
-    // --nvjpeg-input device: a quarter slower than from page-locked host memory on
-    // an H100); without the hardware engine Create fails with Unavailable.
+    // host bytes. For measuring the decoder alone (slower than from
+    // page-locked host memory on an H100, so the server passes host bytes);
+    // without the hardware engine Create fails with Unavailable.
     bool device_bitstreams = false;
   };
   // A decoder on `device`. InvalidArgument for states < 1; Unavailable

@@ -31,7 +31,8 @@
 //
 // Cost: one entropy decode plus one entropy encode, no IDCT and no colour
 // conversion; for progressive files about as much CPU as decoding them (whose
-// cost is mostly the progressive entropy decode): see benchmarks/RESULTS.md.
+// cost is mostly the progressive entropy decode): `cpu_pipeline_cost
+// --progressive` measures both (docs/performance.md, "The GPU server").
 // Memory: the whole coefficient image (2 bytes per sample) plus the output.
 //
 // Thread-safety: a pure function; each call has its own libjpeg objects, so
