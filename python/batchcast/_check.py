@@ -42,7 +42,8 @@ def boolean(name: str, value: Any, optional: bool = False) -> Optional[bool]:
     return bool(value)
 
 
-def seconds(name: str, value: Any, positive: bool = False, optional: bool = True) -> Optional[float]:
+def seconds(name: str, value: Any, positive: bool = False,
+            optional: bool = True) -> Optional[float]:
     """A number of seconds (not a bool), >= 0 (or > 0); None when optional."""
     if value is None and optional:
         return None

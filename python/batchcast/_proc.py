@@ -22,7 +22,7 @@ def _stat(path: str) -> Optional[Tuple[str, List[str]]]:
     except OSError:
         return None
     # The name is in parentheses and may hold spaces or ')'.
-    return text[text.find("(") + 1 : text.rfind(")")], text[text.rfind(")") + 2 :].split()
+    return text[text.find("(") + 1:text.rfind(")")], text[text.rfind(")") + 2:].split()
 
 
 def _stat_fields(pid: int) -> Optional[List[str]]:
@@ -121,4 +121,3 @@ class CpuMeter:
     @staticmethod
     def used(before: Dict[int, float], after: Dict[int, float]) -> float:
         return sum(max(0.0, after[p] - before[p]) for p in after if p in before)
-

@@ -207,7 +207,8 @@ class Producer(_Serving):
         if not values:
             raise ValueError("a batch has no fields")
         if expect is not None and names != expect:
-            raise ValueError(f"a batch has fields {list(names)}, the first batch had {list(expect)}")
+            raise ValueError(f"a batch has fields {list(names)}, the first batch had "
+                             f"{list(expect)}")
         tensors = []
         for nm, v in zip(names, values):
             try:
@@ -309,16 +310,16 @@ class Producer(_Serving):
                 continue  # check for close() now and then
         # Each field of the slot as a tensor on the ring's device (DLPack), then
         # one copy per field: torch converts device and (bool -> uint8) dtype.
-        on_cuda = slot.device != "cpu"
+        gpu = _core.parse_device(slot.device)
         for i, src in enumerate(tensors):
             dst = self._from_dlpack(slot.field_dlpack(i))
-            dst.copy_(src, non_blocking=on_cuda)
+            dst.copy_(src, non_blocking=gpu is not None)
             del dst
         stream = 0
-        if on_cuda:
+        if gpu is not None:
             # The copies were queued on torch's current stream of the ring's
             # device; the slot's event is recorded there (no host sync).
-            stream = self._torch.cuda.current_stream(int(slot.device.split(":")[1])).cuda_stream
+            stream = self._torch.cuda.current_stream(gpu).cuda_stream
         self._core.commit_batch(slot, stream)
 
     # ---- control ----
