@@ -222,7 +222,7 @@ class Loader:
         # DLPack (v0.6) has no bool: the ring exports it as uint8, viewed back here.
         self._bool_fields = frozenset(i for i, f in enumerate(self._fields) if f[1] == "bool")
         self._epoch = 0
-        self._indices = None
+        self._indices: Optional[Any] = None
         self._zero_copy = False
         # CUDA rings: batches are delivered on (and leases wait for) torch's
         # current stream of the ring's device, passed before every batch.
@@ -238,6 +238,7 @@ class Loader:
         core = self._core
         from_dlpack = self._from_dlpack
         simple_pair = len(self._names) == 2 and not self._as_dict and not self._bool_fields
+        next_item: Callable[[], Any]
         if self._cuda_index is None:
             next_item = core.next
         else:
