@@ -1,13 +1,13 @@
 // The server's option table: every ServerOptions field, declared once, with
 // its name, group, type, help, default and how to read it from text. It is
 // the one description of an option:
-//  - the command line (batchcast-server serve and the benchmarks, through
-//    AddServerOptions in tools/server_options_cli.h) and its reference,
-//    docs/options.md (OptionTableMarkdown, `serve --help-markdown`);
-//  - Python (python/src/server.cc): batchcast.Server's keyword arguments,
-//    the options batchcast.Producer takes (the ring and consumer groups) and
+//  - the command line (batchcast-server serve and the benchmarks) and its
+//    reference, docs/options.md (OptionTableMarkdown, printed by
+//    `batchcast-server serve --help-markdown`);
+//  - Python: batchcast.Server's keyword arguments, the options
+//    batchcast.Producer takes (the ring and consumer groups) and
 //    batchcast-launch's command line, which hands its values over as text
-//    (`_core.server_options()` lists the table);
+//    (`batchcast._core.server_options()` lists the table);
 //  - the server's warning about CUDA-only options on a host ring.
 // So an option exists everywhere or nowhere. Names are snake_case; the
 // command line spells them --kebab-case. Durations are seconds.
@@ -89,7 +89,7 @@ std::string CudaOnlyOptionsSet(const ServerOptions& options);
 
 // The option table as Markdown: a section per group, a table of option,
 // default and meaning (docs/options.md, printed by
-// `batchcast-server serve --help-markdown`; option_table_markdown.cc).
+// `batchcast-server serve --help-markdown`).
 std::string OptionTableMarkdown();
 
 }  // namespace batchcast
