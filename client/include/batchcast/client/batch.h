@@ -3,7 +3,7 @@
 // A Batch views `size()` consecutive samples of the producer's stream. When
 // they lie in one ring slot the field data points straight into the shared
 // ring (zero copy) and the Batch holds a *lease* on that slot: the server will
-// not overwrite it until the lease ends (Note [Leases], server/src/scheduler.h).
+// not overwrite it until the lease ends (docs/semantics.md, "Leases").
 // When they span slots, the client gathered them into a private buffer and
 // the lease already ended.
 //

@@ -73,7 +73,7 @@ struct ConsumerOptions {
   std::chrono::milliseconds timeout{0};
   std::chrono::milliseconds connect_timeout{10000};
   std::string name;  // shown in server stats; default "<program>:<pid>"
-  // tcp:// endpoints (CURVE: README "Security"): the server's key file; "" =
+  // tcp:// endpoints (CURVE: docs/security.md): the server's key file; "" =
   // $BATCHCAST_KEY_FILE, else this user's key on this machine (what a server
   // of this user uses by default). Not for ipc:// endpoints.
   std::string key_file;
@@ -99,7 +99,7 @@ struct ConsumerOptions {
   // and world_size. Other consumers (other groups, none) get the whole stream.
   // Unset fields come from the launcher: under torchrun or SLURM (LOCAL_RANK
   // / SLURM_LOCALID ...) the consumer joins its job's group with its local
-  // rank (Note [Launcher environment], ResolveGroup below); explicit values
+  // rank (ResolveGroup below; docs/semantics.md, "Groups"); explicit values
   // win; group = "" opts out (the whole stream), as BATCHCAST_GROUP=none in
   // the environment does.
   std::optional<std::string> group;

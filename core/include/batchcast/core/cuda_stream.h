@@ -21,7 +21,8 @@ namespace batchcast {
 // high-priority streams go before a trainer's kernels when both run in one
 // process (an in-process batchcast.Server), and may preempt them; between
 // processes without MPS the GPU time-slices whole contexts and priorities
-// do not apply (Note [Server stream priority]).
+// do not apply. A server's priority (--gpu-priority) covers every stream
+// its GPU work runs on: decode, augmentation and the copies into the ring.
 enum class StreamPriority : uint8_t {
   kNormal = 0,  // CUDA's default priority
   kHigh = 1,    // the greatest priority the device offers

@@ -8,19 +8,21 @@
 //
 // Semantics (docs/semantics.md): samples get consecutive seq numbers; a slot is
 // rewritten only when no attached consumer needs any sample in it and no lease
-// pins it (Note [Leases] in server/src/scheduler.h); consumers may lag by at
-// most `window` slots; lag policies block, skip or evict.
+// pins it ("Leases"); consumers may lag by at most `window` slots; lag
+// policies block, skip or evict.
 //
 // Thread-safety: all methods are thread-safe. Destroying the Server stops it.
-// Which thread does what: Note [Server threads] in server/src/server_impl.h.
+// The server runs a control thread (the socket, heartbeats, the time-based
+// rules) and a producer thread per ring (the source's batches); the source
+// may add threads of its own. Their names start with "bc-".
 //
 // A GPU server in a process that runs CUDA work of its own (a C++ trainer):
 // give the process 32 CUDA hardware queues, CUDA_DEVICE_MAX_CONNECTIONS=32 in
 // its environment before its first CUDA call, or the server's decode waits
-// behind the trainer's kernels (Note [Hardware queues] in
-// cuda/include/batchcast/cuda/hardware_queues.h; batchcast.Server does it
-// itself). A server in a process of its own is best with CUDA's default 8.
-// The server logs the number it sees.
+// behind the trainer's kernels, since its many streams share the process's
+// hardware queues (batchcast.Server does it itself). A server in a process
+// of its own is best with CUDA's default 8. The server logs the number it
+// sees.
 #pragma once
 
 #include <chrono>
@@ -42,8 +44,8 @@ class Server {
   // Starts a server whose source is built from options.source (MakeSource).
   // With several GPUs (options.gpus, all_gpus: --device cuda:0,1 or
   // cuda:all) a ring, a source and a producer per GPU, each consumer served
-  // from the ring of its own GPU (Note [Rings per GPU] in
-  // server/src/device_list.h); InvalidArgument for cuda:all without a GPU.
+  // from the ring of its own GPU (docs/semantics.md, "Several GPUs");
+  // InvalidArgument for cuda:all without a GPU.
   static Result<std::unique_ptr<Server>> Start(ServerOptions options);
   // Starts a server over `source` (one device).
   static Result<std::unique_ptr<Server>> Start(ServerOptions options,

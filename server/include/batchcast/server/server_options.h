@@ -32,8 +32,8 @@ struct ServerOptions {
   SourceOptions source;
 
   // Several GPUs (--device cuda:0,1,... or cuda:all): one ring, source and
-  // producer per GPU, each consumer served from its own GPU's ring (Note
-  // [Rings per GPU], server/src/device_list.h). `gpus` lists them in order
+  // producer per GPU, each consumer served from its own GPU's ring
+  // (docs/semantics.md, "Several GPUs"). `gpus` lists them in order
   // (source.device is the first); empty with one device. `all_gpus`:
   // cuda:all, every visible GPU, resolved when the server starts.
   std::vector<int> gpus;
@@ -41,7 +41,7 @@ struct ServerOptions {
 
   std::string name = "batchcast";  // names the endpoint, lock and shared memory
   std::string endpoint;            // "" = ipc://<runtime dir>/<name>.sock
-  // tcp:// endpoints (always CURVE: README "Security"): the key file; "" =
+  // tcp:// endpoints (always CURVE: docs/security.md): the key file; "" =
   // $BATCHCAST_KEY_FILE, else the user's key <runtime dir>/curve.key (made
   // at first use). Binding beyond loopback (tcp://*, a non-loopback address)
   // needs allow_remote.
@@ -58,9 +58,8 @@ struct ServerOptions {
   // node serves the node's shard). Unset fields are 0 and 1, or with
   // shard_from_env this node's rank and the number of nodes from the
   // launcher's variables (GROUP_RANK/GROUP_WORLD_SIZE or NNODES under
-  // torchrun, PET_NODE_RANK/PET_NNODES, SLURM_NODEID/SLURM_NNODES: Note
-  // [Launcher environment], core/src/launcher_env.h); set fields win. See
-  // Shard().
+  // torchrun, PET_NODE_RANK/PET_NNODES, SLURM_NODEID/SLURM_NNODES); set
+  // fields win. See Shard().
   std::optional<uint32_t> shard_rank;
   std::optional<uint32_t> num_shards;
   bool shard_from_env = false;
@@ -75,7 +74,7 @@ struct ServerOptions {
   uint32_t max_leases = 16;  // unreleased batches one consumer may hold
   uint32_t max_consumers = 256;
   // How long a consumer group may take to form (all its ranks connected)
-  // before its joined ranks get an error (Note [Consumer groups]).
+  // before its joined ranks get an error (docs/semantics.md, "Groups").
   std::chrono::milliseconds group_timeout{60000};
 
   // The shard in effect (shard_rank of num_shards) and what said so:

@@ -11,7 +11,7 @@
 // returns how many samples it wrote (`valid`); they lie, in the order of the
 // slot's indices, at positions 0..valid-1, and it rewrites
 // SlotView::indices[0..valid) to name exactly them. The slot's other seqs are
-// holes (Note [Holes], server/src/slot_table.h).
+// holes: seqs without a sample (docs/semantics.md, "Bad input").
 //
 // Thread-safety: FillBatch is called from one producer thread at a time;
 // SampleSource::FillSample is called concurrently, with distinct `worker`
@@ -46,8 +46,9 @@ struct SlotView {
   std::vector<size_t> field_bytes;   // bytes per sample of each field
   // Where field_data points: host memory, or device memory of a CUDA ring
   // ({kCuda, N}). Device writes are queued on `stream` (a stream of device N)
-  // and need not be complete when FillBatch returns (Note [Device ring
-  // ordering], server/src/slot_publisher.h).
+  // and need not be complete when FillBatch returns: the server records the
+  // slot's event on `stream` after FillBatch and before consumers may read
+  // the slot.
   Device device;
   CudaStreamRef stream;
 
@@ -98,8 +99,9 @@ class Source {
   // Samples stored in groups that are read sequentially (tar shards): the
   // number of samples of each group, which hold consecutive indices in order
   // (group 0 the first ones). The producer then visits whole groups in a
-  // seeded order through a shuffle buffer (core/src/sampler.h) instead of a
-  // permutation of all indices. Empty (the default): random access.
+  // seeded order through a shuffle buffer (SourceOptions::shuffle_buffer)
+  // instead of a permutation of all indices. Empty (the default): random
+  // access.
   virtual std::vector<uint64_t> sample_groups() const { return {}; }
 
   // Time per stage of FillBatch (see StageTime); empty when the source does

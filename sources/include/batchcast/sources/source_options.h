@@ -78,29 +78,31 @@ struct SourceOptions {
   uint64_t seed = 0;  // crop and flip parameters are a function of (seed, epoch, index)
   // CPU decode threads; 0 = one per core (CPU decode) or 2 (GPU decode:
   // fallback decoders of the files the hardware engine refuses, beside the
-  // pipeline thread and the read-ahead thread; Note [Concurrent fallback
-  // decode]).
+  // pipeline thread and the read-ahead thread; they decode the next batch's
+  // refused files while this batch's hardware call runs).
   int workers = 0;
-  // GPU decode: MiB of device memory for Note [CPU-decoded file cache]; 0
-  // (the default) = no cache.
+  // GPU decode: MiB of device memory caching the files decoded on the CPU
+  // (each decoded whole once, then read from the device); 0 (the default) =
+  // no cache.
   uint64_t device_cache_mb = 0;
-  // GPU decode: MiB of host memory for Note [Transcoded progressive files]
-  // (progressive JPEGs re-encoded as baseline once, then decoded by the
-  // hardware engine); 0 = off. Not with the device cache.
+  // GPU decode: MiB of host memory keeping progressive JPEGs re-encoded
+  // losslessly as baseline (once, then decoded by the hardware engine;
+  // beyond the budget they are decoded on the CPU); 0 = off. Not with the
+  // device cache.
   uint64_t transcode_cache_mb = 1024;
   // GPU decode: nvJPEG calls that share one batch's hardware-decoded files,
-  // run at once, each with its own decoder, stream and thread (Note [Split
-  // hardware batch]); 1..4.
+  // run at once, each with its own decoder, stream and thread; 1..4.
   int nvjpeg_calls = 1;
   // GPU decode: nvJPEG's hardware engine writes only the region of each image
-  // the crop reads (Note [Region decode]); false: whole images.
+  // the crop reads (the same pixels, a smaller decode buffer); false: whole
+  // images.
   bool nvjpeg_region = true;
   // A device ring: the priority of every stream the server's GPU work runs on
-  // (decode, augment, copies into the ring; Note [Server stream priority]).
+  // (decode, augment, copies into the ring; see StreamPriority).
   StreamPriority gpu_priority = StreamPriority::kNormal;
   // Tar shards: samples of the shuffle buffer that mixes the shards' streams
-  // (core/src/sampler.h); the source holds at most about this many encoded
-  // samples plus one batch in memory (Note [Shard reads]). 0 or 1: no mixing.
+  // (each shard is read front to back); the source holds at most about this
+  // many encoded samples plus one batch in memory. 0 or 1: no mixing.
   uint64_t shuffle_buffer = 1000;
 
   // The output dtype: `dtype`, else its default (see above).
