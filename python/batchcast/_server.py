@@ -103,13 +103,9 @@ class Server(_Serving):
             loader = batchcast.Loader(server.endpoint, batch_size=64)
 
     Args:
-        data: an ImageFolder directory, a ``.tsv`` list (``path<TAB>label``),
-            or WebDataset tar shards: a brace pattern
-            (``"train-{000000..001023}.tar"``), a glob, a directory of ``.tar``
-            files, or a list of shard paths; or leave it None and give
-            ``synthetic=COUNT``. Shards are read sequentially and mixed through
-            ``shuffle_buffer`` samples (default 1000; memory: about that many
-            encoded samples plus a batch).
+        data: what to serve (the ``data`` option below): a path or
+            pattern, or a list of tar shard paths; None with
+            ``synthetic=COUNT``.
         **options: the server's options (docs/options.md; listed under
             "Options" below): the names of ``batchcast-server serve`` in
             snake_case, durations in seconds, flags True or False, ``mean``

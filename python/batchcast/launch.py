@@ -9,8 +9,9 @@ The common case of co-location in one command (also installed as
 
 It starts MPS where it may (``--mps auto``, the default; the first line
 says whether MPS is on), then a batchcast server in this process (the
-options of ``batchcast-server serve``), then the N commands after ``--``,
-each in its own process group. In each command
+options of ``batchcast-server serve``, docs/options.md, passed on as
+written), then the N commands after ``--``, each in its own process group.
+In each command
 
     {name}       the server's name (what batchcast.Loader takes)
     {endpoint}   its endpoint (ipc://... or tcp://...)
