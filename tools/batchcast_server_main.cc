@@ -1,6 +1,7 @@
 // batchcast-server: run a batchcast producer, or query a running one.
 //
 //   batchcast-server serve [DATA] [options]   serve a dataset (or --synthetic N)
+//   batchcast-server serve --help-markdown    the options as Markdown (docs/options.md)
 //   batchcast-server stat NAME [--json]       print a running server's stats
 //   batchcast-server stat NAME --watch        ... refreshed every --interval seconds
 //   batchcast-server key [FILE] [--new]       the CURVE key of tcp:// endpoints
@@ -129,6 +130,9 @@ int Main(int argc, char** argv) {
   batchcast::AddServerOptions(serve, o, option_errors);
   serve->add_option("--status-interval", status_interval, "seconds between status lines (0 = none)")
       ->capture_default_str();
+  bool help_markdown = false;
+  serve->add_flag("--help-markdown", help_markdown,
+                  "print the server options as Markdown (docs/options.md) and exit");
 
   std::string stat_name;
   bool stat_json = false, watch = false;
@@ -204,6 +208,10 @@ int Main(int argc, char** argv) {
     return 0;
   }
 
+  if (help_markdown) {
+    std::cout << batchcast::OptionTableMarkdown();
+    return 0;
+  }
   for (const batchcast::Status& e : option_errors) {
     std::cerr << "batchcast-server: " << e.message() << "\n";
   }

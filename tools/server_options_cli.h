@@ -8,7 +8,6 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cctype>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -46,10 +45,9 @@ inline void AddServerOptions(CLI::App* app, ServerOptions& options, std::vector<
       };
     };
     const std::string def = opt.get(defaults);
-    std::string group(OptionGroupName(opt.group));
-    group[0] = static_cast<char>(std::toupper(group[0]));
     CLI::Option* added = nullptr;
     std::string help(opt.help);
+    if (opt.cuda_only) help += " (CUDA ring only)";
     if (!def.empty() && opt.type != OptionType::kFlag && name != "data") {
       help += " [default: " + def + "]";
     }
@@ -79,7 +77,7 @@ inline void AddServerOptions(CLI::App* app, ServerOptions& options, std::vector<
                     ->type_name(std::string(opt.value_name));
         break;
     }
-    if (name != "data") added->group(group + " options");
+    if (name != "data") added->group(std::string(OptionGroupTitle(opt.group)));
   }
 }
 

@@ -2,20 +2,28 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <string>
 
 namespace batchcast::cuda {
 
-int HardwareQueues() {
-  const char* value = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-  // No blanks around the number (strtol would skip leading ones), as
-  // python/batchcast/_queues.py's parse().
-  if (value == nullptr || *value == '\0' || std::isspace(static_cast<unsigned char>(*value))) {
+int HardwareQueuesFor(std::optional<std::string_view> value) {
+  // No blanks around the number (strtol would skip leading ones).
+  if (!value || value->empty() || std::isspace(static_cast<unsigned char>(value->front()))) {
     return kDefaultHardwareQueues;
   }
+  const std::string text(*value);
   char* end = nullptr;
-  const long n = std::strtol(value, &end, 10);
-  if (*end != '\0' || n < 1 || n > kMaxHardwareQueues) return kDefaultHardwareQueues;
+  const long n = std::strtol(text.c_str(), &end, 10);
+  if (end != text.c_str() + text.size() || n < 1 || n > kMaxHardwareQueues) {
+    return kDefaultHardwareQueues;
+  }
   return static_cast<int>(n);
+}
+
+int HardwareQueues() {
+  const char* value = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  return HardwareQueuesFor(value == nullptr ? std::nullopt
+                                            : std::optional<std::string_view>(value));
 }
 
 }  // namespace batchcast::cuda

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numbers
 import os
-from typing import Any, NoReturn, Optional
+from typing import Any, Literal, NoReturn, Optional, overload
 
 from batchcast._errors import InvalidArgument
 
@@ -20,6 +20,16 @@ def fail(name: str, expected: str, value: Any) -> NoReturn:
     raise err
 
 
+@overload
+def integer(name: str, value: Any, minimum: int = ..., maximum: Optional[int] = ...,
+            optional: Literal[False] = ...) -> int: ...
+
+
+@overload
+def integer(name: str, value: Any, minimum: int = ..., maximum: Optional[int] = ...,
+            optional: bool = ...) -> Optional[int]: ...
+
+
 def integer(name: str, value: Any, minimum: int = 1, maximum: Optional[int] = None,
             optional: bool = False) -> Optional[int]:
     """An int (not a bool) in [minimum, maximum]; None when optional."""
@@ -27,10 +37,19 @@ def integer(name: str, value: Any, minimum: int = 1, maximum: Optional[int] = No
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         fail(name, "an integer" + (" or None" if optional else ""), value)
+    value = int(value)
     if value < minimum or (maximum is not None and value > maximum):
         bound = f"from {minimum} to {maximum}" if maximum is not None else f"at least {minimum}"
         fail(name, f"an integer {bound}" + (" or None" if optional else ""), value)
-    return int(value)
+    return value
+
+
+@overload
+def boolean(name: str, value: Any, optional: Literal[False] = ...) -> bool: ...
+
+
+@overload
+def boolean(name: str, value: Any, optional: bool = ...) -> Optional[bool]: ...
 
 
 def boolean(name: str, value: Any, optional: bool = False) -> Optional[bool]:
@@ -42,7 +61,8 @@ def boolean(name: str, value: Any, optional: bool = False) -> Optional[bool]:
     return bool(value)
 
 
-def seconds(name: str, value: Any, positive: bool = False, optional: bool = True) -> Optional[float]:
+def seconds(name: str, value: Any, positive: bool = False,
+            optional: bool = True) -> Optional[float]:
     """A number of seconds (not a bool), >= 0 (or > 0); None when optional."""
     if value is None and optional:
         return None
@@ -53,6 +73,14 @@ def seconds(name: str, value: Any, positive: bool = False, optional: bool = True
     if v != v or v < 0 or (positive and v == 0) or v == float("inf"):
         fail(name, what + (" or None" if optional else ""), value)
     return v
+
+
+@overload
+def text(name: str, value: Any, optional: Literal[False] = ..., path: bool = ...) -> str: ...
+
+
+@overload
+def text(name: str, value: Any, optional: bool = ..., path: bool = ...) -> Optional[str]: ...
 
 
 def text(name: str, value: Any, optional: bool = False, path: bool = False) -> Optional[str]:

@@ -98,7 +98,7 @@ class WriteSlot:
 
 class Server:
     @staticmethod
-    def start(options: Dict[str, Any]) -> Server: ...
+    def start(options: Dict[str, Any], text: bool = ...) -> Server: ...
     @staticmethod
     def start_external(
         options: Dict[str, Any], fields: Sequence[FieldSpecTuple], epoch_len: int
@@ -135,8 +135,42 @@ def ring_layout(
 def host_ring_shm_name(name: str) -> str: ...
 def launcher_rank_variables() -> List[str]: ...
 def set_log_level(level: str) -> None: ...
-def server_options() -> List[Tuple[str, str, str, str]]:
-    """[(name, group, help, default as text)] of every server option."""
+
+# The server's option table (python/src/options.cc;
+# server/include/batchcast/server/option_table.h).
+class ServerOption:
+    @property
+    def name(self) -> str: ...  # snake_case
+    @property
+    def group(self) -> str: ...  # "source", "ring", "order" or "consumers"
+    @property
+    def type(self) -> str: ...  # "text", "integer", "seconds", "flag" or "triple"
+    @property
+    def value_name(self) -> str: ...  # "N", "SECONDS", "block|skip|evict"; "" for flags
+    @property
+    def help(self) -> str: ...
+    @property
+    def default(self) -> str: ...  # as text the option takes; "" when derived
+    @property
+    def cuda_only(self) -> bool: ...
+    @property
+    def command_line(self) -> str: ...  # "--batch-size"
+
+def server_options() -> List[ServerOption]:
+    """Every server option, in the order of `batchcast-server serve --help`."""
     ...
+def parse_device(text: str) -> Optional[int]:
+    """N of "cuda:N", None of "cpu"; InvalidArgument otherwise."""
+    ...
+def parse_devices(text: str) -> Optional[List[int]]:
+    """The GPUs of a server's device option: [] for "cpu", None for "cuda:all"."""
+    ...
+def hardware_queues(value: Optional[str]) -> int:
+    """The CUDA hardware queues of a CUDA start with CUDA_DEVICE_MAX_CONNECTIONS=value."""
+    ...
+
+MAX_HARDWARE_QUEUES: int
+DEFAULT_HARDWARE_QUEUES: int
+
 def _raise_status(code: int, message: str) -> None: ...
 def _raise_cpp_exception(message: str) -> None: ...

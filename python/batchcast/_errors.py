@@ -8,7 +8,7 @@ that generic handlers work:
 ===============================  ==========================  =====================================
 class                            also a                      raised when
 ===============================  ==========================  =====================================
-``InvalidArgument``              ``ValueError``              bad options / requests (code InvalidArgument)
+``InvalidArgument``              ``ValueError``              bad options / requests
 ``NotFound``                     ``FileNotFoundError``       no server of that name (no socket file)
 ``ServerUnavailable``            ``ConnectionError``         the server is gone, was stopped, or
                                                              stopped answering (heartbeat timeout)

@@ -38,8 +38,9 @@ def _consumer_device(torch: Any, device: Any) -> str:
         index = device.index if device.index is not None else (
             torch.cuda.current_device() if device.type == "cuda" else None)
         device = "cpu" if device.type != "cuda" else f"cuda:{index}"
-    if not isinstance(device, str) or not (
-            device == "cpu" or (device.startswith("cuda:") and device[5:].isdigit())):
+    try:
+        _core.parse_device(device)  # the server reads it so
+    except (TypeError, _core.InvalidArgument):
         _check.fail("device", "'cuda:N', 'cpu', an int or a torch.device", device)
     return device
 
@@ -199,7 +200,8 @@ class Loader:
         world_size = _check.integer("world_size", world_size, 1, 4096, optional=True)
         device = _consumer_device(torch, device)
         self._torch = torch
-        self._from_dlpack = getattr(torch._C, "_from_dlpack", None) or torch.utils.dlpack.from_dlpack
+        self._from_dlpack = (getattr(torch._C, "_from_dlpack", None)
+                             or torch.utils.dlpack.from_dlpack)
         self._endpoint = endpoint
         self._batch_size = batch_size
         self._core = _core.Consumer(
@@ -220,14 +222,12 @@ class Loader:
         # DLPack (v0.6) has no bool: the ring exports it as uint8, viewed back here.
         self._bool_fields = frozenset(i for i, f in enumerate(self._fields) if f[1] == "bool")
         self._epoch = 0
-        self._indices = None
+        self._indices: Optional[Any] = None
         self._zero_copy = False
         # CUDA rings: batches are delivered on (and leases wait for) torch's
         # current stream of the ring's device, passed before every batch.
         self._ring_device: str = self._core.ring_device
-        self._cuda_index: Optional[int] = None
-        if self._ring_device.startswith("cuda:"):
-            self._cuda_index = int(self._ring_device.split(":", 1)[1])
+        self._cuda_index: Optional[int] = _core.parse_device(self._ring_device)
 
     # ---- iteration ----
 
@@ -238,6 +238,7 @@ class Loader:
         core = self._core
         from_dlpack = self._from_dlpack
         simple_pair = len(self._names) == 2 and not self._as_dict and not self._bool_fields
+        next_item: Callable[[], Any]
         if self._cuda_index is None:
             next_item = core.next
         else:
@@ -282,7 +283,8 @@ class Loader:
     # ---- state ----
 
     epoch = ReadOnly("_epoch", int,
-                     "The consumer epoch (from 0) of the last batch, or of the epoch that just ended.")
+                     "The consumer epoch (from 0) of the last batch, or of the epoch that just "
+                     "ended.")
 
     @property
     def indices(self):
@@ -311,7 +313,8 @@ class Loader:
     group = ReadOnly("_group", _optional(str),
                      "The consumer group it joined (given, or the launcher's), None without one.")
     rank = ReadOnly("_rank", _optional(int), "Its rank in its group, None without a group.")
-    world_size = ReadOnly("_world_size", _optional(int), "Ranks in its group, None without a group.")
+    world_size = ReadOnly("_world_size", _optional(int),
+                          "Ranks in its group, None without a group.")
     ring_device = ReadOnly(
         "_ring_device", str,
         "Where the tensors are: 'cpu' or 'cuda:N', the ring serving this loader.")
@@ -339,4 +342,5 @@ class Loader:
         state = "closed" if self.closed else f"epoch {self._epoch}"
         group = (f", group={self._group!r}, rank={self._rank}, world_size={self._world_size}"
                  if self._group is not None else "")
-        return f"batchcast.Loader({self._endpoint!r}, batch_size={self._batch_size}{group}, {state})"
+        return (f"batchcast.Loader({self._endpoint!r}, batch_size={self._batch_size}{group}, "
+                f"{state})")

@@ -127,8 +127,8 @@ class Mps:
         for d in env.values():
             os.makedirs(d)
         try:
-            r = subprocess.run([control_binary(), "-d"], env={**os.environ, **env}, capture_output=True,
-                               text=True, timeout=10)
+            r = subprocess.run([control_binary(), "-d"], env={**os.environ, **env},
+                               capture_output=True, text=True, timeout=10)
             failed = r.returncode != 0 and (r.stderr.strip() or f"exit status {r.returncode}")
         except (OSError, subprocess.TimeoutExpired) as e:
             failed = str(e)

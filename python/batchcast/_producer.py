@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from batchcast import _check, _core
 from batchcast._read_only import ReadOnly
@@ -154,7 +154,7 @@ class Producer(_Serving):
             epochs=epochs or 0,
         )
         self._attach(_core.Server.start_external(opts, self._specs, self._epoch_len))
-        self._pending = (iterator, first)
+        self._pending: Optional[Tuple[Iterator[Any], Any]] = (iterator, first)
         self._closing = False
         self._error: Optional[BaseException] = None
         self._error_reported = False
@@ -207,7 +207,8 @@ class Producer(_Serving):
         if not values:
             raise ValueError("a batch has no fields")
         if expect is not None and names != expect:
-            raise ValueError(f"a batch has fields {list(names)}, the first batch had {list(expect)}")
+            raise ValueError(f"a batch has fields {list(names)}, the first batch had "
+                             f"{list(expect)}")
         tensors = []
         for nm, v in zip(names, values):
             try:
@@ -254,10 +255,12 @@ class Producer(_Serving):
 
     def _produce(self) -> None:
         torch = self._torch
+        assert self._pending is not None  # the thread runs _produce once
         iterator, first = self._pending
         self._pending = None
         epoch = 0
         while self._epochs is None or epoch < self._epochs:
+            batches: Iterator[Any]
             if epoch == 0:
                 batches = itertools.chain([first], iterator)
                 del first
@@ -309,16 +312,16 @@ class Producer(_Serving):
                 continue  # check for close() now and then
         # Each field of the slot as a tensor on the ring's device (DLPack), then
         # one copy per field: torch converts device and (bool -> uint8) dtype.
-        on_cuda = slot.device != "cpu"
+        gpu = _core.parse_device(slot.device)
         for i, src in enumerate(tensors):
             dst = self._from_dlpack(slot.field_dlpack(i))
-            dst.copy_(src, non_blocking=on_cuda)
+            dst.copy_(src, non_blocking=gpu is not None)
             del dst
         stream = 0
-        if on_cuda:
+        if gpu is not None:
             # The copies were queued on torch's current stream of the ring's
             # device; the slot's event is recorded there (no host sync).
-            stream = self._torch.cuda.current_stream(int(slot.device.split(":")[1])).cuda_stream
+            stream = self._torch.cuda.current_stream(gpu).cuda_stream
         self._core.commit_batch(slot, stream)
 
     # ---- control ----
@@ -363,9 +366,9 @@ class Producer(_Serving):
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.close()
-        if exc_type is None and self._error is not None and not self._error_reported:
+        if exc[0] is None and self._error is not None and not self._error_reported:
             self._raise_error()
 
     # ---- state ----

@@ -8,27 +8,32 @@ behind the training kernels queued ahead of it. So the Server asks for 32
 for the CUDA start it makes itself (the variable set for that moment only,
 so that processes started later, a batchcast-server among them, keep CUDA's
 default, which suits a server process), and warns when CUDA had already
-started in the process with fewer.
+started in the process with fewer. The variable's value and the device
+option are read as the C++ library reads them (_core.hardware_queues,
+_core.parse_devices).
 """
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
+
+from batchcast import _core
 
 ENV = "CUDA_DEVICE_MAX_CONNECTIONS"
-PREFERRED = 32  # cuda::kMaxHardwareQueues
-DEFAULT = 8  # CUDA's default
+PREFERRED: int = _core.MAX_HARDWARE_QUEUES
 
 
-def parse(value: Optional[str]) -> int:
-    """The queues a CUDA start with this value gets (as cuda::HardwareQueues)."""
+def on_gpu(device: Any) -> bool:
+    """Whether a Server's `device` option puts a ring on a GPU, as the
+    server reads it; a value it refuses is not (the start says why)."""
+    if not isinstance(device, str):
+        return False
     try:
-        n = int(value) if value is not None and value.strip() == value else 0
-    except ValueError:
-        n = 0
-    return n if 1 <= n <= PREFERRED else DEFAULT
+        return _core.parse_devices(device) != []
+    except _core.InvalidArgument:
+        return False
 
 
 def cuda_started() -> bool:
@@ -45,7 +50,7 @@ def shortfall(started_before: bool, value: Optional[str]) -> Optional[str]:
     """Why a GPU server in this process shares too few queues with the
     process's other CUDA work, or None. `started_before`: CUDA had started
     before the server; `value`: the variable then."""
-    queues = parse(value) if started_before else PREFERRED
+    queues = _core.hardware_queues(value) if started_before else PREFERRED
     if queues >= PREFERRED:
         return None
     how = f"{ENV}={value}" if value is not None else f"{ENV} unset: CUDA's default"
@@ -60,11 +65,11 @@ def shortfall(started_before: bool, value: Optional[str]) -> Optional[str]:
 
 
 @contextlib.contextmanager
-def for_server_start(device: str) -> Iterator[Optional[str]]:
-    """Around the start of a Server on `device`: on a GPU, with CUDA not
-    started and the variable unset, sets it to 32 for the start (restored
-    after); yields the shortfall() text, or None."""
-    if not device.startswith("cuda"):
+def for_server_start(device: Any) -> Iterator[Optional[str]]:
+    """Around the start of a Server with the option `device`: on a GPU, with
+    CUDA not started and the variable unset, sets it to 32 for the start
+    (restored after); yields the shortfall() text, or None."""
+    if not on_gpu(device):
         yield None
         return
     started = cuda_started()

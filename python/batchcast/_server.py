@@ -6,24 +6,35 @@ import os
 import time
 import warnings
 import weakref
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from batchcast import _check, _core, _queues
 from batchcast._read_only import ReadOnly
 
-#: Keyword arguments of batchcast.Server: the server's option table
-#: (server/include/batchcast/server/option_table.h), the same options as
-#: ``batchcast-server serve`` in snake_case. Durations in seconds.
-SERVER_OPTIONS = frozenset(name for name, _group, _help, _default in _core.server_options())
+#: The server's option table (server/include/batchcast/server/option_table.h),
+#: which docs/options.md is made from.
+_OPTIONS: List[_core.ServerOption] = _core.server_options()
+
+#: Keyword arguments of batchcast.Server: every option of the table, the same
+#: options as ``batchcast-server serve`` in snake_case.
+SERVER_OPTIONS = frozenset(o.name for o in _OPTIONS)
 
 #: Keyword arguments of batchcast.Producer beyond its own parameters: the ring
 #: and consumer options of the table (its iterable brings the samples and
 #: their order).
-PRODUCER_OPTIONS = frozenset(
-    name
-    for name, group, _help, _default in _core.server_options()
-    if group in ("ring", "consumers") and name not in ("name", "device", "window", "batch_size")
-)
+PRODUCER_OPTIONS = frozenset(o.name for o in _OPTIONS if o.group in ("ring", "consumers"))
+
+
+def _options_doc(options: Sequence[_core.ServerOption]) -> str:
+    """The options as the "Options" section of a docstring."""
+    lines = ["", "    Options (the server's option table, as in docs/options.md):", ""]
+    for o in options:
+        if o.type == "flag":
+            default = f" Default: {o.default == 'true'}."
+        else:
+            default = f" Default: {o.default}." if o.default else ""
+        lines.append(f"        {o.name}: {o.help}.{default}")
+    return "\n".join(lines) + "\n"
 
 
 def _check_options(where: str, options: Dict[str, Any], allowed: frozenset) -> None:
@@ -82,7 +93,7 @@ class Server(_Serving):
     """A batchcast server running in this process (background threads).
 
     Same options as ``batchcast-server serve`` (snake_case; durations in
-    seconds)::
+    seconds; docs/options.md)::
 
         with batchcast.Server("/data/imagenet/train", name="imagenet", batch_size=256,
                               size=224, dtype="float16", window=8) as server:
@@ -92,25 +103,14 @@ class Server(_Serving):
             loader = batchcast.Loader(server.endpoint, batch_size=64)
 
     Args:
-        data: an ImageFolder directory, a ``.tsv`` list (``path<TAB>label``),
-            or WebDataset tar shards: a brace pattern
-            (``"train-{000000..001023}.tar"``), a glob, a directory of ``.tar``
-            files, or a list of shard paths; or leave it None and give
-            ``synthetic=COUNT``. Shards are read sequentially and mixed through
-            ``shuffle_buffer`` samples (default 1000; memory: about that many
-            encoded samples plus a batch).
-        **options: name, endpoint, key_file, allow_remote, device, batch_size,
-            window, transform, size, dtype, layout, mean, std, seed, shuffle,
-            shuffle_buffer, epochs, workers, device_cache_mb, transcode_cache_mb,
-            nvjpeg_calls, nvjpeg_region, gpu_priority, decode, lag_policy, lag_timeout,
-            min_consumers, on_error, max_pixels,
-            synthetic, shard_rank, num_shards, heartbeat_timeout,
-            heartbeat_interval, max_leases, max_consumers. An unknown name is a
-            TypeError; a bad value a :class:`batchcast.InvalidArgument`. With
-            ``synthetic`` the dtype defaults to uint8 (as on the command line).
-            ``device="cuda:0,1"`` or ``"cuda:all"``: a ring and a producer per
-            GPU, each Loader served from the ring of its own GPU (its
-            ``device=``).
+        data: what to serve (the ``data`` option below): a path or
+            pattern, or a list of tar shard paths; None with
+            ``synthetic=COUNT``.
+        **options: the server's options (docs/options.md; listed under
+            "Options" below): the names of ``batchcast-server serve`` in
+            snake_case, durations in seconds, flags True or False, ``mean``
+            and ``std`` three numbers. An unknown name is a TypeError; a bad
+            value a :class:`batchcast.InvalidArgument`.
 
     The server stops (consumers get a clear "server stopped" error, the shared
     memory is removed) on :meth:`close`, on leaving the ``with`` block
@@ -137,10 +137,25 @@ class Server(_Serving):
             opts["data"] = "::".join(_check.text("data", d, path=True) or "" for d in data)
         elif data is not None:
             opts["data"] = _check.text("data", data, path=True)
-        with _queues.for_server_start(str(opts.get("device", ""))) as too_few_queues:
-            self._attach(_core.Server.start(opts))
+        self._start(opts, text=False)
+
+    @classmethod
+    def from_text(cls, options: Mapping[str, str]) -> "Server":
+        """A Server from options written as on the command line: snake_case
+        names, every value text that the server reads as ``batchcast-server
+        serve`` does (``{"batch_size": "256", "shuffle": "false",
+        "mean": "0.5,0.5,0.5"}``; ``data`` is a path or paths joined by
+        ``::``). batchcast-launch starts its server so."""
+        _check_options("Server.from_text", dict(options), SERVER_OPTIONS)
+        server = cls.__new__(cls)
+        server._start(dict(options), text=True)
+        return server
+
+    def _start(self, opts: Dict[str, Any], text: bool) -> None:
+        with _queues.for_server_start(opts.get("device")) as too_few_queues:
+            self._attach(_core.Server.start(opts, text))
         if too_few_queues is not None:
-            warnings.warn(too_few_queues, RuntimeWarning, stacklevel=2)
+            warnings.warn(too_few_queues, RuntimeWarning, stacklevel=3)
 
     epoch_len = ReadOnly("_core.epoch_len", int)
 
@@ -157,3 +172,6 @@ class Server(_Serving):
         return f"batchcast.Server(name={self._name!r}, endpoint={self._endpoint!r}" + (
             ", closed)" if self.closed else ")"
         )
+
+
+Server.__doc__ = (Server.__doc__ or "") + _options_doc(_OPTIONS)

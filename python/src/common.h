@@ -60,5 +60,6 @@ py::object MakeDLPackCapsule(DLManagedTensor* managed);
 void RegisterErrors(py::module_& m);
 void RegisterConsumer(py::module_& m);
 void RegisterServer(py::module_& m);
+void RegisterOptions(py::module_& m);
 
 }  // namespace batchcast::pybind

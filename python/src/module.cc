@@ -9,5 +9,6 @@ PYBIND11_MODULE(_core, m) {
   batchcast::pybind::RegisterErrors(m);
   batchcast::pybind::RegisterConsumer(m);
   batchcast::pybind::RegisterServer(m);
+  batchcast::pybind::RegisterOptions(m);
   m.attr("__version__") = BATCHCAST_VERSION;
 }

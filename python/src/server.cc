@@ -3,7 +3,8 @@
 //
 // Options arrive as a dict of ServerOptions names (the Python keyword
 // arguments of batchcast.Server); an unknown name is a TypeError naming it.
-// Durations are seconds (lag_timeout, heartbeat_timeout, heartbeat_interval).
+// Values are Python values of the option's type (durations in seconds), or
+// text that the option table reads (batchcast-launch: start(text=True)).
 //
 // External production (batchcast.Producer): begin_batch() returns a WriteSlot
 // whose field(i) is a writable buffer-protocol object over that field's
@@ -78,8 +79,10 @@ std::string OptionText(const ServerOption& opt, const py::handle& value) {
 }
 
 // kwargs of batchcast.Server: ServerOptions names; None = the default. An
-// unknown name is a TypeError naming it.
-ServerOptions ParseOptions(const py::dict& kwargs) {
+// unknown name is a TypeError naming it. `text`: every value is text, as
+// on the command line (batchcast-launch), read by the option table whatever
+// it looks like; otherwise values are Python values of the option's type.
+ServerOptions ParseOptions(const py::dict& kwargs, bool text) {
   ServerOptions o;
   for (const auto& [key, value] : kwargs) {
     const std::string k = key.cast<std::string>();
@@ -88,7 +91,12 @@ ServerOptions ParseOptions(const py::dict& kwargs) {
       throw py::type_error("unexpected server option '" + k + "'");
     }
     if (value.is_none()) continue;
-    ThrowIfError(SetServerOption(o, k, OptionText(*opt, value)));
+    if (text && !py::isinstance<py::str>(value)) {
+      throw StatusError(
+          InvalidArgumentError(k + " must be text (options given as text), got " +
+                               py::str(py::type::of(value).attr("__name__")).cast<std::string>()));
+    }
+    ThrowIfError(SetServerOption(o, k, text ? value.cast<std::string>() : OptionText(*opt, value)));
   }
   return o;
 }
@@ -147,8 +155,8 @@ class PyServer {
         specs_(std::make_shared<const std::vector<FieldSpec>>(std::move(specs))) {}
   ~PyServer() { Stop(); }
 
-  static std::unique_ptr<PyServer> Start(const py::dict& kwargs) {
-    ServerOptions o = ParseOptions(kwargs);
+  static std::unique_ptr<PyServer> Start(const py::dict& kwargs, bool text) {
+    ServerOptions o = ParseOptions(kwargs, text);
     std::optional<Result<std::unique_ptr<Server>>> r;
     {
       py::gil_scoped_release nogil;
@@ -161,7 +169,7 @@ class PyServer {
       const py::dict& kwargs,
       const std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>>& fields,
       uint64_t epoch_len) {
-    ServerOptions o = ParseOptions(kwargs);
+    ServerOptions o = ParseOptions(kwargs, /*text=*/false);
     std::vector<FieldSpec> specs = ParseFields(fields);
     std::optional<Result<std::unique_ptr<Server>>> r;
     {
@@ -289,8 +297,9 @@ void RegisterServer(py::module_& m) {
       });
 
   py::class_<PyServer>(m, "Server", "An in-process batchcast server (batchcast::Server).")
-      .def_static("start", &PyServer::Start, py::arg("options"),
-                  "Starts the built-in pipeline; options: a dict of ServerOptions names.")
+      .def_static("start", &PyServer::Start, py::arg("options"), py::arg("text") = false,
+                  "Starts the built-in pipeline; options: a dict of ServerOptions names to "
+                  "Python values, or with text=True to text as on the command line.")
       .def_static(
           "start_external", &PyServer::StartExternal, py::arg("options"), py::arg("fields"),
           py::arg("epoch_len"),
@@ -318,19 +327,6 @@ void RegisterServer(py::module_& m) {
       .def("check_status", &PyServer::CheckStatus, "raises the error that stopped the server")
       .def("stop", &PyServer::Stop)
       .def("close", &PyServer::Close);
-
-  m.def(
-      "server_options",
-      [] {
-        py::list out;
-        const ServerOptions defaults;
-        for (const ServerOption& o : ServerOptionTable()) {
-          out.append(py::make_tuple(std::string(o.name), std::string(OptionGroupName(o.group)),
-                                    std::string(o.help), o.get(defaults)));
-        }
-        return out;
-      },
-      "[(name, group, help, default as text)] of every server option (the option table)");
 
   m.def(
       "set_log_level", [](const std::string& level) { SetLogLevel(level); }, py::arg("level"),

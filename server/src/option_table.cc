@@ -2,11 +2,13 @@
 
 #include <charconv>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <string>
 #include <type_traits>
 
+#include "batchcast/core/check.h"
 #include "device_list.h"
 
 namespace batchcast {
@@ -237,76 +239,112 @@ Status ParseDTypeOption(V t, std::optional<DType>& out) {
   return Status::Ok();
 }
 
+// Marks an option that only a CUDA ring uses.
+ServerOption CudaOnly(ServerOption option) {
+  option.cuda_only = true;
+  return option;
+}
+
+// Help texts are the option reference (docs/options.md is made from them):
+// what the option does and its values, in words that stay true; no
+// measurements.
 // clang-format off
 const ServerOption kOptions[] = {
   Text<&O::source, &S::data>("data", G::kSource, "PATH",
-      "image folder (class subfolders), .tsv list (path<TAB>label), or WebDataset tar shards "
-      "('train-{000000..001023}.tar', a glob, a folder of .tar files, several joined by '::')"),
-  Integer<&O::source, &S::synthetic>("synthetic", G::kSource, "serve N synthetic samples instead of a dataset"),
-  Text<&O::name>("name", G::kRing, "NAME", "server name (endpoint, lock, shared memory)"),
-  Text<&O::endpoint>("endpoint", G::kRing, "URL", "ipc://PATH or tcp://127.0.0.1:PORT (default: by name)"),
+      "what to serve: an image folder (a subfolder per class), a .tsv list (path<TAB>label per "
+      "line), or WebDataset tar shards ('train-{000000..001023}.tar', a glob, a folder of .tar "
+      "files, several paths, or several joined by '::'); or --synthetic N instead"),
+  Integer<&O::source, &S::synthetic>("synthetic", G::kSource,
+      "serve N synthetic samples instead of a dataset (0 = serve DATA)"),
+  Text<&O::name>("name", G::kRing, "NAME",
+      "the server's name, which Loaders connect by: it picks the endpoint "
+      "(ipc://$XDG_RUNTIME_DIR/batchcast/NAME.sock, or under /tmp/batchcast-UID/), the instance "
+      "lock and the shared memory"),
+  Text<&O::endpoint>("endpoint", G::kRing, "URL",
+      "where consumers connect: ipc://PATH, or tcp://HOST:PORT, which is CURVE-encrypted and "
+      "authenticated (see --key-file, --allow-remote); default: the ipc:// endpoint of --name"),
   Text<&O::key_file>("key_file", G::kRing, "FILE",
-      "tcp:// only: the CURVE key file (default: $BATCHCAST_KEY_FILE, else your key in the runtime directory)"),
-  Flag<&O::allow_remote>("allow_remote", G::kRing, "let a tcp:// endpoint bind beyond loopback (tcp://*:PORT, a LAN address)"),
+      "tcp:// only: the CURVE key file to serve with; consumers need a copy (default: "
+      "$BATCHCAST_KEY_FILE, else your key in the runtime directory, made at first use)"),
+  Flag<&O::allow_remote>("allow_remote", G::kRing,
+      "tcp:// only: let the endpoint bind beyond loopback (tcp://*:PORT, a LAN address)"),
   {"device", G::kRing, OptionType::kText, "cpu|cuda:N|cuda:N,M,...|cuda:all",
-   "where the ring lives (and, with cuda:N, where JPEGs are decoded); several GPUs: a ring "
+   "where the ring lives: cpu (host shared memory) or cuda:N (GPU memory; JPEGs are then "
+   "decoded on that GPU too); several GPUs (cuda:0,1 or cuda:all, every visible one): a ring "
    "and a producer per GPU, each consumer served from the ring of its own GPU",
    [](O& o, V t) { return ParseDeviceOption(Trim(t), o); },
    [](const O& o) { return DeviceOptionName(o); }},
-  Integer<&O::batch_size>("batch_size", G::kRing, "producer batch (one ring slot)"),
-  Integer<&O::window>("window", G::kRing, "ring slots"),
-  Choice<ParseTransformKind, TransformKindName, &O::source, &S::transform>("transform", G::kSource, "train|eval",
-      "augmentation (torchvision's ImageNet train or eval recipe)"),
-  Integer<&O::source, &S::size>("size", G::kSource, "output image size"),
+  Integer<&O::batch_size>("batch_size", G::kRing,
+      "the producer's batch: the samples of one ring slot (consumers read at batch sizes of "
+      "their own); with GPU decode each batch is one nvJPEG call, and 256 to 512 suit it"),
+  Integer<&O::window>("window", G::kRing,
+      "ring slots: how many batches the fastest consumer may run ahead of the slowest"),
+  Choice<ParseTransformKind, TransformKindName, &O::source, &S::transform>("transform", G::kSource,
+      "train|eval",
+      "augmentation, torchvision's ImageNet recipes: train (random resized crop, horizontal "
+      "flip) or eval (resize to size/0.875, center crop), then normalization"),
+  Integer<&O::source, &S::size>("size", G::kSource, "output image size: images are size x size pixels"),
   {"dtype", G::kSource, OptionType::kText, "float32|float16|bfloat16|uint8",
-   "image dtype (default float32; uint8 for --synthetic)",
+   "image dtype (default float32, or uint8 with --synthetic)",
    [](O& o, V t) { return ParseDTypeOption(t, o.source.dtype); },
    [](const O& o) { return o.source.dtype ? std::string(DTypeName(*o.source.dtype)) : std::string(); }},
   Choice<ParseImageLayout, ImageLayoutName, &O::source, &S::layout>("layout", G::kSource, "nchw|nhwc",
-      "image memory layout"),
-  TripleOption<&O::source, &S::mean>("mean", G::kSource, "normalization mean"),
-  TripleOption<&O::source, &S::std>("std", G::kSource, "normalization standard deviation"),
-  Integer<&O::source, &S::seed>("seed", G::kOrder, "shuffle and augmentation seed"),
+      "image memory layout: nchw ([3, H, W] per sample) or nhwc ([H, W, 3])"),
+  TripleOption<&O::source, &S::mean>("mean", G::kSource, "normalization mean of the R, G and B channels"),
+  TripleOption<&O::source, &S::std>("std", G::kSource,
+      "normalization standard deviation of the R, G and B channels"),
+  Integer<&O::source, &S::seed>("seed", G::kOrder,
+      "seed of the shuffle and of the augmentation (a sample's crop and flip depend on the seed, "
+      "the epoch and its index only)"),
   Flag<&O::shuffle>("shuffle", G::kOrder, "shuffle each epoch (--no-shuffle keeps the dataset order)"),
-  Integer<&O::epochs>("epochs", G::kOrder, "producer epochs (0 = no limit)"),
+  Integer<&O::epochs>("epochs", G::kOrder, "epochs to produce before the stream ends (0 = no limit)"),
   Integer<&O::source, &S::shuffle_buffer>("shuffle_buffer", G::kOrder,
       "tar shards: samples mixed across the shards' streams (memory: about this many encoded "
-      "samples plus a batch)"),
-  OptionalInteger<&O::shard_rank>("shard_rank", G::kOrder, "this server's shard of the dataset (default 0)"),
+      "samples plus a batch; 0 or 1: no mixing)"),
+  OptionalInteger<&O::shard_rank>("shard_rank", G::kOrder,
+      "this server's shard of the dataset, for one server per node (default 0)"),
   OptionalInteger<&O::num_shards>("num_shards", G::kOrder, "number of shards (default 1)"),
   Flag<&O::shard_from_env>("shard_from_env", G::kOrder,
       "take the shard from the launcher: this node's rank and the number of nodes "
       "(GROUP_RANK/GROUP_WORLD_SIZE or NNODES, PET_NODE_RANK/PET_NNODES, SLURM_NODEID/SLURM_NNODES); "
       "--shard-rank/--num-shards win"),
   Integer<&O::source, &S::workers>("workers", G::kSource,
-      "CPU decode threads (0 = one per core; with GPU decode: 2 for the files nvJPEG's hardware refuses)"),
-  Integer<&O::source, &S::device_cache_mb>("device_cache_mb", G::kSource,
-      "GPU decode: MiB of device memory caching the CPU-decoded files (0 = off)"),
-  Integer<&O::source, &S::transcode_cache_mb>("transcode_cache_mb", G::kSource,
-      "GPU decode: MiB of host memory keeping progressive JPEGs re-encoded as baseline for the "
-      "hardware engine (0 = off)"),
-  Integer<&O::source, &S::nvjpeg_calls>("nvjpeg_calls", G::kSource,
+      "CPU decode threads (0 = one per core; with GPU decode, 2, for the files nvJPEG's hardware "
+      "engine refuses)"),
+  CudaOnly(Integer<&O::source, &S::device_cache_mb>("device_cache_mb", G::kSource,
+      "GPU decode: MiB of device memory keeping the files the hardware engine refuses, decoded on "
+      "the CPU once, for later epochs (0 = off: decoded every time)")),
+  CudaOnly(Integer<&O::source, &S::transcode_cache_mb>("transcode_cache_mb", G::kSource,
+      "GPU decode: MiB of host memory keeping progressive JPEGs losslessly re-encoded as "
+      "baseline, so that the hardware engine decodes them from their second use on (0 = off: "
+      "they are decoded on the CPU every time)")),
+  CudaOnly(Integer<&O::source, &S::nvjpeg_calls>("nvjpeg_calls", G::kSource,
       "GPU decode: nvJPEG hardware calls in flight per batch, each on its own decoder, stream and "
-      "thread (1..4)"),
-  Flag<&O::source, &S::nvjpeg_region>("nvjpeg_region", G::kSource,
-      "GPU decode: the hardware engine writes only the part of each image the crop reads "
-      "(--no-nvjpeg-region: whole images)"),
+      "thread (1..4)")),
+  CudaOnly(Flag<&O::source, &S::nvjpeg_region>("nvjpeg_region", G::kSource,
+      "GPU decode: the hardware engine writes only the part of each image the crop reads, the "
+      "same pixels into a smaller buffer (--no-nvjpeg-region: whole images)")),
   Choice<ParseDecodeMode, DecodeModeName, &O::source, &S::decode>("decode", G::kSource, "auto|cpu|gpu",
-      "where JPEGs are decoded"),
-  Choice<ParseStreamPriority, StreamPriorityName, &O::source, &S::gpu_priority>("gpu_priority",
+      "where JPEGs are decoded: auto (the GPU of a CUDA ring where nvJPEG is built in, else the "
+      "CPU), cpu (libjpeg-turbo) or gpu (nvJPEG; an error without a CUDA ring)"),
+  CudaOnly(Choice<ParseStreamPriority, StreamPriorityName, &O::source, &S::gpu_priority>("gpu_priority",
       G::kSource, "normal|high",
       "CUDA stream priority of the server's GPU work; high lets it go before the kernels of a "
-      "trainer in the same process (an in-process batchcast.Server); no effect between processes"),
+      "trainer in the same process (an in-process batchcast.Server); no effect between processes")),
   Choice<ParseErrorPolicy, ErrorPolicyName, &O::source, &S::on_error>("on_error", G::kSource, "skip|fail",
-      "what an undecodable file does"),
-  Integer<&O::source, &S::max_pixels>("max_pixels", G::kSource, "largest image (width*height) to decode"),
+      "what a file that cannot be used does: skip leaves it out (the header scan at start, or "
+      "from its failed decode on), fail stops the server with its path and reason"),
+  Integer<&O::source, &S::max_pixels>("max_pixels", G::kSource,
+      "largest image (width * height) to decode; larger files count as bad files (--on-error)"),
   Choice<ParseLagPolicy, LagPolicyName, &O::lag_policy>("lag_policy", G::kConsumers, "block|skip|evict",
-      "what happens to a consumer that holds the producer up"),
+      "what happens to a consumer that holds the producer up: block waits for it, skip moves it "
+      "forward (it misses the batches in between), evict disconnects it with an error (both after "
+      "--lag-timeout)"),
   SecondsOption<false, &O::lag_timeout>("lag_timeout", G::kConsumers,
-      "how long a consumer may hold the producer up before skip/evict"),
+      "how long a consumer may hold the producer up before skip or evict"),
   Integer<&O::min_consumers>("min_consumers", G::kConsumers, "consumers to wait for before the first write"),
   SecondsOption<false, &O::heartbeat_timeout>("heartbeat_timeout", G::kConsumers,
-      "silence after which a consumer (or the server) counts as dead"),
+      "silence after which a consumer (or, for a consumer, the server) counts as dead"),
   SecondsOption<true, &O::heartbeat_interval>("heartbeat_interval", G::kConsumers,
       "time between heartbeats (default: heartbeat_timeout / 8)"),
   Integer<&O::max_leases>("max_leases", G::kConsumers, "unreleased batches one consumer may hold"),
@@ -325,20 +363,45 @@ std::string SnakeCase(std::string_view name) {
   return s;
 }
 
+struct GroupTexts {
+  std::string_view name, title, help;
+};
+
+// In the order of OptionGroup.
+constexpr GroupTexts kGroupTexts[] = {
+    {"source", "Source options", "The samples: the dataset, its decode and transforms"},
+    {"ring", "Ring options",
+     "Where the batches go: the server's name and endpoint, the ring's device, batch and slots"},
+    {"order", "Order options", "The order of the samples: shuffle, epochs, shards"},
+    {"consumers", "Consumer options", "The consumers: slow ones, liveness, limits"},
+};
+
+const GroupTexts& TextsOf(OptionGroup group) {
+  const auto i = static_cast<size_t>(group);
+  BATCHCAST_CHECK(i < std::size(kGroupTexts));
+  return kGroupTexts[i];
+}
+
 }  // namespace
 
 std::span<const ServerOption> ServerOptionTable() { return kOptions; }
 
-std::string_view OptionGroupName(OptionGroup group) {
-  switch (group) {
-    case OptionGroup::kSource:
-      return "source";
-    case OptionGroup::kRing:
-      return "ring";
-    case OptionGroup::kOrder:
-      return "order";
-    case OptionGroup::kConsumers:
-      return "consumers";
+std::string_view OptionGroupName(OptionGroup group) { return TextsOf(group).name; }
+std::string_view OptionGroupTitle(OptionGroup group) { return TextsOf(group).title; }
+std::string_view OptionGroupHelp(OptionGroup group) { return TextsOf(group).help; }
+
+std::string_view OptionTypeName(OptionType type) {
+  switch (type) {
+    case OptionType::kText:
+      return "text";
+    case OptionType::kInteger:
+      return "integer";
+    case OptionType::kSeconds:
+      return "seconds";
+    case OptionType::kFlag:
+      return "flag";
+    case OptionType::kTriple:
+      return "triple";
   }
   return "?";
 }
@@ -357,6 +420,28 @@ std::string CommandLineName(std::string_view name) {
     if (c == '_') c = '-';
   }
   return s;
+}
+
+std::string CommandLineSpelling(const ServerOption& option, std::string_view text) {
+  const std::string flag = CommandLineName(option.name);
+  bool on = true;
+  if (option.type == OptionType::kFlag && ParseFlag(text, on).ok() && !on) {
+    return "--no-" + flag.substr(2);
+  }
+  return flag;
+}
+
+std::string CudaOnlyOptionsSet(const ServerOptions& options) {
+  const ServerOptions defaults;
+  std::string set;
+  for (const ServerOption& o : kOptions) {
+    if (!o.cuda_only) continue;
+    const std::string value = o.get(options);
+    if (value == o.get(defaults)) continue;
+    set += (set.empty() ? "" : ", ") + std::string(o.name) + " (" + CommandLineSpelling(o, value) +
+           ")";
+  }
+  return set;
 }
 
 Status SetServerOption(ServerOptions& options, std::string_view name, std::string_view text) {

@@ -10,6 +10,7 @@
 
 #include "batchcast/cuda/hardware_queues.h"
 #include "batchcast/cuda/runtime.h"
+#include "batchcast/server/option_table.h"
 #include "batchcast/sources/make_source.h"
 #include "batchcast/sources/source_options.h"
 #include "core/src/catch_all.h"
@@ -38,24 +39,6 @@ Clock::time_point DeadlineAfter(std::chrono::milliseconds timeout) {
 // device count only for cuda:all.
 Result<std::vector<int>> ResolveRingDevices(const ServerOptions& options) {
   return RingDevices(options, options.all_gpus ? cuda::DeviceCount() : Result<int>(0));
-}
-
-// The GPU-only options of `source` set to other than their defaults, as
-// "name (--flag)" joined by ", "; empty when none. On a host ring they change
-// nothing.
-std::string GpuOnlyOptionsSet(const SourceOptions& source) {
-  const SourceOptions defaults;
-  std::string set;
-  auto add = [&](bool differs, const char* what) {
-    if (differs) set += (set.empty() ? "" : ", ") + std::string(what);
-  };
-  add(source.device_cache_mb != defaults.device_cache_mb, "device_cache_mb (--device-cache-mb)");
-  add(source.transcode_cache_mb != defaults.transcode_cache_mb,
-      "transcode_cache_mb (--transcode-cache-mb)");
-  add(source.nvjpeg_calls != defaults.nvjpeg_calls, "nvjpeg_calls (--nvjpeg-calls)");
-  add(source.nvjpeg_region != defaults.nvjpeg_region, "nvjpeg_region (--no-nvjpeg-region)");
-  add(source.gpu_priority != defaults.gpu_priority, "gpu_priority (--gpu-priority)");
-  return set;
 }
 
 }  // namespace
@@ -110,7 +93,7 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
     }
     BATCHCAST_RETURN_IF_ERROR(cuda::CheckDevice(device).WithContext("--device " + name));
   }
-  if (const std::string ignored = GpuOnlyOptionsSet(options.source); !on_cuda && !ignored.empty()) {
+  if (const std::string ignored = CudaOnlyOptionsSet(options); !on_cuda && !ignored.empty()) {
     BC_LOG_WARN("{}: only a CUDA ring (--device cuda:N) uses {}; ignored on this host ring",
                 ignored, ignored.find(',') == std::string::npos ? "it" : "them");
   }

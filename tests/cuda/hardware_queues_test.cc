@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include <string>
+#include <string_view>
 
 namespace batchcast::cuda {
 namespace {
@@ -45,6 +46,17 @@ TEST_F(HardwareQueuesTest, ValuesCudaDoesNotTakeCountAsTheDefault) {
   for (const char* bad : {"", "0", "33", "-4", "8x", "many", " 4", "4 "}) {
     setenv(kVar, bad, 1);
     EXPECT_EQ(HardwareQueues(), kDefaultHardwareQueues) << "'" << bad << "'";
+  }
+}
+
+TEST(HardwareQueuesFor, ReadsAValueAsTheVariableIsRead) {
+  // batchcast._core.hardware_queues (Python's warning) reads values here.
+  EXPECT_EQ(HardwareQueuesFor(std::nullopt), kDefaultHardwareQueues);
+  EXPECT_EQ(HardwareQueuesFor("32"), kMaxHardwareQueues);
+  EXPECT_EQ(HardwareQueuesFor("1"), 1);
+  using namespace std::string_view_literals;
+  for (std::string_view bad : {""sv, "0"sv, "33"sv, " 4"sv, "4 "sv, "4\0x"sv, "x"sv}) {
+    EXPECT_EQ(HardwareQueuesFor(bad), kDefaultHardwareQueues) << "'" << bad << "'";
   }
 }
 

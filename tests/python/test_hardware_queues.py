@@ -69,9 +69,20 @@ def test_cuda_started_before_the_server_is_reported(no_var, monkeypatch):
 
 
 def test_values_cuda_does_not_take_count_as_its_default():
-    # As cuda::HardwareQueues (tests/cuda/hardware_queues_test.cc).
-    assert [_queues.parse(v) for v in (None, "", "0", "33", " 4", "x", "1", "32")] == [
-        8, 8, 8, 8, 8, 8, 1, 32]
+    # Read by cuda::HardwareQueuesFor, as the server reads the variable
+    # (tests/cuda/hardware_queues_test.cc).
+    read = batchcast._core.hardware_queues
+    assert [read(v) for v in (None, "", "0", "33", " 4", "4 ", "x", "1", "32")] == [
+        8, 8, 8, 8, 8, 8, 8, 1, 32]
+    assert _queues.PREFERRED == batchcast._core.MAX_HARDWARE_QUEUES == 32
+
+
+def test_a_gpu_server_is_one_whose_device_option_names_a_gpu():
+    # The device option as the server reads it (server/src/device_list.h).
+    for device in ("cuda:0", "cuda:1,0", "cuda:all"):
+        assert _queues.on_gpu(device), device
+    for device in ("cpu", None, 0, "cuda:x", "cuda:0,0", "gpu"):
+        assert not _queues.on_gpu(device), device
 
 
 def test_cuda_started_asks_torch_without_importing_it(monkeypatch):

@@ -2,7 +2,8 @@
 
 The jobs are small Python programs reading a synthetic server through
 batchcast.Loader (JOB below). Checks: the {name}/{rank}/{a,b} expansion,
-server options typed as batchcast.Server takes them, output prefixed per
+server options handed to the server as text (its option table reads them:
+--key-file 123 is a file name), output prefixed per
 job, status lines with each job's rate, the exit status (0; a failing job's
 status; 128+signal after Ctrl-C), and that Ctrl-C stops every job (SIGINT,
 then SIGTERM after --grace for a job that ignores SIGINT).
@@ -154,20 +155,58 @@ def test_jobs_from_lists_and_bad_command_lines(capsys):
         assert message in capsys.readouterr().err, bad
 
 
-def test_server_options_reach_the_server_typed():
+def test_server_options_reach_the_server_as_text():
+    # The launcher guesses no types: the server's option table reads the text.
     args, _ = launch.parse_args([
         "--synthetic", "100", "--size", "8", "--batch-size", "16", "--window", "4",
         "--lag-timeout", "1.5", "--heartbeat-timeout", "3", "--no-shuffle", "--dtype", "uint8",
         "--mean", "0.5,0.5,0.5", "--device", "cpu", "--workers", "1", "--lag-policy", "skip",
         "--name", "x", "--jobs", "1", "--", "t.py", "{rank}"])
-    kw = launch.server_kwargs(args)
-    assert kw == {"synthetic": 100, "size": 8, "batch_size": 16, "window": 4, "lag_timeout": 1.5,
-                  "heartbeat_timeout": 3, "shuffle": False, "dtype": "uint8",
-                  "mean": (0.5, 0.5, 0.5), "device": "cpu", "workers": 1, "lag_policy": "skip",
-                  "name": "x"}
+    kw = launch.server_options(args)
+    assert kw == {"synthetic": "100", "size": "8", "batch_size": "16", "window": "4",
+                  "lag_timeout": "1.5", "heartbeat_timeout": "3", "shuffle": "false",
+                  "dtype": "uint8", "mean": "0.5,0.5,0.5", "device": "cpu", "workers": "1",
+                  "lag_policy": "skip", "name": "x"}
     kw["name"] = H.unique_name("launch-opts")
-    with batchcast.Server(**kw) as server:  # every value has the type the server takes
-        assert server.stats()["lag_policy"] == "skip"
+    with batchcast.Server.from_text(kw) as server:
+        stats = server.stats()
+        assert stats["lag_policy"] == "skip" and stats["window"] == 4, stats
+        assert server.epoch_len == 100
+    with pytest.raises(batchcast.InvalidArgument, match=r"^window \(--window\)"):
+        batchcast.Server.from_text({"synthetic": "10", "window": "four",
+                                    "name": H.unique_name("launch-opts")})
+
+
+def test_every_server_option_is_on_the_command_line():
+    # From the option table: flags as --x / --no-x, the others take a value.
+    for o in batchcast._core.server_options():
+        if o.name == "data":
+            continue
+        value = [] if o.type == "flag" else [o.default or "1"]
+        argv = ["--synthetic", "10", "--jobs", "1", o.command_line, *value, "--", "t.py"]
+        if o.name == "synthetic":
+            argv = argv[2:]
+        args, _ = launch.parse_args(argv)
+        assert launch.server_options(args)[o.name] == (value[0] if value else "true"), o.name
+        if o.type == "flag":
+            off = "--no-" + o.command_line[2:]
+            args, _ = launch.parse_args(["--synthetic", "10", "--jobs", "1", off, "--", "t.py"])
+            assert launch.server_options(args)[o.name] == "false", o.name
+
+
+def test_a_number_like_text_option_is_text(job_py, tmp_path):
+    # --key-file 123 names a file "123" (no type is guessed from how a value looks).
+    made = subprocess.run([H.require_server(), "key", "--new", "123"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=30)
+    assert made.returncode == 0, made.stderr
+    env = {**_env(), "BATCHCAST_KEY_FILE": str(tmp_path / "123")}  # the jobs' copy
+    r = subprocess.run([sys.executable, "-m", "batchcast.launch", *SERVER, "--endpoint",
+                        "tcp://127.0.0.1:0", "--key-file", "123", "--jobs", "1", "--",
+                        sys.executable, job_py, "--shared", "{endpoint}", "--batches", "5"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "[job 0] done 5 batches" in r.stdout, r.stdout
+    assert "endpoint tcp://127.0.0.1:" in r.stderr, r.stderr
 
 
 def test_jobs_do_not_inherit_a_launcher_rank():

@@ -25,13 +25,17 @@
 // variable is unset and CUDA has not started in the process, and restores it
 // afterwards, so that processes started later keep CUDA's default
 // (python/batchcast/_queues.py); it warns when CUDA started before it with
-// fewer. batchcast-server leaves the variable as it finds it and logs the
-// number (HardwareQueues). A value the user set is kept: 1 (Megatron-LM's
-// setting, which orders all kernels) puts an in-process server's work in the
-// trainer's one queue; run the server as its own process there. Only the
-// number of queues changes, not the order of work within a stream nor any
-// synchronization.
+// fewer (the number read by HardwareQueuesFor, through
+// batchcast._core.hardware_queues). batchcast-server leaves the variable as
+// it finds it and logs the number (HardwareQueues). A value the user set is
+// kept: 1 (Megatron-LM's setting, which orders all kernels) puts an
+// in-process server's work in the trainer's one queue; run the server as its
+// own process there. Only the number of queues changes, not the order of
+// work within a stream nor any synchronization.
 #pragma once
+
+#include <optional>
+#include <string_view>
 
 namespace batchcast::cuda {
 
@@ -40,8 +44,14 @@ namespace batchcast::cuda {
 inline constexpr int kMaxHardwareQueues = 32;
 inline constexpr int kDefaultHardwareQueues = 8;
 
-// The queues a context created now would get: CUDA_DEVICE_MAX_CONNECTIONS
-// when it is a number in [1, 32], else CUDA's default 8.
+// The queues a context gets when CUDA_DEVICE_MAX_CONNECTIONS is `value`
+// (nullopt: unset): the value when it is a number in [1, 32] with nothing
+// around it, else CUDA's default 8. The one reading of the variable (C++
+// and Python).
+int HardwareQueuesFor(std::optional<std::string_view> value);
+
+// The queues a context created now would get (HardwareQueuesFor the
+// variable's value now).
 int HardwareQueues();
 
 }  // namespace batchcast::cuda

@@ -1,9 +1,15 @@
 // The server's option table: every ServerOptions field, declared once, with
-// its name, help and how to read it from text.
-//
-// The command line (batchcast-server serve and the benchmarks) and the
-// Python bindings (batchcast.Server keyword arguments) both walk this table,
-// so an option exists in both or in neither. Names are snake_case; the
+// its name, group, type, help, default and how to read it from text. It is
+// the one description of an option:
+//  - the command line (batchcast-server serve and the benchmarks) and its
+//    reference, docs/options.md (OptionTableMarkdown, printed by
+//    `batchcast-server serve --help-markdown`);
+//  - Python: batchcast.Server's keyword arguments, the options
+//    batchcast.Producer takes (the ring and consumer groups) and
+//    batchcast-launch's command line, which hands its values over as text
+//    (`batchcast._core.server_options()` lists the table);
+//  - the server's warning about CUDA-only options on a host ring.
+// So an option exists everywhere or nowhere. Names are snake_case; the
 // command line spells them --kebab-case. Durations are seconds.
 //
 // Thread-safety: the table is immutable.
@@ -18,7 +24,8 @@
 
 namespace batchcast {
 
-// How an option's value is written, for parsers that type their input.
+// How an option's value is written: how the command line spells it (flags
+// are --x / --no-x) and which Python types batchcast.Server takes for it.
 enum class OptionType : uint8_t {
   kText,     // a string (a path, a name, one of a few choices)
   kInteger,  // a non-negative integer
@@ -35,7 +42,11 @@ enum class OptionGroup : uint8_t {
   kOrder,      // shuffle, epochs, shards
   kConsumers,  // lag policy, heartbeats, limits
 };
-std::string_view OptionGroupName(OptionGroup group);  // "source", "ring", "order", "consumers"
+std::string_view OptionGroupName(OptionGroup group);   // "source", "ring", "order", "consumers"
+std::string_view OptionGroupTitle(OptionGroup group);  // "Source options"
+// What the group's options configure, one sentence ("The samples: ...").
+std::string_view OptionGroupHelp(OptionGroup group);
+std::string_view OptionTypeName(OptionType type);  // "text", "integer", "seconds", "flag", "triple"
 
 struct ServerOption {
   std::string_view name;  // snake_case, e.g. "batch_size"
@@ -49,6 +60,9 @@ struct ServerOption {
   Status (*set)(ServerOptions& options, std::string_view text);
   // The field's value as text that `set` accepts ("" when unset).
   std::string (*get)(const ServerOptions& options);
+  // Only a CUDA ring uses it (GPU decode, stream priority): on a host ring it
+  // changes nothing, and the server says so at start (CudaOnlyOptionsSet).
+  bool cuda_only = false;
 };
 
 // Every option, in the order of `batchcast-server serve --help`.
@@ -61,8 +75,21 @@ const ServerOption* FindServerOption(std::string_view name);
 // "--batch-size" for "batch_size".
 std::string CommandLineName(std::string_view name);
 
+// How the command line gives `option` the value `text`: its CommandLineName,
+// or "--no-x" for a flag set to false.
+std::string CommandLineSpelling(const ServerOption& option, std::string_view text);
+
 // Sets option `name` from `text`. InvalidArgument naming the option (both
 // spellings) for an unknown name or a bad value.
 Status SetServerOption(ServerOptions& options, std::string_view name, std::string_view text);
+
+// The cuda_only options that `options` sets to other than their defaults, as
+// "name (--flag)" joined by ", " in table order; empty when none.
+std::string CudaOnlyOptionsSet(const ServerOptions& options);
+
+// The option table as Markdown: a section per group, a table of option,
+// default and meaning (docs/options.md, printed by
+// `batchcast-server serve --help-markdown`).
+std::string OptionTableMarkdown();
 
 }  // namespace batchcast
