@@ -15,15 +15,19 @@
 namespace batchcast {
 namespace {
 
-// Removes the host ring of server `name` if this user owns it; its size.
+// Removes the host ring of server `name` (of this version's name, or of an
+// older one's) if this user owns it; its size.
 uint64_t RemoveRing(const std::string& name) {
-  const std::string shm = HostRingShmName(name);
-  struct stat st {};
-  if (lstat(("/dev/shm/" + shm).c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
-      st.st_uid != getuid()) {
-    return 0;
+  uint64_t removed = 0;
+  for (const std::string& shm : {HostRingShmName(name), LegacyHostRingShmName(name)}) {
+    struct stat st {};
+    if (lstat(("/dev/shm/" + shm).c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_uid != getuid()) {
+      continue;
+    }
+    if (shm_unlink(shm.c_str()) == 0) removed += static_cast<uint64_t>(st.st_size);
   }
-  return shm_unlink(shm.c_str()) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  return removed;
 }
 
 // Removes <dir>/<name>.sock if it is a socket of this user that nobody
@@ -57,14 +61,16 @@ uint64_t RemoveOrphanRing(const std::string& shm, std::chrono::seconds age) {
 
 // Reclaims the orphan rings (see reclaim.h) in /dev/shm.
 void ReclaimOrphanRings(std::chrono::seconds age, std::vector<Reclaimed>& out) {
-  const std::string prefix = HostRingShmName("");                // "batchcast-UID--ring"
-  const std::string head = prefix.substr(0, prefix.size() - 5);  // "batchcast-UID-"
+  // Only rings of this version's name: an older server holds no flock.
+  const std::string head = "batchcast-" + std::to_string(getuid()) + "-";
+  constexpr std::string_view kTail = ".ring";
   DIR* d = opendir("/dev/shm");
   if (d == nullptr) return;
   std::vector<std::string> rings;
   while (const dirent* e = readdir(d)) {
     const std::string_view file = e->d_name;
-    if (file.size() > head.size() + 5 && file.starts_with(head) && file.ends_with("-ring")) {
+    if (file.size() > head.size() + kTail.size() && file.starts_with(head) &&
+        file.ends_with(kTail)) {
       rings.emplace_back(file);
     }
   }
@@ -73,7 +79,7 @@ void ReclaimOrphanRings(std::chrono::seconds age, std::vector<Reclaimed>& out) {
     if (const uint64_t bytes = RemoveOrphanRing(shm, age); bytes > 0) {
       Reclaimed r;
       r.orphan = true;
-      r.name = shm.substr(head.size(), shm.size() - head.size() - 5);
+      r.name = shm.substr(head.size(), shm.size() - head.size() - kTail.size());
       r.ring_bytes = bytes;
       out.push_back(std::move(r));
     }

@@ -3,7 +3,7 @@
 //
 // A server named N owns the lock file <runtime dir>/N.lock, the socket
 // <runtime dir>/N.sock (unless it was given another --endpoint) and the host
-// ring /dev/shm/batchcast-<uid>-N-ring. A lock file that no process holds
+// ring /dev/shm/batchcast-<uid>-N.ring. A lock file that no process holds
 // belongs to a dead server (Note [Server instance lock]): ReclaimDeadServers
 // takes that lock, removes the ring and the socket of that name and the lock
 // file, and releases it. So a live server's files are never touched (its lock
@@ -15,8 +15,10 @@
 // directory (a login session ended, a test's directory was removed) is
 // reclaimed too, when no process holds its flock (a live server always does:
 // core/src/host_shm.h) and it is older than a minute (a server creating one
-// takes the flock at once; the minute covers that instant). Orphans are
-// reported with `orphan` set and no pid.
+// takes the flock at once; the minute covers that instant). Rings named as
+// servers before this flock named them (LegacyHostRingShmName) are only
+// reclaimed through their lock files: they may be a live older server's.
+// Orphans are reported with `orphan` set and no pid.
 //
 // Thread-safety: may run in several processes at once (each name is
 // reclaimed by whoever gets its lock).

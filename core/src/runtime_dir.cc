@@ -77,8 +77,12 @@ Result<std::string> LockPath(std::string_view name) {
   return dir + "/" + std::string(name) + ".lock";
 }
 
-std::string HostRingShmName(std::string_view server_name) {
+std::string LegacyHostRingShmName(std::string_view server_name) {
   return "batchcast-" + std::to_string(getuid()) + "-" + std::string(server_name) + "-ring";
+}
+
+std::string HostRingShmName(std::string_view server_name) {
+  return "batchcast-" + std::to_string(getuid()) + "-" + std::string(server_name) + ".ring";
 }
 
 namespace {

@@ -47,8 +47,11 @@ Result<std::string> ResolveEndpoint(std::string_view endpoint_or_name,
 // "<runtime dir>/<name>.lock" (Note [Server instance lock]).
 Result<std::string> LockPath(std::string_view name);
 
-// The POSIX shared memory name of a server's host ring.
+// The POSIX shared memory name of a server's host ring:
+// "batchcast-<uid>-<name>.ring". (Servers before the ring's flock, see
+// core/src/host_shm.h, named it "...-<name>-ring": LegacyHostRingShmName.)
 std::string HostRingShmName(std::string_view server_name);
+std::string LegacyHostRingShmName(std::string_view server_name);
 
 // Holds Note [Server instance lock] while alive.
 class InstanceLock {

@@ -84,13 +84,13 @@ PeerGuard::HelloAnswer PeerGuard::OnHello(const std::string& identity, Clock::ti
     }
     return HelloAnswer::kWait;
   }
+  p.waiting_since = now;  // also for one admitted now that must wait again (WaitAgain)
   if (waiting() == 0 && unconfirmed_.size() < limits_.max_unconfirmed && TakeHelloToken(now)) {
     return HelloAnswer::kAdmit;
   }
   if (waiting() >= limits_.max_waiting) return HelloAnswer::kRefuse;
   (p.hellos > 1 ? repeat_ : fresh_).push_back(identity);
   p.waiting = true;
-  p.waiting_since = now;
   return HelloAnswer::kWait;
 }
 

@@ -9,7 +9,7 @@ case $mode in
   start) : > "$stamp" ;;
   check)
     left=0
-    for ring in /dev/shm/batchcast-"$(id -u)"-*-ring; do
+    for ring in /dev/shm/batchcast-"$(id -u)"-*.ring; do
       [ -e "$ring" ] && [ "$ring" -nt "$stamp" ] || continue
       if flock -n -x "$ring" true; then
         echo "left behind: $ring" >&2

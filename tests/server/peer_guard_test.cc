@@ -168,6 +168,19 @@ TEST(PeerGuard, TheWaitingQueueIsBoundedAndStaleHellosLeaveIt) {
   EXPECT_EQ(g.waiting(), 0u);
 }
 
+// A HELLO admitted at once whose admission finds the server full of
+// unconfirmed consumers waits from then on, its max_wait counted from its
+// HELLO.
+TEST(PeerGuard, AHelloThatMustWaitAgainCountsItsWaitFromItsHello) {
+  PeerGuardLimits limits;
+  limits.max_wait = 30s;
+  PeerGuard g(limits);
+  ASSERT_EQ(g.OnHello("a", kT0), Hello::kAdmit);
+  g.WaitAgain("a");  // the Scheduler said the server is full
+  EXPECT_TRUE(g.TakeStaleWaiting(kT0 + 29s).empty());
+  EXPECT_EQ(g.TakeStaleWaiting(kT0 + 30s), std::vector<std::string>{"a"});
+}
+
 TEST(PeerGuard, ConnectionChurnDoesNotGrowItsMemory) {
   PeerGuardLimits limits;
   limits.max_peers = 100;

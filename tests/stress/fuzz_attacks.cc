@@ -280,7 +280,7 @@ void Identity(zmq::context_t& ctx, const FuzzTarget& t, FrameFuzzer& fz, FuzzTal
 
 void Hellos(zmq::context_t& ctx, const FuzzTarget& t, FrameFuzzer& fz, FuzzTally& tally) {
   std::vector<zmq::socket_t> sockets;
-  for (uint64_t n = fz.U(50, 200); n > 0; --n) sockets.push_back(Dealer(ctx, t, tally));
+  for (uint64_t n = fz.U(50, 150); n > 0; --n) sockets.push_back(Dealer(ctx, t, tally));
   proto::Hello hello;
   hello.name = "repeater";
   hello.pid = static_cast<uint32_t>(getpid());
@@ -297,7 +297,7 @@ void Hellos(zmq::context_t& ctx, const FuzzTarget& t, FrameFuzzer& fz, FuzzTally
 
 void StatsFromMany(zmq::context_t& ctx, const FuzzTarget& t, FrameFuzzer& fz, FuzzTally& tally) {
   std::vector<zmq::socket_t> sockets;
-  for (uint64_t n = fz.U(200, 1000); n > 0; --n) sockets.push_back(Dealer(ctx, t, tally));
+  for (uint64_t n = fz.U(100, 300); n > 0; --n) sockets.push_back(Dealer(ctx, t, tally));
   const std::string frame = proto::Encode(proto::Stats{});
   for (uint64_t rounds = fz.U(1, 5); rounds > 0; --rounds) {
     for (zmq::socket_t& s : sockets) {

@@ -13,9 +13,9 @@
 //   raw        bytes straight into the stream socket: random, or a ZMTP
 //              greeting followed by garbage
 //   identity   a DEALER with a chosen routing id sending RELEASE/BYE/NEXT
-//   hellos     50-200 connections that each say a valid HELLO again and
+//   hellos     50-150 connections that each say a valid HELLO again and
 //              again and never confirm (Note [Admission])
-//   stats      200-1000 connections that each ask for STATS a few times
+//   stats      100-300 connections that each ask for STATS a few times
 //              (the global STATS budget, Note [Peer limits])
 //   hold       up to `max_connections` raw stream connections held open for
 //              a while without a handshake (Note [Handshake limits])

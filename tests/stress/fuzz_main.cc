@@ -21,6 +21,8 @@
 // does not exit 0 on SIGTERM or leaves its socket or ring behind, or when its
 // log holds a sanitizer report. A watchdog kills everything (exit 3) if the
 // program hangs.
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 #include <random>
 
@@ -47,6 +49,12 @@ int main(int argc, char** argv) {
   app.add_option("--log-dir", o.log_dir, "keep the logs here (default: a temporary directory)");
   CLI11_PARSE(app, argc, argv);
   if (o.seed == 0) o.seed = std::random_device{}();
+  // The attacks hold hundreds of connections at once (several descriptors
+  // each): this process's open-file limit up to its hard limit.
+  if (rlimit limit{}; getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
   batchcast::stress::InstallInterruptHandler();
   batchcast::stress::StartWatchdog(
       "bc_fuzz_peer", std::chrono::seconds(2 * int64_t(o.seconds) + 180), "the run did not finish");
