@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -48,8 +49,7 @@ batchcast::TerminalSize StdoutTerminalSize() {
 
 // Without MPS a trainer fed from this process gets the GPU by time slices
 // shared with it: says so, with what to do instead, once at start (README,
-// "PyTorch, one job"; benchmarks/RESULTS.md, "The server in the trainer's
-// process").
+// "PyTorch, one job"; docs/performance.md, "What to do").
 void AdviseWithoutMps(const batchcast::Server& server) {
   const nlohmann::json j =
       nlohmann::json::parse(server.StatsJson(), nullptr, /*allow_exceptions=*/false);
@@ -57,10 +57,26 @@ void AdviseWithoutMps(const batchcast::Server& server) {
     return;
   }
   std::cerr << "batchcast-server: MPS is off, so a trainer on this GPU fed from this process "
-               "shares the GPU with it by time slices (a ResNet-18 ran at about 0.7 of its "
-               "speed on an H100); for one job, run the server in the training process "
-               "(batchcast.Server); for several, use MPS (batchcast-launch) or host the "
-               "server in one of the jobs (README, \"Several jobs on one GPU (MPS)\")\n";
+               "shares the GPU with it by time slices and loses part of its speed; for one "
+               "job, run the server in the training process (batchcast.Server); for several, "
+               "use MPS (batchcast-launch) or host the server in one of the jobs (README, "
+               "\"Several jobs on one GPU\"; docs/performance.md)\n";
+}
+
+// A number of seconds in [0, 1 day], finite: "" when it is one, else why not.
+std::string SecondsInADay(const std::string& text) {
+  double v = 0;
+  try {
+    size_t used = 0;
+    v = std::stod(text, &used);
+    if (used != text.size()) return "expected a number of seconds, got '" + text + "'";
+  } catch (const std::exception&) {
+    return "expected a number of seconds, got '" + text + "'";
+  }
+  if (!std::isfinite(v) || v < 0 || v > 86400) {
+    return "expected seconds from 0 to 86400, got '" + text + "'";
+  }
+  return "";
 }
 
 int Serve(batchcast::ServerOptions options, double status_interval) {
@@ -129,6 +145,7 @@ int Main(int argc, char** argv) {
   std::vector<batchcast::Status> option_errors;
   batchcast::AddServerOptions(serve, o, option_errors);
   serve->add_option("--status-interval", status_interval, "seconds between status lines (0 = none)")
+      ->check(CLI::Validator(SecondsInADay, "SECONDS"))
       ->capture_default_str();
   bool help_markdown = false;
   serve->add_flag("--help-markdown", help_markdown,
@@ -143,7 +160,7 @@ int Main(int argc, char** argv) {
   CLI::Option* watch_flag = stat->add_flag(
       "--watch", watch, "refresh until Ctrl-C: a live view on a terminal, plain lines otherwise");
   stat->add_option("--interval", interval, "seconds between refreshes (with --watch)")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::PositiveNumber & CLI::Validator(SecondsInADay, "SECONDS"))
       ->needs(watch_flag)
       ->capture_default_str();
   std::string stat_key_file;

@@ -89,7 +89,11 @@ def text(name: str, value: Any, optional: bool = False, path: bool = False) -> O
         return None
     if path and isinstance(value, os.PathLike):
         value = os.fspath(value)
+    what = "a string or a path" if path else "a string"
     if not isinstance(value, str):
-        what = "a string or a path" if path else "a string"
         fail(name, what + (" or None" if optional else ""), value)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: bytes os.fsdecode could not decode
+        fail(name, what + " of valid UTF-8 text", value)
     return value

@@ -337,6 +337,13 @@ TEST_F(Hardening, BadOptionsAndOddTreesExitWithAMessage) {
       {{"--synthetic", "10", "--device", "cuda:4294967297"}, 2, "device"},
       {{"--synthetic", "10", "--endpoint", "tcp://127.0.0.1:99999"}, 2, "1..65535"},
       {{"--synthetic", "10", "--endpoint", "inproc://x"}, 2, "inproc://"},
+      {{"--synthetic", "10", "--status-interval", "-1"}, 2, "--status-interval"},
+      {{"--synthetic", "10", "--status-interval", "nan"}, 2, "--status-interval"},
+      {{"--synthetic", "10", "--status-interval", "1e300"}, 2, "--status-interval"},
+      {{"--synthetic", "10", "--min-consumers", "3", "--max-consumers", "2"},
+       2,
+       "min_consumers (--min-consumers) is 3 but max_consumers (--max-consumers) is 2"},
+      {{"--synthetic", "18446744073709551615"}, 1, "is too large"},
       {{"--synthetic", "10", "--size", "1024", "--batch-size", "4096", "--window", "64", "--name",
         huge},
        1,
@@ -359,6 +366,7 @@ TEST_F(Hardening, BadOptionsAndOddTreesExitWithAMessage) {
     EXPECT_EQ(rc, c.rc) << joined << "\n" << err;
     EXPECT_NE(err.find(c.message), std::string::npos) << joined << "\n" << err;
     EXPECT_EQ(err.find("terminate"), std::string::npos) << err;
+    EXPECT_EQ(err.find("serving"), std::string::npos) << "said it serves, then failed: " << err;
   }
   EXPECT_FALSE(Exists(RingFile(huge))) << "a refused ring is left in /dev/shm";
 }

@@ -33,6 +33,8 @@ def invalid(match):
 
 @pytest.mark.parametrize("kwargs, name", [
     ({"endpoint_or_name": 5}, "endpoint_or_name"),
+    ({"endpoint_or_name": "\udcff"}, "endpoint_or_name"),
+    ({"name": "x\udcff"}, "name"),
     ({"batch_size": "8"}, "batch_size"),
     ({"batch_size": 2.5}, "batch_size"),
     ({"batch_size": True}, "batch_size"),
