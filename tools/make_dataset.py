@@ -2,7 +2,8 @@
 """Make an ImageNet-like folder of JPEG files for tests, demos and benchmarks.
 
     make_dataset.py OUT_DIR [--photos DIR] [--classes N] [--per-class M] [--seed S]
-                    [--hazards] [--decode-failures K] [--tsv FILE] [--force]
+                    [--hazards] [--decode-failures K] [--formats jpeg|mixed]
+                    [--tsv FILE] [--force]
                     [--workers W] [--quiet]
                     [--shards N [--from-folder DIR] [--label-format cls|json|txt]
                      [--hostile-shards]]
@@ -38,13 +39,21 @@ one per class folder in turn (file k in class k mod N), alternately:
                                     entropy-coded data (the file still ends with EOI)
 Each is a different image, so a sample shown in place of another is caught.
 
+--formats mixed rewrites the images in turn as the other formats batchcast serves
+(tools/dataset_maker/formats.py): image k (in listing order) becomes variant k mod 15
+of jpeg, png, png16, png-palette, png-gray, png-gray16, png-rgba, png-la, webp,
+webp-rgba, bmp, tiff, tiff-gray, ppm and png-as-jpeg (a PNG named .JPEG); the files
+take the variant's extension (.png, .webp, .bmp, .tiff, .ppm; .JPEG for the first and
+the last). The summary's 'formats' counts the files of each variant.
+
 --shards N writes OUT_DIR as WebDataset tar shards instead of a folder:
 OUT_DIR/train-000000.tar, ... of N samples each (the last may hold fewer), made
 from the images of --from-folder DIR (an existing ImageFolder tree) or of a folder
 generated with the other options. Samples are the folder's images in its listing
 order (class folders sorted, files sorted: the order batchcast lists a folder in,
 so sample k of the shards has the folder's index k), keys 000000, 000001, ...,
-members KEY.jpg (the file's bytes) and the label: KEY.cls (the class index as
+members KEY.jpg (the file's bytes; KEY.png, KEY.webp, KEY.bmp, KEY.tiff or KEY.ppm
+for an image of that format, told from its bytes) and the label: KEY.cls (the class index as
 text, the default), KEY.json ({"label": c}) or KEY.txt (--label-format). Members
 have mtime 0 and owner 0, so the tars are byte-identical for the same input.
 --hostile-shards adds two shards after the others (names follow the pattern):
@@ -63,7 +72,8 @@ Exit status: 0 success, 1 runtime failure (OUT_DIR not empty, unreadable photos,
 I/O error), 2 bad command line, 130 interrupted.
 
 Python use:  make_dataset(out_dir, photos=None, classes=10, per_class=20, seed=0,
-                          hazards=False, tsv=None, force=False, decode_failures=0) -> dict
+                          hazards=False, tsv=None, force=False, decode_failures=0,
+                          formats='jpeg') -> dict
              make_shards(folder, out_dir, per_shard=100, label_format='cls',
                          hostile=False, force=False) -> dict
 Only the standard library, numpy and Pillow are needed.
@@ -82,6 +92,9 @@ import types
 
 import numpy as np
 from PIL import Image, ImageDraw
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dataset_maker import formats as dataset_formats  # noqa: E402
 
 # Proportions of the encoding plan (exact, rounded, over all images).
 P_GRAY = 0.05          # mode "L"
@@ -103,6 +116,7 @@ _TAG_IMAGE, _TAG_PLAN, _TAG_HAZARD, _TAG_DECODE_FAILURE = 0, 1, 2, 3
 DECODE_FAILURE_KINDS = ('truncated', 'corrupt')
 
 HAZARD_NAMES = ('truncated', 'empty', 'png', 'cmyk', 'random', 'huge')
+FORMATS = ('jpeg', 'mixed')
 
 # Photos loaded by the parent before the workers fork: path -> RGB PIL image.
 _PHOTO_CACHE = {}
@@ -448,13 +462,15 @@ def _default_umask():
 
 
 def make_dataset(out_dir, photos=None, classes=10, per_class=20, seed=0,
-                 hazards=False, tsv=None, force=False, workers=None, decode_failures=0):
+                 hazards=False, tsv=None, force=False, workers=None, decode_failures=0,
+                 formats='jpeg'):
     """Write the dataset; returns the summary as a dict.
 
     Keys: out_dir, classes, class_names, per_class, images, total_bytes, grayscale,
     progressive, sub_444, sub_422, sub_420, hazards (list of absolute paths),
     hazard_files (kind -> path), decode_failures (list of absolute paths, file k
-    at k), tsv, workers, elapsed_s.
+    at k), formats (variant -> files: {'jpeg': images} unless formats='mixed'), tsv,
+    workers, elapsed_s.
     Raises ValueError on bad arguments and DatasetError on runtime failures.
     workers: processes to use (None: os.cpu_count() for large sets, 1: no pool).
     """
@@ -465,6 +481,8 @@ def make_dataset(out_dir, photos=None, classes=10, per_class=20, seed=0,
             raise ValueError('%s must be an integer >= %d, got %r' % (name, lo, v))
     if classes > 10 ** 8:
         raise ValueError('classes must be at most 10^8')
+    if formats not in FORMATS:
+        raise ValueError('formats must be one of %s, got %r' % (', '.join(FORMATS), formats))
     if workers is not None and (not isinstance(workers, int) or workers < 1):
         raise ValueError('workers must be a positive integer, got %r' % (workers,))
     classes, per_class, seed = int(classes), int(per_class), int(seed)
@@ -508,6 +526,12 @@ def make_dataset(out_dir, photos=None, classes=10, per_class=20, seed=0,
         total = 0
         for c, i, nbytes in _run_jobs(jobs, workers):
             total += nbytes
+        format_counts = {'jpeg': n}
+        if formats == 'mixed':
+            keys = sorted(files)
+            rels, format_counts, delta = dataset_formats.mix_formats(tmp, [files[k] for k in keys])
+            files = dict(zip(keys, rels))
+            total += delta
 
         entries = [(c, rel) for (c, _i), rel in sorted(files.items())]
         hazard_files = {}
@@ -564,6 +588,7 @@ def make_dataset(out_dir, photos=None, classes=10, per_class=20, seed=0,
         'hazards': [hazard_files[k] for k in HAZARD_NAMES if k in hazard_files],
         'hazard_files': hazard_files,
         'decode_failures': failure_files,
+        'formats': format_counts,
         'tsv': tsv,
         'workers': workers,
         'elapsed_s': time.monotonic() - t0,
@@ -642,7 +667,8 @@ def make_shards(folder, out_dir, per_shard=100, label_format='cls', hostile=Fals
             key = '%06d' % k
             with open(path, 'rb') as f:
                 data = f.read()
-            samples.append((key, [(key + '.jpg', data), _label_member(key, label, label_format)]))
+            member = key + '.' + dataset_formats.member_extension(data)
+            samples.append((key, [(member, data), _label_member(key, label, label_format)]))
         shards = [samples[i:i + per_shard] for i in range(0, len(samples), per_shard)]
         for i, chunk in enumerate(shards):
             names.append('%s%06d.tar' % (SHARD_PREFIX, i))
@@ -693,12 +719,15 @@ def make_shards(folder, out_dir, per_shard=100, label_format='cls', hostile=Fals
 
 def summary_line(s):
     failures = len(s.get('decode_failures', ()))
+    mixed = s.get('formats', {})
+    formats = ('formats ' + ' '.join('%s:%d' % (k, v) for k, v in mixed.items() if v) + ', '
+               if len(mixed) > 1 else '')
     return ('%d images, %d classes, %d bytes (%.1f MB), grayscale %d, progressive %d, '
-            '4:4:4 %d, 4:2:2 %d, hazards %d, %s%.2f s'
+            '4:4:4 %d, 4:2:2 %d, hazards %d, %s%s%.2f s'
             % (s['images'], s['classes'], s['total_bytes'], s['total_bytes'] / 1e6,
                s['grayscale'], s['progressive'], s['sub_444'], s['sub_422'],
                len(s['hazards']), 'decode failures %d, ' % failures if failures else '',
-               s['elapsed_s']))
+               formats, s['elapsed_s']))
 
 
 # --------------------------------------------------------------------------- CLI
@@ -740,6 +769,9 @@ def _parser():
     p.add_argument('--decode-failures', metavar='K', type=_non_negative, default=0,
                    help='also write K files with a valid header whose data fails to decode '
                         '(truncated, corrupt entropy data), one per class folder in turn')
+    p.add_argument('--formats', choices=FORMATS, default='jpeg',
+                   help='mixed: rewrite the images in turn as PNG (8/16-bit, palette, gray, '
+                        'alpha), WebP, BMP, TIFF, PPM and a PNG named .JPEG (default: jpeg)')
     p.add_argument('--tsv', metavar='FILE', help='also write "absolute_path<TAB>label" lines')
     p.add_argument('--force', action='store_true', help='replace OUT_DIR if it is not empty')
     p.add_argument('--workers', metavar='W', type=_positive, default=None,
@@ -775,7 +807,7 @@ def main(argv=None):
     s = _run(prog, lambda: make_dataset(
         args.out_dir, photos=args.photos, classes=args.classes, per_class=args.per_class,
         seed=args.seed, hazards=args.hazards, tsv=args.tsv, force=args.force,
-        workers=args.workers, decode_failures=args.decode_failures))
+        workers=args.workers, decode_failures=args.decode_failures, formats=args.formats))
     if isinstance(s, int):
         return s
     if not args.quiet:
@@ -814,7 +846,8 @@ def _shards_from_args(args):
             folder = os.path.join(tmp, 'images')
             make_dataset(folder, photos=args.photos, classes=args.classes,
                          per_class=args.per_class, seed=args.seed, hazards=args.hazards,
-                         workers=args.workers, decode_failures=args.decode_failures)
+                         workers=args.workers, decode_failures=args.decode_failures,
+                         formats=args.formats)
         return make_shards(folder, args.out_dir, per_shard=args.shards,
                            label_format=args.label_format, hostile=args.hostile_shards,
                            force=args.force)

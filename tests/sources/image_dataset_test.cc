@@ -159,6 +159,12 @@ TEST(ImageDatasetOpen, SkipDropsUnusableFilesAndNamesThem) {
                                                                     {"files_dropped_at_scan", 4},
                                                                     {"files_dropped_at_decode", 0},
                                                                     {"samples_dropped", 0},
+                                                                    {"files_jpeg", 4},
+                                                                    {"files_png", 0},
+                                                                    {"files_webp", 0},
+                                                                    {"files_bmp", 0},
+                                                                    {"files_tiff", 0},
+                                                                    {"files_pnm", 0},
                                                                     {"read_retries", 0},
                                                                     {"reads_recovered", 0},
                                                                     {"files_unreadable", 0}}));
@@ -179,7 +185,7 @@ TEST(ImageDatasetOpen, NoUsableFile) {
   d.Write("c/a.jpg", TempDataset::Png());
   auto ds = ImageDataset::Open(Options(d.root()), 1);
   EXPECT_EQ(ds.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(ds.status().message().find("no usable JPEG files in " + d.root()), std::string::npos);
+  EXPECT_NE(ds.status().message().find("no usable image files in " + d.root()), std::string::npos);
 }
 
 TEST(ImageDatasetOpen, BadTransformOptionsFailBeforeListing) {
@@ -307,6 +313,12 @@ TEST(ImageDatasetPolicy, DecodeDropsABadFileForeverAndNeverStandsIn) {
                                                           {"files_dropped_at_scan", 0},
                                                           {"files_dropped_at_decode", 1},
                                                           {"samples_dropped", 2},
+                                                          {"files_jpeg", 3},
+                                                          {"files_png", 0},
+                                                          {"files_webp", 0},
+                                                          {"files_bmp", 0},
+                                                          {"files_tiff", 0},
+                                                          {"files_pnm", 0},
                                                           {"read_retries", 0},
                                                           {"reads_recovered", 0},
                                                           {"files_unreadable", 0}}));
