@@ -26,7 +26,7 @@ an exact-proportion plan drawn from (seed, N)).
 --hazards adds files a loader must survive to the first class folder:
   hazard_truncated.JPEG  valid JPEG cut at half its length      (invalid)
   hazard_empty.JPEG      0 bytes                                (invalid)
-  hazard_png.JPEG        a PNG file named .JPEG                 (valid image, wrong format)
+  hazard_png.JPEG        a PNG file named .JPEG                 (VALID: a PNG, whatever its name)
   hazard_cmyk.JPEG       a CMYK JPEG (Adobe APP14)              (VALID: must decode to RGB)
   hazard_random.JPEG     10 KiB of random bytes                 (invalid)
   hazard_huge.JPEG       small JPEG whose SOF header declares 60000x60000 (invalid)

@@ -96,16 +96,18 @@ TEST(ImagePipeline, HazardsAreSkippedAndCounted) {
   o.epochs = 1;
   auto server = Server::Start(o);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
-  // empty, PNG, random bytes and the 60000x60000 header are dropped at the
-  // scan; the CMYK file is valid; the truncated one fails when decoded.
-  EXPECT_EQ((*server)->epoch_len(), 20u + 2);
+  // empty, random bytes and the 60000x60000 header are dropped at the scan;
+  // the CMYK file is valid, the PNG named .JPEG is served as the PNG it is
+  // (Note [Image formats]); the truncated one fails when decoded.
+  EXPECT_EQ((*server)->epoch_len(), 20u + 3);
   auto c = Connect(o.name, 11, false);
   Epoch e = ReadEpoch(*c);
-  // The truncated file is dropped: 21 samples, each once.
-  EXPECT_EQ(e.indices.size(), 21u);
-  EXPECT_EQ(std::set<int64_t>(e.indices.begin(), e.indices.end()).size(), 21u);
+  // The truncated file is dropped: 22 samples, each once.
+  EXPECT_EQ(e.indices.size(), 22u);
+  EXPECT_EQ(std::set<int64_t>(e.indices.begin(), e.indices.end()).size(), 22u);
   auto st = StatsOf(**server);
-  EXPECT_EQ(st["source_counters"]["files_dropped_at_scan"], 4) << st.dump();
+  EXPECT_EQ(st["source_counters"]["files_dropped_at_scan"], 3) << st.dump();
+  EXPECT_EQ(st["source_counters"]["files_png"], 1) << st.dump();
   EXPECT_EQ(st["source_counters"]["files_dropped_at_decode"], 1) << st.dump();
   EXPECT_EQ(st["source_counters"]["samples_dropped"], 1) << st.dump();
   EXPECT_EQ(st["holes"], 1) << st.dump();
