@@ -105,6 +105,14 @@ _VARIANTS: List[Tuple[str, str, Encoder]] = [
 VARIANTS = tuple(v[0] for v in _VARIANTS)
 
 
+def encode(variant: str, img: Image.Image) -> Tuple[bytes, str]:
+    """The bytes of img (RGB or L) as `variant` (not 'jpeg') and the file extension."""
+    for name, ext_key, encoder in _VARIANTS:
+        if name == variant and name != 'jpeg':
+            return encoder(img), EXTENSIONS[ext_key]
+    raise ValueError('no variant %r to encode (one of %s)' % (variant, ', '.join(VARIANTS[1:])))
+
+
 def mix_formats(root: str, rels: List[str]) -> Tuple[List[str], Dict[str, int], int]:
     """Rewrites image k of rels (JPEG files under root) as variant k mod len(VARIANTS).
 
@@ -115,15 +123,15 @@ def mix_formats(root: str, rels: List[str]) -> Tuple[List[str], Dict[str, int], 
     counts = {v: 0 for v in VARIANTS}
     delta = 0
     for k, rel in enumerate(rels):
-        name, ext_key, encode = _VARIANTS[k % len(_VARIANTS)]
+        name = VARIANTS[k % len(VARIANTS)]
         counts[name] += 1
         if name == 'jpeg':
             new_rels.append(rel)
             continue
         path = os.path.join(root, rel)
         with Image.open(path) as img:
-            data = encode(img)
-        new_rel = os.path.splitext(rel)[0] + EXTENSIONS[ext_key]
+            data, ext = encode(name, img)
+        new_rel = os.path.splitext(rel)[0] + ext
         delta += len(data) - os.path.getsize(path)
         os.remove(path)
         with open(os.path.join(root, new_rel), 'wb') as f:
