@@ -36,16 +36,12 @@ namespace {
 using namespace std::chrono_literals;
 using testing::NowMs;
 using testing::Process;
+using testing::ReadText;
 using testing::TempDir;
 using testing::UniqueName;
 using testing::WaitForServer;
 
 const std::string kForged = "[00:00:00.000] [batchcast] [error] forged";
-
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 // `batchcast-server serve ARGS...` with stderr to `log`.
 std::unique_ptr<Process> Serve(const std::vector<std::string>& args, const std::string& log) {

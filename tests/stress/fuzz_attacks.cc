@@ -88,20 +88,13 @@ void Flood(zmq::context_t& ctx, const FuzzTarget& t, FrameFuzzer& fz, FuzzTally&
   const uint64_t kind = fz.U(0, 3);
   const uint64_t n = kind == 3 ? fz.U(100, 2000) : fz.U(1000, 20000);
   for (uint64_t i = 0; i < n; ++i) {
-    switch (kind) {
-      case 0:
-        Send(s, proto::Encode(proto::Next{i + 1, {}}), tally);
-        break;
-      case 1:
-        Send(s, proto::Encode(proto::Heartbeat{}), tally);
-        break;
-      case 2:
-        Send(s, proto::Encode(proto::Release{fz.LeaseIds()}), tally);
-        break;
-      default:
-        Send(s, proto::Encode(proto::Stats{}), tally);
-        break;
-    }
+    // The same kind of message n times: NEXT (rising request ids), HEARTBEAT,
+    // RELEASE of forged lease ids or STATS.
+    const proto::Message m = kind == 0   ? proto::Message(proto::Next{i + 1, {}})
+                             : kind == 1 ? proto::Message(proto::Heartbeat{})
+                             : kind == 2 ? proto::Message(proto::Release{fz.LeaseIds()})
+                                         : proto::Message(proto::Stats{});
+    Send(s, proto::Encode(m), tally);
     if (i % 500 == 499) Drain(s, tally, 0);
   }
   Drain(s, tally, 50);
