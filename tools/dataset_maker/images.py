@@ -7,6 +7,7 @@ not depend on the order or the process they are rendered in.
 
 import io
 import os
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -56,6 +57,11 @@ def _draw_size(rng: np.random.Generator) -> tuple[int, int]:
 
 # ----------------------------------------------------------------------- content
 
+def _rgb(values: np.ndarray) -> tuple[int, int, int]:
+    r, g, b = (int(v) for v in values)
+    return r, g, b
+
+
 def synth(rng: np.random.Generator, w: int, h: int, hue: float) -> Image.Image:
     """A smooth, textured, natural-ish RGB image (JPEG size tens of KB)."""
     # Colour field and shapes are drawn at half resolution; the upscale softens
@@ -79,13 +85,13 @@ def synth(rng: np.random.Generator, w: int, h: int, hue: float) -> Image.Image:
         x0, y0 = rng.uniform(-0.2, 1.0) * hw, rng.uniform(-0.2, 1.0) * hh
         x1, y1 = x0 + rng.uniform(0.05, 0.5) * hw, y0 + rng.uniform(0.05, 0.5) * hh
         if rng.random() < 0.5:             # a colour near the class hue
-            col = tuple(int(v) for v in near_hue[k])
+            col = _rgb(near_hue[k])
         else:
-            col = tuple(int(v) for v in rng.integers(0, 256, 3))
+            col = _rgb(rng.integers(0, 256, 3))
         if rng.random() < 0.6:
-            draw.ellipse([x0, y0, x1, y1], fill=col)
+            draw.ellipse((x0, y0, x1, y1), fill=col)
         else:
-            draw.rectangle([x0, y0, x1, y1], fill=col)
+            draw.rectangle((x0, y0, x1, y1), fill=col)
     img = img.resize((w, h), Image.BICUBIC)
 
     a = np.asarray(img, dtype=np.float32)
@@ -118,7 +124,7 @@ def _crop_photo(rng: np.random.Generator, photo: Image.Image, w: int, h: int) ->
         cw, ch = (pw, int(pw / target)) if pw / ph < target else (int(ph * target), ph)
         x, y = (pw - cw) // 2, (ph - ch) // 2
         box = (x, y, x + cw, y + ch)
-    resample = Image.LANCZOS if rng.random() < 0.5 else Image.BILINEAR
+    resample = Image.Resampling.LANCZOS if rng.random() < 0.5 else Image.Resampling.BILINEAR
     img = photo.resize((w, h), resample, box=box)
     if rng.random() < 0.5:
         img = img.transpose(Image.FLIP_LEFT_RIGHT)
@@ -127,7 +133,7 @@ def _crop_photo(rng: np.random.Generator, photo: Image.Image, w: int, h: int) ->
 
 def encode_jpeg(img: Image.Image, quality: int, subsampling: int, progressive: bool) -> bytes:
     buf = io.BytesIO()
-    kw = dict(quality=int(quality), progressive=bool(progressive))
+    kw: dict[str, Any] = dict(quality=int(quality), progressive=bool(progressive))
     if img.mode != 'L':
         kw['subsampling'] = int(subsampling)
     img.save(buf, 'JPEG', **kw)
