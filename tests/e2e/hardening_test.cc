@@ -22,6 +22,7 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "../core/runtime_dir_fixture.h"
 #include "../image/test_jpegs.h"
 #include "batchcast/client/consumer.h"
 #include "batchcast/server/server.h"
@@ -152,21 +153,7 @@ std::pair<int, std::string> StatCommand(const std::string& name) {
 // Each test runs its servers and consumers in a runtime directory of its own
 // (XDG_RUNTIME_DIR, inherited by the processes it starts), so that what other
 // tests run at the same time start, kill or reclaim never meets its own.
-class Hardening : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (const char* old = std::getenv("XDG_RUNTIME_DIR")) old_ = old;
-    setenv("XDG_RUNTIME_DIR", TempDir().c_str(), 1);
-  }
-  void TearDown() override {
-    if (old_) {
-      setenv("XDG_RUNTIME_DIR", old_->c_str(), 1);
-    } else {
-      unsetenv("XDG_RUNTIME_DIR");
-    }
-  }
-  std::optional<std::string> old_;
-};
+class Hardening : public testing::RuntimeDirTest {};
 
 // ---- No input ends the server ----
 

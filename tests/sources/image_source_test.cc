@@ -16,12 +16,14 @@
 
 #include "batchcast/image/pipeline.h"
 #include "batchcast/sources/make_source.h"
+#include "host_slot.h"
 #include "log_capture.h"
 #include "temp_dataset.h"
 
 namespace batchcast {
 namespace {
 
+using testing::HostSlot;
 using testing::LogCapture;
 using testing::TempDataset;
 
@@ -33,31 +35,6 @@ SourceOptions Options(const std::string& data) {
   o.workers = 2;
   return o;
 }
-
-// A host slot for `indices`.
-struct HostSlot {
-  HostSlot(const Source& source, std::vector<int64_t> idx, uint32_t epoch)
-      : indices(std::move(idx)) {
-    const std::vector<FieldSpec> fields = source.fields();
-    image_bytes = fields[0].bytes_per_sample();
-    images.assign(image_bytes * indices.size(), 0xEE);
-    labels.assign(indices.size(), -1);
-    view.epoch = epoch;
-    view.indices = indices;
-    view.field_data = {images.data(), reinterpret_cast<uint8_t*>(labels.data())};
-    view.field_bytes = {image_bytes, sizeof(int64_t)};
-    view.device = Device::Cpu();
-  }
-  std::vector<uint8_t> image(size_t i) const {
-    return std::vector<uint8_t>(images.begin() + i * image_bytes,
-                                images.begin() + (i + 1) * image_bytes);
-  }
-  std::vector<int64_t> indices;
-  size_t image_bytes = 0;
-  std::vector<uint8_t> images;
-  std::vector<int64_t> labels;
-  SlotView view;
-};
 
 // What the CPU pipeline makes of `path` as sample (epoch, index).
 std::vector<uint8_t> Reference(const SourceOptions& o, const std::string& path, uint32_t epoch,
