@@ -126,11 +126,11 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
   co.curve_key = std::move(curve_key);
   co.server_name = options.name;
   co.heartbeat_period = options.heartbeat_period();
-  // Note [Admission]: an unconfirmed consumer gets half the heartbeat
-  // timeout (four heartbeat intervals by default) to say something while
-  // others wait; it pins nothing meanwhile, so any consumer may be one.
-  co.peer_limits.probation =
-      std::max(options.heartbeat_timeout / 2, 2 * options.heartbeat_period());
+  // Note [Admission]: an unconfirmed consumer gets the heartbeat timeout to
+  // say something while others wait, as any consumer does to stay (a real
+  // client confirms at once, but a loaded machine may hold it back); it
+  // pins nothing meanwhile, so any consumer may be one.
+  co.peer_limits.probation = options.heartbeat_timeout;
   co.peer_limits.max_unconfirmed = options.max_consumers;
   proto::Welcome w;
   w.server_pid = static_cast<uint32_t>(getpid());

@@ -541,7 +541,7 @@ TEST_F(Hardening, SilentHellosDoNotKeepConsumersOut) {
   const double t0 = NowMs();
   auto good = Connect(name);
   ASSERT_TRUE(good);
-  EXPECT_LT(NowMs() - t0, 5000) << "three probations at most";
+  EXPECT_LT(NowMs() - t0, 8000) << "two probations (heartbeat timeouts) and a little";
   EXPECT_TRUE(good->Next().ok());
   // The silent ones are gone once nobody waits behind them any more and
   // their probation ended; a consumer that waits is never dropped.

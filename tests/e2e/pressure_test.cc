@@ -250,6 +250,7 @@ TEST_F(Pressure, ATcpConsumerOfAKilledServerFailsAtOnce) {
   while (r.ok()) r = (*c)->Next();  // what was prefetched
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
   EXPECT_LT(NowMs() - t0, 1000) << r.status().ToString();
+  server.Wait();
   ReclaimDeadServers();  // what the killed server left
 }
 
