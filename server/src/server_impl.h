@@ -91,7 +91,6 @@ struct Server::Impl {
   bool WaitDone(Clock::time_point deadline) BC_EXCLUDES(done_mu);
   // Finish(OK) if not finished, then joins the threads. Idempotent.
   void Shutdown() BC_EXCLUDES(shutdown_mu, done_mu);
-  std::string StatsJson() const;
   // The first ring's Scheduler (the only one of a one-device server).
   Scheduler& scheduler() const { return *rings.front().scheduler; }
 

@@ -200,7 +200,7 @@ def test_decode_failures(md, tmp_path):
     regular files are the same as without them; deterministic."""
     s = md.make_dataset(tmp_path / 'a', classes=2, per_class=3, seed=6, decode_failures=3)
     plain = md.make_dataset(tmp_path / 'p', classes=2, per_class=3, seed=6)
-    md.make_dataset(tmp_path / 'b', classes=2, per_class=3, seed=6, decode_failures=3)
+    again = md.make_dataset(tmp_path / 'b', classes=2, per_class=3, seed=6, decode_failures=3)
     assert regular_files(tmp_path / 'a') == regular_files(tmp_path / 'p')
     assert plain['decode_failures'] == [] and s['hazards'] == []
     want = [tmp_path / 'a' / 'n00000000' / 'hazard_decode_0_truncated.JPEG',
@@ -229,8 +229,9 @@ def test_decode_failures(md, tmp_path):
 
 
 def test_patch_sof_size_rejects_non_jpeg(md):
+    from dataset_maker.hostile import patch_sof_size   # importable once md is loaded
     with pytest.raises(ValueError):
-        md._patch_sof_size(b'\x89PNG\r\n\x1a\n' + b'\0' * 32, 10, 10)
+        patch_sof_size(b'\x89PNG\r\n\x1a\n' + b'\0' * 32, 10, 10)
 
 
 def test_tsv_lists_every_file(ds):

@@ -29,7 +29,7 @@ import io
 import os
 import struct
 import zlib
-from typing import Callable, Dict, List, Tuple
+from typing import Any, Callable
 
 import numpy as np
 from PIL import Image
@@ -64,7 +64,7 @@ def _alpha(img: Image.Image) -> Image.Image:
     return Image.fromarray(ramp.astype(np.uint8), 'L')
 
 
-def _save(img: Image.Image, fmt: str, **kw: object) -> bytes:
+def _save(img: Image.Image, fmt: str, **kw: Any) -> bytes:
     out = io.BytesIO()
     img.save(out, fmt, **kw)
     return out.getvalue()
@@ -84,7 +84,7 @@ def _la(img: Image.Image) -> Image.Image:
 
 # variant -> (extension key, encoder of an RGB or L image)
 Encoder = Callable[[Image.Image], bytes]
-_VARIANTS: List[Tuple[str, str, Encoder]] = [
+_VARIANTS: list[tuple[str, str, Encoder]] = [
     ('jpeg', 'jpeg', lambda img: b''),  # kept as it is
     ('png', 'png', lambda img: _save(img.convert('RGB'), 'PNG')),
     ('png16', 'png', lambda img: _png16(_wide(np.asarray(img.convert('RGB'))))),
@@ -105,7 +105,7 @@ _VARIANTS: List[Tuple[str, str, Encoder]] = [
 VARIANTS = tuple(v[0] for v in _VARIANTS)
 
 
-def encode(variant: str, img: Image.Image) -> Tuple[bytes, str]:
+def encode(variant: str, img: Image.Image) -> tuple[bytes, str]:
     """The bytes of img (RGB or L) as `variant` (not 'jpeg') and the file extension."""
     for name, ext_key, encoder in _VARIANTS:
         if name == variant and name != 'jpeg':
@@ -113,13 +113,13 @@ def encode(variant: str, img: Image.Image) -> Tuple[bytes, str]:
     raise ValueError('no variant %r to encode (one of %s)' % (variant, ', '.join(VARIANTS[1:])))
 
 
-def mix_formats(root: str, rels: List[str]) -> Tuple[List[str], Dict[str, int], int]:
+def mix_formats(root: str, rels: list[str]) -> tuple[list[str], dict[str, int], int]:
     """Rewrites image k of rels (JPEG files under root) as variant k mod len(VARIANTS).
 
     Returns the new relative paths (in the order of rels), the number of files of each
     variant, and the change in total bytes.
     """
-    new_rels: List[str] = []
+    new_rels: list[str] = []
     counts = {v: 0 for v in VARIANTS}
     delta = 0
     for k, rel in enumerate(rels):
