@@ -31,9 +31,10 @@ struct Field {
 
 }  // namespace
 
-Status DecodeBmp(std::span<const uint8_t> b, const ImageHeader& hdr, std::vector<uint8_t>& out,
+Status DecodeBmp(std::span<const uint8_t> b, const ImageHeader& hdr, DecodeBuffers& buffers,
                  int* channels) {
-  const uint32_t info_size = ReadLe32(b, 14);
+  std::vector<uint8_t>& out = buffers.pixels;
+  const uint64_t info_size = ReadLe32(b, 14);
   const bool core = info_size == 12;  // OS/2: 3-byte palette entries
   const uint64_t data = ReadLe32(b, 10);
   const bool top_down = !core && static_cast<int32_t>(ReadLe32(b, 22)) < 0;
@@ -50,7 +51,7 @@ Status DecodeBmp(std::span<const uint8_t> b, const ImageHeader& hdr, std::vector
   uint8_t palette[256][3] = {};
   if (bpp <= 8) {
     const size_t entry = core ? 3 : 4;
-    const size_t at = 14 + info_size;
+    const uint64_t at = 14 + info_size;
     uint64_t count = core ? 0 : ReadLe32(b, 46);
     if (count == 0 || count > (1u << bpp)) count = 1u << bpp;
     count = std::min<uint64_t>(count, (data - std::min<uint64_t>(data, at)) / entry);

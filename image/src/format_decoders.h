@@ -2,7 +2,7 @@
 // PNM header parse they share with ReadImageHeader.
 //
 // Each decodes the whole image whose header `hdr` (ReadImageHeader's, of the
-// same bytes) describes into `out`: packed rows of hdr.width * *channels
+// same bytes) describes into out.pixels: packed rows of hdr.width * *channels
 // bytes, 8 bits per sample, *channels 1 (gray) or 3 (RGB), as Note [Image
 // formats] (image_format.h) says. DataLoss when the data is corrupt or
 // truncated, or says another size than the header.
@@ -20,16 +20,21 @@
 
 namespace batchcast::image {
 
-Status DecodePng(std::span<const uint8_t> bytes, const ImageHeader& hdr, std::vector<uint8_t>& out,
+// What the decoders write: the pixels, and TIFF's RGBA raster (libtiff's).
+struct DecodeBuffers {
+  std::vector<uint8_t> pixels;
+  std::vector<uint32_t> rgba;
+};
+
+Status DecodePng(std::span<const uint8_t> bytes, const ImageHeader& hdr, DecodeBuffers& out,
                  int* channels);
-Status DecodeWebp(std::span<const uint8_t> bytes, const ImageHeader& hdr, std::vector<uint8_t>& out,
+Status DecodeWebp(std::span<const uint8_t> bytes, const ImageHeader& hdr, DecodeBuffers& out,
                   int* channels);
-// `scratch`: libtiff's RGBA raster.
-Status DecodeTiff(std::span<const uint8_t> bytes, const ImageHeader& hdr, std::vector<uint8_t>& out,
-                  std::vector<uint32_t>& scratch, int* channels);
-Status DecodeBmp(std::span<const uint8_t> bytes, const ImageHeader& hdr, std::vector<uint8_t>& out,
+Status DecodeTiff(std::span<const uint8_t> bytes, const ImageHeader& hdr, DecodeBuffers& out,
+                  int* channels);
+Status DecodeBmp(std::span<const uint8_t> bytes, const ImageHeader& hdr, DecodeBuffers& out,
                  int* channels);
-Status DecodePnm(std::span<const uint8_t> bytes, const ImageHeader& hdr, std::vector<uint8_t>& out,
+Status DecodePnm(std::span<const uint8_t> bytes, const ImageHeader& hdr, DecodeBuffers& out,
                  int* channels);
 
 // The header of a binary PNM image ("P5"/"P6", then width, height and maxval)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <iterator>
 #include <string>
 
 #include "batchcast/image/jpeg.h"
@@ -203,6 +204,16 @@ Result<ImageHeader> ReadPnmHeader(std::span<const uint8_t> b, size_t* data_offse
                      v[2] < 256 ? 8 : 16};
 }
 
+namespace {
+
+Result<ImageHeader> ReadPnm(std::span<const uint8_t> b) {
+  size_t offset = 0;
+  int maxval = 0;
+  return ReadPnmHeader(b, &offset, &maxval);
+}
+
+}  // namespace
+
 std::string_view ImageFormatName(ImageFormat format) {
   constexpr std::string_view kNames[] = {"jpeg", "png", "webp", "bmp",
                                          "tiff", "pnm", "gif",  "unknown"};
@@ -232,35 +243,24 @@ ImageFormat SniffImageFormat(std::span<const uint8_t> b) {
 
 Result<ImageHeader> ReadImageHeader(std::span<const uint8_t> bytes, uint64_t max_pixels) {
   const ImageFormat format = SniffImageFormat(bytes);
-  Result<ImageHeader> hdr = DataLossError("");
-  switch (format) {
-    case ImageFormat::kPng:
-      hdr = ReadPng(bytes);
-      break;
-    case ImageFormat::kWebp:
-      hdr = ReadWebp(bytes);
-      break;
-    case ImageFormat::kBmp:
-      hdr = ReadBmp(bytes);
-      break;
-    case ImageFormat::kTiff:
-      hdr = ReadTiff(bytes);
-      break;
-    case ImageFormat::kPnm: {
-      size_t offset = 0;
-      int maxval = 0;
-      hdr = ReadPnmHeader(bytes, &offset, &maxval);
-      break;
-    }
-    case ImageFormat::kJpeg:
+  // The header parser of each format, by ImageFormat (null: not decoded).
+  using Parser = Result<ImageHeader> (*)(std::span<const uint8_t>);
+  constexpr Parser kParsers[] = {nullptr,  ReadPng, ReadWebp, ReadBmp,
+                                 ReadTiff, ReadPnm, nullptr,  nullptr};
+  static_assert(std::size(kParsers) == static_cast<size_t>(ImageFormat::kUnknown) + 1);
+  const Parser parse = kParsers[static_cast<size_t>(format)];
+  if (parse == nullptr) {
+    if (format == ImageFormat::kJpeg) {
       return DataLossError("a JPEG image: read its header with ReadJpegInfo");
-    case ImageFormat::kGif:
+    }
+    if (format == ImageFormat::kGif) {
       return DataLossError("a GIF image: not a format batchcast decodes");
-    case ImageFormat::kUnknown:
-      return DataLossError(bytes.empty() ? "not an image: the data is empty (0 bytes)"
-                                         : "not an image of a format batchcast decodes (JPEG, "
-                                           "PNG, WebP, BMP, TIFF, PNM)");
+    }
+    return DataLossError(bytes.empty() ? "not an image: the data is empty (0 bytes)"
+                                       : "not an image of a format batchcast decodes (JPEG, "
+                                         "PNG, WebP, BMP, TIFF, PNM)");
   }
+  Result<ImageHeader> hdr = parse(bytes);
   if (!hdr.ok()) return hdr;
   const uint64_t limit = max_pixels == 0 ? kDefaultMaxPixels : max_pixels;
   const uint64_t pixels = static_cast<uint64_t>(hdr->width) * static_cast<uint64_t>(hdr->height);

@@ -43,8 +43,9 @@ void PngRead(png_structp png, png_bytep out, size_t n) {
 
 }  // namespace
 
-Status DecodePng(std::span<const uint8_t> bytes, const ImageHeader& hdr, std::vector<uint8_t>& out,
+Status DecodePng(std::span<const uint8_t> bytes, const ImageHeader& hdr, DecodeBuffers& buffers,
                  int* channels) {
+  std::vector<uint8_t>& out = buffers.pixels;
   PngFailure failure{};
   PngInput in{bytes.data(), bytes.size(), 0};
   png_structp png =

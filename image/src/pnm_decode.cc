@@ -7,8 +7,9 @@
 
 namespace batchcast::image {
 
-Status DecodePnm(std::span<const uint8_t> b, const ImageHeader& hdr, std::vector<uint8_t>& out,
+Status DecodePnm(std::span<const uint8_t> b, const ImageHeader& hdr, DecodeBuffers& buffers,
                  int* channels) {
+  std::vector<uint8_t>& out = buffers.pixels;
   size_t at = 0;
   int maxval = 0;
   BATCHCAST_RETURN_IF_ERROR(ReadPnmHeader(b, &at, &maxval).status());

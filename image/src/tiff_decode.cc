@@ -64,8 +64,10 @@ int TiffIgnore(TIFF*, void*, const char*, const char*, va_list) { return 1; }
 
 }  // namespace
 
-Status DecodeTiff(std::span<const uint8_t> bytes, const ImageHeader& hdr, std::vector<uint8_t>& out,
-                  std::vector<uint32_t>& scratch, int* channels) {
+Status DecodeTiff(std::span<const uint8_t> bytes, const ImageHeader& hdr, DecodeBuffers& buffers,
+                  int* channels) {
+  std::vector<uint8_t>& out = buffers.pixels;
+  std::vector<uint32_t>& scratch = buffers.rgba;
   TiffInput in{bytes.data(), bytes.size(), 0, {}};
   TIFFOpenOptions* options = TIFFOpenOptionsAlloc();
   if (options == nullptr) return ResourceExhaustedError("libtiff: out of memory");

@@ -6,8 +6,9 @@
 
 namespace batchcast::image {
 
-Status DecodeWebp(std::span<const uint8_t> bytes, const ImageHeader& hdr, std::vector<uint8_t>& out,
+Status DecodeWebp(std::span<const uint8_t> bytes, const ImageHeader& hdr, DecodeBuffers& buffers,
                   int* channels) {
+  std::vector<uint8_t>& out = buffers.pixels;
   WebPBitstreamFeatures features;
   if (WebPGetFeatures(bytes.data(), bytes.size(), &features) != VP8_STATUS_OK) {
     return DataLossError("corrupt WebP: libwebp cannot read its features");

@@ -81,6 +81,16 @@ def python_env(drop=()):
     return env
 
 
+def folder_listing(root):
+    """(path, label) of every file of an ImageFolder tree in the server's index order:
+    class folders sorted (label = position), then their files sorted."""
+    files = []
+    for label, cls in enumerate(sorted(os.listdir(root))):
+        for name in sorted(os.listdir(os.path.join(root, cls))):
+            files.append((os.path.join(root, cls, name), label))
+    return files
+
+
 def unique_name(tag="t"):
     """A server name nobody else uses (tests may run concurrently on one machine)."""
     return f"pyt-{tag}-{os.getpid()}-{next(_counter)}-{uuid.uuid4().hex[:6]}"

@@ -16,7 +16,6 @@
 Run: BATCHCAST_BUILD_DIR=build /usr/bin/python3 -m pytest tests/python/test_formats.py -q
 """
 import collections
-import importlib.util
 import os
 import subprocess
 import sys
@@ -32,8 +31,8 @@ batchcast = H.require_batchcast()
 
 sys.path.insert(0, os.path.join(H.REPO, "tools"))
 from dataset_maker import formats as F  # noqa: E402
+from dataset_maker.folder import make_dataset  # noqa: E402
 
-MAKE_DATASET = os.path.join(H.REPO, "tools", "make_dataset.py")
 SIZE, SEED = 32, 4
 
 
@@ -59,16 +58,9 @@ def test_eval_matches_torchvision_on_pil(tmp_path, variant, w, h):
 
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory):
-    spec = importlib.util.spec_from_file_location("make_dataset_for_formats", MAKE_DATASET)
-    md = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(md)
     out = tmp_path_factory.mktemp("formats") / "data"
-    summary = md.make_dataset(out, classes=2, per_class=11, seed=1, formats="mixed", workers=1)
-    files = []  # (path, label) in the server's index order
-    for label, cls in enumerate(sorted(os.listdir(out))):
-        for name in sorted(os.listdir(out / cls)):
-            files.append((str(out / cls / name), label))
-    return str(out), files, summary
+    summary = make_dataset(out, classes=2, per_class=11, seed=1, formats="mixed", workers=1)
+    return str(out), H.folder_listing(str(out)), summary
 
 
 def test_mixed_folder_every_sample_once_per_epoch(mixed, tmp_path):

@@ -16,6 +16,7 @@
 #include "../image/test_images.h"
 #include "batchcast/image/pipeline.h"
 #include "batchcast/sources/make_source.h"
+#include "host_slot.h"
 #include "log_capture.h"
 #include "sources/src/image_dataset.h"
 #include "sources/src/tar_archive.h"
@@ -29,9 +30,11 @@ using image::ImageFormat;
 using testing::TempDataset;
 namespace img = image::testing;
 
-SourceOptions Options(const std::string& data) {
+// 32x32 samples of seed 11 on 2 workers; max_pixels 0: the default bound.
+SourceOptions Options(const std::string& data, uint64_t max_pixels = 0) {
   SourceOptions o;
   o.data = data;
+  if (max_pixels > 0) o.max_pixels = max_pixels;
   o.size = 32;
   o.seed = 11;
   o.workers = 2;
@@ -118,8 +121,7 @@ TEST(ImageDatasetFormats, MaxPixelsBeforeAnyDecode) {
   d.Write("a/big.png", img::EncodePng(img::SmoothRgb(200, 100)));
   d.Write("a/big.webp", img::EncodeWebp(img::SmoothRgb(200, 100), true));
   d.Write("a/small.bmp", img::EncodeBmp(img::SmoothRgb(20, 10), 24));
-  SourceOptions o = Options(d.root());
-  o.max_pixels = 10000;
+  const SourceOptions o = Options(d.root(), 10000);
   testing::LogCapture log;
   auto ds = ImageDataset::Open(o, 2);
   ASSERT_TRUE(ds.ok()) << ds.status().ToString();
@@ -158,29 +160,21 @@ TEST(ImageSourceFormats, MixedFolderEverySampleOncePerEpoch) {
     std::shuffle(order.begin(), order.end(), rng);
     std::map<int64_t, int> seen;
     for (size_t off = 0; off < order.size(); off += 5) {
-      std::vector<int64_t> idx(order.begin() + off,
-                               order.begin() + std::min(order.size(), off + 5));
-      std::vector<uint8_t> images(per * idx.size());
-      std::vector<int64_t> labels(idx.size(), -1);
-      SlotView v;
-      v.epoch = epoch;
-      v.indices = idx;
-      v.field_data = {images.data(), reinterpret_cast<uint8_t*>(labels.data())};
-      v.field_bytes = {per, sizeof(int64_t)};
-      v.device = Device::Cpu();
-      auto kept = s.FillBatch(v, ReadAhead{});
+      testing::HostSlot slot(s,
+                             std::vector<int64_t>(order.begin() + off,
+                                                  order.begin() + std::min(order.size(), off + 5)),
+                             epoch);
+      auto kept = s.FillBatch(slot.view, ReadAhead{});
       ASSERT_TRUE(kept.ok()) << kept.status().ToString();
       for (uint32_t k = 0; k < *kept; ++k) {
-        const int64_t index = idx[k];
+        const int64_t index = slot.indices[k];
         ++seen[index];
         std::vector<uint8_t> bytes;
         ASSERT_TRUE(ReadFileBytes(paths[size_t(index)], bytes).ok());
         std::vector<uint8_t> want(per);
         ASSERT_TRUE(pipeline.Process(bytes, epoch, index, want.data()).ok());
-        EXPECT_EQ(std::vector<uint8_t>(images.begin() + per * k, images.begin() + per * (k + 1)),
-                  want)
-            << "epoch " << epoch << " index " << index;
-        EXPECT_EQ(labels[k], index < 7 ? 0 : 1);
+        EXPECT_EQ(slot.image(k), want) << "epoch " << epoch << " index " << index;
+        EXPECT_EQ(slot.labels[k], index < 7 ? 0 : 1);
       }
     }
     EXPECT_EQ(int64_t(seen.size()), n - 1) << "epoch " << epoch;

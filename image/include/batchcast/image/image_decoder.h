@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -20,8 +21,17 @@
 
 namespace batchcast::image {
 
+struct DecodeBuffers;  // image/src/format_decoders.h
+
 class ImageDecoder {
  public:
+  ImageDecoder();
+  ~ImageDecoder();
+  ImageDecoder(const ImageDecoder&) = delete;
+  ImageDecoder& operator=(const ImageDecoder&) = delete;
+  ImageDecoder(ImageDecoder&&) noexcept;
+  ImageDecoder& operator=(ImageDecoder&&) noexcept;
+
   // Decodes the whole image in `bytes`: RGB, or one channel for a gray image
   // unless gray_as_rgb (then replicated to RGB). The result is a view into
   // the decoder's memory, valid until its next call. Errors: those of
@@ -31,9 +41,8 @@ class ImageDecoder {
                               bool gray_as_rgb);
 
  private:
-  std::vector<uint8_t> pixels_;
-  std::vector<uint8_t> rgb_;       // gray replicated, for gray_as_rgb
-  std::vector<uint32_t> scratch_;  // TIFF: libtiff's RGBA raster
+  std::unique_ptr<DecodeBuffers> buffers_;  // the decoders' (created when first needed)
+  std::vector<uint8_t> rgb_;                // gray replicated, for gray_as_rgb
 };
 
 }  // namespace batchcast::image
