@@ -257,7 +257,7 @@ const ServerOption kOptions[] = {
    [](const O& o) { return DeviceOptionName(o); }},
   Integer<&O::batch_size>("batch_size", G::kRing,
       "the producer's batch: the samples of one ring slot (consumers read at batch sizes of "
-      "their own); with GPU decode each batch is one nvJPEG call, and 256 to 512 suit it"),
+      "their own); with GPU decode each batch is one nvJPEG call, and 256 suits it"),
   Integer<&O::window>("window", G::kRing,
       "ring slots: how many batches the fastest consumer may run ahead of the slowest"),
   Choice<ParseTransformKind, TransformKindName, &O::source, &S::transform>("transform", G::kSource,
