@@ -2,7 +2,8 @@
 # Prepares the folder of libraries the GPU host lacks, for device runs:
 # ../shared/gpu-host/prepare.sh (ZeroMQ, OpenCV, GoogleTest, spdlog, ...) plus
 # what this project adds on top (libarchive, for WebDataset tar shards; the
-# host has its dependencies: libxml2, nettle, lz4, zstd, acl, bz2, lzma).
+# host has its dependencies: libxml2, nettle, lz4, zstd, acl, bz2, lzma; and
+# civetweb, the metrics endpoint's HTTP server, which needs only libc).
 #
 # Usage (from the project root, on a machine that reaches Debian's archive):
 #   scripts/prepare_gpu_deps.sh [DEST]        # DEST defaults to .gpu-deps
@@ -11,7 +12,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DEST=${1:-.gpu-deps}
 "$ROOT/../shared/gpu-host/prepare.sh" "$DEST"
-EXTRA=(libarchive13 libarchive-dev)
+EXTRA=(libarchive13 libarchive-dev libcivetweb1 libcivetweb-dev)
 DEBS=${GPU_HOST_EXTRA_DEBS:-/tmp/gpu-host-extra-debs}
 mkdir -p "$DEBS"
 if [ "$(ls "$DEBS"/*.deb 2>/dev/null | wc -l)" -lt "${#EXTRA[@]}" ]; then

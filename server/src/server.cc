@@ -19,6 +19,7 @@
 #include "core/src/sampler.h"
 #include "core/src/thread_name.h"
 #include "device_list.h"
+#include "metrics_render.h"
 #include "open_file_limit.h"
 #include "server_impl.h"
 
@@ -172,6 +173,20 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
 }
 
 Status Server::Impl::StartThreads(SlotWriter writer, std::optional<Sampler> sampler) {
+  if (options.metrics_port != 0) {
+    // Note [Metrics endpoint]: rendered from the stats object, on its own
+    // threads; everything it reads is set by now.
+    const uint32_t port =
+        options.metrics_port == ServerOptions::kAnyMetricsPort ? 0 : options.metrics_port;
+    BATCHCAST_ASSIGN_OR_RETURN(
+        metrics, MetricsEndpoint::Start(
+                     options.metrics_host.empty() ? "127.0.0.1" : options.metrics_host, port));
+    metrics->Serve([this] {  // `metrics` is set: Stats reads its url
+      return CatchAll("the metrics",
+                      [this]() -> Result<std::string> { return RenderMetrics(Stats()); });
+    });
+    BC_LOG_INFO("metrics for Prometheus on {}", metrics->url());
+  }
   for (Ring& ring : rings) {
     BATCHCAST_ASSIGN_OR_RETURN(
         ring.publisher, MakeSlotPublisher(*ring.memory, *layout, fields, *ring.scheduler, writer,
@@ -241,6 +256,7 @@ bool Server::Impl::WaitDone(Clock::time_point deadline) {
 
 void Server::Impl::Shutdown() {
   MutexLock l(&shutdown_mu);
+  if (metrics) metrics->Stop();  // before what it reads goes
   if (!rings.empty() && control) Finish(Status::Ok());
   for (std::thread& t : producer_threads) {
     if (t.joinable()) t.join();
@@ -253,80 +269,85 @@ void Server::Impl::Shutdown() {
 std::string Server::Impl::StatsJson() const {
   constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
   Result<std::string> r = CatchAll("the stats", [this]() -> Result<std::string> {
-    // One ring's counters, its source's included.
-    auto ring_stats = [](const Ring& ring) {
-      nlohmann::json j = ring.scheduler->Stats();
-      if (ring.source) {
-        j["source"] = ring.source->description();
-        nlohmann::json counters = nlohmann::json::object();
-        for (const auto& [k, v] : ring.source->counters()) counters[k] = v;
-        j["source_counters"] = counters;
-        // docs/stats.md producer_stage_s: the source's stages, then the wait
-        // for a free slot (the scheduler's producer_blocked_s).
-        nlohmann::json stages = nlohmann::json::object();
-        nlohmann::json threads = nlohmann::json::object();
-        for (const StageTime& t : ring.source->stage_times()) {
-          stages[t.name] = t.seconds;
-          threads[t.name] = t.threads;
-        }
-        stages["slot_wait"] = j.value("producer_blocked_s", 0.0);
-        threads["slot_wait"] = 1;
-        j["producer_stage_s"] = stages;
-        j["producer_stage_threads"] = threads;
-      }
-      return j;
-    };
-    nlohmann::json j = ring_stats(rings.front());
-    if (rings.size() > 1) {
-      // Note [Rings per GPU]: every consumer at the top level, each ring's own.
-      nlohmann::json all_consumers = nlohmann::json::array();
-      nlohmann::json per_ring = nlohmann::json::array();
-      for (const Ring& ring : rings) {
-        nlohmann::json rj = ring_stats(ring);
-        const std::string device = DeviceName(Device::Cuda(ring.device));
-        rj["device"] = device;
-        if (rj.contains("consumers")) {
-          for (nlohmann::json c : rj["consumers"]) {
-            c["device"] = device;
-            all_consumers.push_back(std::move(c));
-          }
-        }
-        per_ring.push_back(std::move(rj));
-      }
-      j["consumers"] = std::move(all_consumers);
-      j["rings"] = std::move(per_ring);
-    }
-    j["name"] = options.name;
-    j["endpoint"] = endpoint;
-    j["device"] = DeviceName(options.source.device);
-    if (rings.size() > 1) {
-      ServerOptions listed = options;
-      listed.all_gpus = false;
-      listed.gpus.clear();
-      for (const Ring& ring : rings) listed.gpus.push_back(ring.device);
-      j["device"] = DeviceOptionName(listed);  // "cuda:0,1", also for cuda:all
-    }
-    j["pid"] = getpid();
-    j["refused_connections"] = control->refused_connections();
-    j["handshakes_cut"] = control->handshakes_cut();
-    if (mps) {
-      // docs/stats.md: true / false, or "unknown"; mps_detail says why.
-      if (mps->kind == MpsState::Kind::kUnknown) {
-        j["mps"] = "unknown";
-      } else {
-        j["mps"] = mps->kind == MpsState::Kind::kOn;
-      }
-      j["mps_detail"] = mps->reason;
-    }
-    if (shard) {
-      j["shard"] = {{"rank", shard->rank}, {"num_shards", shard->count}, {"source", shard->source}};
-    }
-    return j.dump(-1, ' ', false, kReplace);
+    return Stats().dump(-1, ' ', false, kReplace);
   });
   if (r.ok()) return *std::move(r);
   nlohmann::json error = {
       {"name", options.name}, {"pid", getpid()}, {"error", r.status().message()}};
   return error.dump(-1, ' ', false, kReplace);
+}
+
+nlohmann::json Server::Impl::Stats() const {
+  // One ring's counters, its source's included.
+  auto ring_stats = [](const Ring& ring) {
+    nlohmann::json j = ring.scheduler->Stats();
+    if (ring.source) {
+      j["source"] = ring.source->description();
+      nlohmann::json counters = nlohmann::json::object();
+      for (const auto& [k, v] : ring.source->counters()) counters[k] = v;
+      j["source_counters"] = counters;
+      // docs/stats.md producer_stage_s: the source's stages, then the wait
+      // for a free slot (the scheduler's producer_blocked_s).
+      nlohmann::json stages = nlohmann::json::object();
+      nlohmann::json threads = nlohmann::json::object();
+      for (const StageTime& t : ring.source->stage_times()) {
+        stages[t.name] = t.seconds;
+        threads[t.name] = t.threads;
+      }
+      stages["slot_wait"] = j.value("producer_blocked_s", 0.0);
+      threads["slot_wait"] = 1;
+      j["producer_stage_s"] = stages;
+      j["producer_stage_threads"] = threads;
+    }
+    return j;
+  };
+  nlohmann::json j = ring_stats(rings.front());
+  if (rings.size() > 1) {
+    // Note [Rings per GPU]: every consumer at the top level, each ring's own.
+    nlohmann::json all_consumers = nlohmann::json::array();
+    nlohmann::json per_ring = nlohmann::json::array();
+    for (const Ring& ring : rings) {
+      nlohmann::json rj = ring_stats(ring);
+      const std::string device = DeviceName(Device::Cuda(ring.device));
+      rj["device"] = device;
+      if (rj.contains("consumers")) {
+        for (nlohmann::json c : rj["consumers"]) {
+          c["device"] = device;
+          all_consumers.push_back(std::move(c));
+        }
+      }
+      per_ring.push_back(std::move(rj));
+    }
+    j["consumers"] = std::move(all_consumers);
+    j["rings"] = std::move(per_ring);
+  }
+  j["name"] = options.name;
+  j["endpoint"] = endpoint;
+  j["device"] = DeviceName(options.source.device);
+  if (rings.size() > 1) {
+    ServerOptions listed = options;
+    listed.all_gpus = false;
+    listed.gpus.clear();
+    for (const Ring& ring : rings) listed.gpus.push_back(ring.device);
+    j["device"] = DeviceOptionName(listed);  // "cuda:0,1", also for cuda:all
+  }
+  j["pid"] = getpid();
+  j["refused_connections"] = control->refused_connections();
+  j["handshakes_cut"] = control->handshakes_cut();
+  if (mps) {
+    // docs/stats.md: true / false, or "unknown"; mps_detail says why.
+    if (mps->kind == MpsState::Kind::kUnknown) {
+      j["mps"] = "unknown";
+    } else {
+      j["mps"] = mps->kind == MpsState::Kind::kOn;
+    }
+    j["mps_detail"] = mps->reason;
+  }
+  if (shard) {
+    j["shard"] = {{"rank", shard->rank}, {"num_shards", shard->count}, {"source", shard->source}};
+  }
+  if (metrics) j["metrics_endpoint"] = metrics->url();
+  return j;
 }
 
 // ---- Server ----
