@@ -209,6 +209,9 @@ def run(args: argparse.Namespace, command: List[str]) -> int:
                          f"{server.epoch_len} samples per epoch, device "
                          f"{stats.get('device', '?')}, endpoint {server.endpoint}; MPS {mps.note}",
                          sys.stderr)
+            if "metrics_endpoint" in stats:
+                console.line(f"{PREFIX} metrics for Prometheus on {stats['metrics_endpoint']}",
+                             sys.stderr)
             advice = mps_advice(stats)
             if advice is not None:
                 console.line(advice, sys.stderr)

@@ -8,6 +8,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -369,3 +370,32 @@ def test_the_launchers_status_line_shows_each_jobs_wait():
     assert job_waits == {0: pytest.approx(0.4)}
     line = _launch_jobs.status_text(65, server_rate, job_rates, jobs, False, job_waits)
     assert "jobs: 0 1,000 wait 40% | 1 -" in line, line
+
+
+_JOB = '''
+import sys, time
+import batchcast
+loader = batchcast.Loader(sys.argv[1], batch_size=32)
+end = time.monotonic() + 2.0
+while time.monotonic() < end:
+    for _ in loader:
+        if time.monotonic() > end:
+            break
+print("input-bound", loader.stats(server=False)["loader"]["wait_fraction"])
+'''
+
+
+def test_the_launcher_serves_metrics_and_shows_each_jobs_wait(tmp_path):
+    job = tmp_path / "job.py"
+    job.write_text(_JOB)
+    r = subprocess.run([sys.executable, "-m", "batchcast.launch", "--synthetic", "4096", "--size",
+                        "8", "--batch-size", "32", "--workers", "1", "--mps", "off",
+                        "--metrics-port", "any", "--status-interval", "0.3", "--jobs", "1", "--",
+                        sys.executable, str(job), "{name}"],
+                       env=H.python_env(drop=("CUDA_MPS_PIPE_DIRECTORY",)), capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"\[launch\] metrics for Prometheus on http://127\.0\.0\.1:\d+/metrics",
+                     r.stderr), r.stderr
+    assert re.search(r"jobs: 0 [\d,]+ wait \d+%", r.stderr), r.stderr
+    assert re.search(r"\[job 0\] input-bound [\d.]+", r.stdout), r.stdout
