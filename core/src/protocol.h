@@ -170,6 +170,7 @@ struct StatsReply {
   bool operator==(const StatsReply&) const = default;
 };
 
+// In MessageType order: alternative i is wire type i + 1 (never reorder).
 using Message = std::variant<Hello, Welcome, Next, Batch, EndOfEpoch, Error, Release, Heartbeat,
                              Bye, Stats, StatsReply>;
 

@@ -140,98 +140,79 @@ using V = std::string_view;
 
 using G = OptionGroup;
 
-template <auto... Path>
-ServerOption Text(V name, G group, V value_name, V help) {
+// An option of the field at Path: `parse(text, field)` sets the field,
+// `print(field)` gives its text ("" when unset). Both are captureless.
+template <auto... Path, typename Parse, typename Print>
+ServerOption FieldOption(V name, G group, OptionType type, V value_name, V help, Parse, Print) {
   return {name,
           group,
-          OptionType::kText,
+          type,
           value_name,
           help,
-          [](O& o, V t) {
-            Field<Path...>(o) = std::string(t);
-            return Status::Ok();
-          },
-          [](const O& o) { return std::string(Field<Path...>(o)); }};
+          [](O& o, V t) -> Status { return Parse{}(t, Field<Path...>(o)); },
+          [](const O& o) -> std::string { return Print{}(Field<Path...>(o)); }};
+}
+
+template <auto... Path>
+ServerOption Text(V name, G group, V value_name, V help) {
+  auto parse = [](V t, auto& v) {
+    v = std::string(t);
+    return Status::Ok();
+  };
+  auto print = [](const auto& v) { return std::string(v); };
+  return FieldOption<Path...>(name, group, OptionType::kText, value_name, help, parse, print);
 }
 
 template <auto... Path>
 ServerOption Integer(V name, G group, V help) {
-  return {name,
-          group,
-          OptionType::kInteger,
-          "N",
-          help,
-          [](O& o, V t) { return ParseInteger(t, Field<Path...>(o)); },
-          [](const O& o) { return std::to_string(Field<Path...>(o)); }};
+  auto parse = [](V t, auto& v) { return ParseInteger(t, v); };
+  auto print = [](const auto& v) { return std::to_string(v); };
+  return FieldOption<Path...>(name, group, OptionType::kInteger, "N", help, parse, print);
 }
 
 // An integer that may stay unset (its default is derived): prints "" then.
 template <auto... Path>
 ServerOption OptionalInteger(V name, G group, V help) {
-  return {name,
-          group,
-          OptionType::kInteger,
-          "N",
-          help,
-          [](O& o, V t) {
-            uint32_t v = 0;
-            BATCHCAST_RETURN_IF_ERROR(ParseInteger(t, v));
-            Field<Path...>(o) = v;
-            return Status::Ok();
-          },
-          [](const O& o) {
-            const auto& v = Field<Path...>(o);
-            return v ? std::to_string(*v) : std::string();
-          }};
+  auto parse = [](V t, auto& out) {
+    uint32_t v = 0;
+    BATCHCAST_RETURN_IF_ERROR(ParseInteger(t, v));
+    out = v;
+    return Status::Ok();
+  };
+  auto print = [](const auto& v) { return v ? std::to_string(*v) : std::string(); };
+  return FieldOption<Path...>(name, group, OptionType::kInteger, "N", help, parse, print);
 }
 
 // `zero_is_unset`: a zero duration prints as "" (its default is derived).
 template <bool zero_is_unset, auto... Path>
 ServerOption SecondsOption(V name, G group, V help) {
-  return {name,
-          group,
-          OptionType::kSeconds,
-          "SECONDS",
-          help,
-          [](O& o, V t) { return ParseSeconds(t, Field<Path...>(o)); },
-          [](const O& o) {
-            const auto ms = Field<Path...>(o);
-            return zero_is_unset && ms.count() == 0 ? std::string() : Seconds(ms);
-          }};
+  auto parse = [](V t, auto& v) { return ParseSeconds(t, v); };
+  auto print = [](auto ms) {
+    return zero_is_unset && ms.count() == 0 ? std::string() : Seconds(ms);
+  };
+  return FieldOption<Path...>(name, group, OptionType::kSeconds, "SECONDS", help, parse, print);
 }
 
 template <auto... Path>
 ServerOption TripleOption(V name, G group, V help) {
-  return {name,
-          group,
-          OptionType::kTriple,
-          "R,G,B",
-          help,
-          [](O& o, V t) { return ParseTriple(t, Field<Path...>(o)); },
-          [](const O& o) { return Triple(Field<Path...>(o)); }};
+  auto parse = [](V t, auto& v) { return ParseTriple(t, v); };
+  auto print = [](const auto& v) { return Triple(v); };
+  return FieldOption<Path...>(name, group, OptionType::kTriple, "R,G,B", help, parse, print);
 }
 
 template <auto... Path>
 ServerOption Flag(V name, G group, V help) {
-  return {name,
-          group,
-          OptionType::kFlag,
-          "",
-          help,
-          [](O& o, V t) { return ParseFlag(t, Field<Path...>(o)); },
-          [](const O& o) { return std::string(Field<Path...>(o) ? "true" : "false"); }};
+  auto parse = [](V t, auto& v) { return ParseFlag(t, v); };
+  auto print = [](const auto& v) { return std::string(v ? "true" : "false"); };
+  return FieldOption<Path...>(name, group, OptionType::kFlag, "", help, parse, print);
 }
 
 // One of an enum's names, through its Parse and Name functions.
 template <auto Parse, auto Name, auto... Path>
 ServerOption Choice(V name, G group, V value_name, V help) {
-  return {name,
-          group,
-          OptionType::kText,
-          value_name,
-          help,
-          [](O& o, V t) { return ParseChoice(t, Field<Path...>(o), Parse); },
-          [](const O& o) { return std::string(Name(Field<Path...>(o))); }};
+  auto parse = [](V t, auto& v) { return ParseChoice(t, v, Parse); };
+  auto print = [](const auto& v) { return std::string(Name(v)); };
+  return FieldOption<Path...>(name, group, OptionType::kText, value_name, help, parse, print);
 }
 
 Status ParseDTypeOption(V t, std::optional<DType>& out) {

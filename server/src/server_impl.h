@@ -22,7 +22,7 @@
 // user        | Server::Stop, WaitFor | nothing                    | Impl::Finish; done_mu guards
 // threads     | status, StatsJson     |                            | the outcome; Stop joins the
 //             |                       |                            | threads under shutdown_mu
-// metrics     | MetricsEndpoint       | its listening socket and   | Impl::Stats (each Scheduler's
+// metrics     | MetricsEndpoint       | its listening socket and   | ServerStats (each Scheduler's
 // (--metrics- | (civetweb's threads:  | connections, the last      | lock while its part is read),
 // port)       | metrics_endpoint.h)   | rendering                  | at most 10 times a second
 //             |                       |                            | (Note [Metrics endpoint]);
@@ -43,7 +43,6 @@
 #pragma once
 
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
@@ -98,12 +97,6 @@ struct Server::Impl {
   bool WaitDone(Clock::time_point deadline) BC_EXCLUDES(done_mu);
   // Finish(OK) if not finished, then joins the threads. Idempotent.
   void Shutdown() BC_EXCLUDES(shutdown_mu, done_mu);
-  // The stats (docs/stats.md) as JSON text; {"name", "pid", "error"} when
-  // they cannot be made.
-  std::string StatsJson() const;
-  // The stats object; throws what making it throws (StatsJson and the
-  // metrics endpoint catch it).
-  nlohmann::json Stats() const;
   // The first ring's Scheduler (the only one of a one-device server).
   Scheduler& scheduler() const { return *rings.front().scheduler; }
 

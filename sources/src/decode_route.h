@@ -84,7 +84,7 @@ enum class RouteFor : uint8_t {
 // to multiples of 16 pixels (the largest JPEG MCU): its offset is then a
 // multiple of any box (1..8), so the kernel's box grid stays where the CPU
 // path's DCT scaling puts it, and its edges fall on MCU edges. The kernel
-// reads the region as its image (CudaImageSource::LaunchAugment): the source
+// reads the region as its image (AugmentLauncher::Launch): the source
 // at the region's origin, the rect shifted by region.x / box and
 // region.y / box. tests/gpu checks that a region holds the full decode's
 // pixels. It changed no measured rate (the engine's rate bounds the server),

@@ -483,8 +483,7 @@ TEST_P(Engine, HostilePeersDoNotDisturbOthers) {
   good.reset();
   server->Kill(SIGTERM);
   EXPECT_EQ(server->Wait(ring_.Pick(10s, 20s)), 0);
-  std::ifstream log(dir + "/server.log");
-  std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  const std::string text = testing::ReadText(dir + "/server.log");
   EXPECT_NE(text.find("protocol version mismatch"), std::string::npos) << text;
   EXPECT_NE(text.find("no heartbeat for"), std::string::npos) << text;
   EXPECT_NE(text.find("refused consumer 'zero'"), std::string::npos) << text;

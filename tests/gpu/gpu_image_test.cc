@@ -414,16 +414,10 @@ void CheckDroppedFilesOnDeviceRing(DecodeMode decode) {
   o.source = Options("train", "cuda:0");
   o.source.data = data;
   o.source.decode = decode;
-  o.batch_size = 8;
-  o.window = 4;
-  o.epochs = 2;
-  o.min_consumers = 2;
-  auto server = Server::Start(o);
-  ASSERT_TRUE(server.ok()) << server.status().ToString();
   std::vector<testing::ConsumerShape> shape = {{5, false, 0}, {12, true, 0}};
-  const auto consumers = testing::ConnectShapes(o.name, shape);
-  ASSERT_EQ(consumers.size(), shape.size());
-  const auto reads = testing::ReadEpochsTogether(consumers, 2);
+  const testing::ServedEpochs served = testing::ServeEpochsToShapes(o, 2, shape);
+  const auto& reads = served.reads;
+  ASSERT_EQ(reads.size(), shape.size());
   ASSERT_EQ(reads[0].size(), 2u);
 
   // What was dropped in each epoch: the bad files the batch-5 consumer (no
@@ -449,7 +443,7 @@ void CheckDroppedFilesOnDeviceRing(DecodeMode decode) {
   const double per_sample_bound = decode == DecodeMode::kGpu ? 0.2 : 1e-9;
   double sum = 0;
   int64_t compared = 0;
-  for (size_t k = 0; k < consumers.size(); ++k) {
+  for (size_t k = 0; k < shape.size(); ++k) {
     SCOPED_TRACE("consumer of batch " + std::to_string(shape[k].batch));
     for (uint32_t e = 0; e < 2; ++e) {
       SCOPED_TRACE("epoch " + std::to_string(e));
@@ -478,7 +472,7 @@ void CheckDroppedFilesOnDeviceRing(DecodeMode decode) {
   }
   ASSERT_GT(compared, 0);
   EXPECT_LT(sum / double(compared), kMeanAbsBound);
-  const nlohmann::json st = nlohmann::json::parse((*server)->StatsJson());
+  const nlohmann::json st = nlohmann::json::parse(served.server->StatsJson());
   EXPECT_EQ(st["source_counters"]["files_dropped_at_decode"].get<int64_t>(),
             static_cast<int64_t>(dropped[1].size()))
       << st.dump();

@@ -228,8 +228,9 @@ def test_decode_failures(md, tmp_path):
 
 
 def test_patch_sof_size_rejects_non_jpeg(md):
+    from dataset_maker.hostile import patch_sof_size   # importable once md is loaded
     with pytest.raises(ValueError):
-        md._patch_sof_size(b'\x89PNG\r\n\x1a\n' + b'\0' * 32, 10, 10)
+        patch_sof_size(b'\x89PNG\r\n\x1a\n' + b'\0' * 32, 10, 10)
 
 
 def test_tsv_lists_every_file(ds):
