@@ -342,10 +342,10 @@ class Loader:
         own view of this consumer's wait is its ``consumers`` entry's
         ``wait_s`` (docs/stats.md).
         """
-        wait_s, wall_s, fraction = self._core.take_wait_share()
-        loader = {"wait_s": wait_s, "wall_s": wall_s, "wait_fraction": fraction}
+        server = _check.boolean("server", server)
         out: Dict[str, Any] = json.loads(self._core.stats()) if server else {}
-        out["loader"] = loader
+        wait_s, wall_s, fraction = self._core.take_wait_share()
+        out["loader"] = {"wait_s": wait_s, "wall_s": wall_s, "wait_fraction": fraction}
         return out
 
     # ---- lifetime ----

@@ -74,21 +74,17 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::strin
   const std::string workers = std::to_string(limits.workers);
   const std::string queued = std::to_string(limits.queued);
   const std::string timeout = std::to_string(limits.timeout.count());
-  const char* options[] = {"listening_ports",
-                           address.c_str(),
-                           "num_threads",
-                           workers.c_str(),
-                           "connection_queue",
-                           queued.c_str(),
-                           "listen_backlog",
-                           queued.c_str(),
-                           "request_timeout_ms",
-                           timeout.c_str(),
-                           "enable_keep_alive",
-                           "no",
-                           "max_request_size",
-                           "16384",
-                           nullptr};
+  // clang-format off
+  const char* options[] = {
+      "listening_ports", address.c_str(),
+      "num_threads", workers.c_str(),
+      "connection_queue", queued.c_str(),
+      "listen_backlog", queued.c_str(),
+      "request_timeout_ms", timeout.c_str(),  // to receive a request, to send an answer
+      "enable_keep_alive", "no",
+      "max_request_size", "16384",
+      nullptr};
+  // clang-format on
   mg_callbacks callbacks{};
   callbacks.log_message = LogMessage;
   callbacks.init_thread = NameThread;

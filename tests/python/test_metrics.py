@@ -319,6 +319,8 @@ def test_a_loader_sees_its_own_stall():
         loader = batchcast.Loader(name, batch_size=8)
         first = loader.stats(server=False)
         assert set(first) == {"loader"}
+        with pytest.raises(batchcast.InvalidArgument, match="server"):
+            loader.stats(server="no")
         assert set(first["loader"]) == {"wait_s", "wall_s", "wait_fraction"}
         for i, _ in enumerate(loader):
             if i == 8:
