@@ -20,7 +20,11 @@ Usage:
   python3 examples/train_resnet.py --synthetic 1024 --size 64 --steps 5 --epochs 2
 
 Options: --device cpu|cuda, --steps N (steps per epoch; 0 = whole epochs),
---epochs E, --batch-size B, --size S (input size), --lr, --num-classes.
+--epochs E, --batch-size B, --size S (input size), --lr, --num-classes,
+--log-every N (steps between "input-bound N%" lines: the share of the time
+since the previous line that the loop waited for data; a batchcast Loader
+measures it itself, Loader.stats(server=False), which is the one line to
+send to TensorBoard or W&B).
 
 Small settings (e.g. demo 3 with --size 64 --steps 5) run in well under a
 minute on a 2-core CPU. On the GPU host use --device cuda; batchcast tensors
@@ -65,6 +69,8 @@ def parse_args():
                    help="default: the ImageFolder's class count, else 1000")
     p.add_argument("--join", default="immediate", choices=["immediate", "next_epoch"],
                    help="batchcast join policy (--shared)")
+    p.add_argument("--log-every", type=int, default=10, metavar="N",
+                   help="steps between 'input-bound N%%' lines (0 = none)")
     return p.parse_args()
 
 
@@ -109,21 +115,52 @@ def epoch_figures(images, elapsed, loss, wait):
             f"loss {loss:.3f}, waiting for data {100 * wait / max(elapsed, 1e-9):.0f}%")
 
 
+class InputBound:
+    """The share of the time since the previous take() that the loop waited for
+    data. A batchcast Loader measures it itself (one line, what a training
+    script sends to TensorBoard or W&B); for a DataLoader the loop's own
+    timing (waited()) is used."""
+
+    def __init__(self, batches):
+        self._loader = batches if hasattr(batches, "stats") else None  # batchcast.Loader
+        self._wait, self._since = 0.0, time.perf_counter()
+
+    def waited(self, seconds):
+        self._wait += seconds
+
+    def take(self):
+        if self._loader is not None:
+            return self._loader.stats(server=False)["loader"]["wait_fraction"]
+        now = time.perf_counter()
+        share = min(1.0, self._wait / max(now - self._since, 1e-9))
+        self._wait, self._since = 0.0, now
+        return share
+
+
 def train_epoch(batches, model, opt, loss_fn, device, num_classes, mean, std, max_steps=0,
-                on_batch=None):
+                on_batch=None, input_bound=None, log_every=0, epoch=0):
     """One pass over `batches`: (steps, images, loss sum, seconds waiting for data,
-    elapsed seconds). `on_batch()` is called before each batch is used."""
+    elapsed seconds). `on_batch()` is called before each batch is used. Every
+    `log_every` steps it prints the loss and how input-bound the loop was
+    (`input_bound`: an InputBound)."""
     images_seen, steps, wait, loss_sum = 0, 0, 0.0, 0.0
     start = t_wait = time.perf_counter()
     for images, labels in batches:
-        wait += time.perf_counter() - t_wait
+        waited = time.perf_counter() - t_wait
+        wait += waited
+        if input_bound is not None:
+            input_bound.waited(waited)
         if on_batch is not None:
             on_batch()
         x, labels = model_input(images, labels, device, num_classes, mean, std)
         del images  # a batchcast batch's lease ends with its last tensor
-        loss_sum += sgd_step(model, opt, loss_fn, x, labels)
+        loss = sgd_step(model, opt, loss_fn, x, labels)
+        loss_sum += loss
         images_seen += labels.shape[0]
         steps += 1
+        if input_bound is not None and log_every and steps % log_every == 0:
+            print(f"epoch {epoch} step {steps}: loss {loss:.3f}, "
+                  f"input-bound {100 * input_bound.take():.0f}%", flush=True)
         t_wait = time.perf_counter()
         if max_steps and steps >= max_steps:
             break
@@ -179,11 +216,14 @@ def main():
     mean, std = MEAN.to(device), STD.to(device)
     print(f"ResNet-18, {num_classes} classes, device {device}, batch {args.batch_size}, "
           f"{torch.get_num_threads()} threads")
+    input_bound = InputBound(batches)
+    input_bound.take()  # the first interval starts with the training, not at connection
     try:
         for epoch in range(args.epochs):
             model.train()
             steps, images_seen, loss_sum, wait, elapsed = train_epoch(
-                batches, model, opt, loss_fn, device, num_classes, mean, std, args.steps)
+                batches, model, opt, loss_fn, device, num_classes, mean, std, args.steps,
+                input_bound=input_bound, log_every=args.log_every, epoch=epoch)
             print(f"epoch {epoch}: {steps} steps, "
                   f"{epoch_figures(images_seen, elapsed, loss_sum / max(steps, 1), wait)}", flush=True)
     finally:

@@ -8,7 +8,8 @@
 # what libtiff needs beyond those (jbig, lerc, deflate, libjpeg 6.2), and zlib
 # (png.h includes its header; FindPNG links it); about 3 MB. Not OpenCV's
 # imgcodecs: Debian's pulls in GDAL and about 130 libraries (185 MB), far more
-# than the carried tree may hold.
+# than the carried tree may hold. And civetweb, the metrics endpoint's HTTP
+# server, which needs only libc.
 #
 # Usage (from the project root, on a machine that reaches Debian's archive):
 #   scripts/prepare_gpu_deps.sh [DEST]        # DEST defaults to .gpu-deps
@@ -19,7 +20,8 @@ DEST=${1:-.gpu-deps}
 "$ROOT/../shared/gpu-host/prepare.sh" "$DEST"
 EXTRA=(libarchive13 libarchive-dev
        libpng16-16 libpng-dev zlib1g zlib1g-dev libwebp7 libwebpdemux2 libwebpmux3 libwebp-dev
-       libtiff6 libtiff-dev libjbig0 liblerc4 libdeflate0 libjpeg62-turbo)
+       libtiff6 libtiff-dev libjbig0 liblerc4 libdeflate0 libjpeg62-turbo
+       libcivetweb1 libcivetweb-dev)
 DEBS=${GPU_HOST_EXTRA_DEBS:-/tmp/gpu-host-extra-debs}
 mkdir -p "$DEBS"
 if [ "$(ls "$DEBS"/*.deb 2>/dev/null | wc -l)" -lt "${#EXTRA[@]}" ]; then

@@ -1,5 +1,7 @@
 #include "batchcast/server/option_table.h"
 
+#include <arpa/inet.h>
+
 #include <charconv>
 #include <cmath>
 #include <iterator>
@@ -220,6 +222,33 @@ Status ParseDTypeOption(V t, std::optional<DType>& out) {
   return Status::Ok();
 }
 
+// metrics_port's "[HOST:]PORT": PORT a number (0 alone = off) or "any";
+// HOST an IPv4 address, "localhost" or "*" (every interface, 0.0.0.0).
+Status ParseMetricsAddress(V text, O& o) {
+  text = Trim(text);
+  const size_t colon = text.rfind(':');
+  const V port_text = colon == V::npos ? text : text.substr(colon + 1);
+  const V host = colon == V::npos ? V() : text.substr(0, colon);
+  uint32_t port = ServerOptions::kAnyMetricsPort;
+  if (port_text != "any" &&
+      (!ParseInteger(port_text, port).ok() || port > 65535 || (port == 0 && colon != V::npos))) {
+    const std::string expected = "expected a port (1..65535; 0 alone = off), 'any', or HOST:PORT";
+    return InvalidArgumentError(expected + ", got " + Quote(text));
+  }
+  std::string address(host);
+  if (host == "localhost") address = "127.0.0.1";
+  if (host == "*") address = "0.0.0.0";
+  in_addr v4{};
+  if (colon != V::npos && inet_pton(AF_INET, address.c_str(), &v4) != 1) {
+    const std::string expected =
+        "expected [HOST:]PORT with HOST an IPv4 address, 'localhost' or '*'";
+    return InvalidArgumentError(expected + ", got " + Quote(text));
+  }
+  o.metrics_port = port;
+  o.metrics_host = port == 0 ? std::string() : address;
+  return Status::Ok();
+}
+
 // Marks an option that only a CUDA ring uses.
 ServerOption CudaOnly(ServerOption option) {
   option.cuda_only = true;
@@ -248,7 +277,16 @@ const ServerOption kOptions[] = {
       "tcp:// only: the CURVE key file to serve with; consumers need a copy (default: "
       "$BATCHCAST_KEY_FILE, else your key in the runtime directory, made at first use)"),
   Flag<&O::allow_remote>("allow_remote", G::kRing,
-      "tcp:// only: let the endpoint bind beyond loopback (tcp://*:PORT, a LAN address)"),
+      "let the endpoint (tcp://*:PORT, a LAN address) and the metrics endpoint "
+      "(--metrics-port HOST:PORT) listen beyond loopback"),
+  {"metrics_port", G::kRing, OptionType::kInteger, "[HOST:]PORT",
+   "serve Prometheus metrics over HTTP, GET /metrics (docs/metrics.md), on this port of "
+   "127.0.0.1 (0 = off; any = a free port, which the log and the stats' metrics_endpoint name); "
+   "HOST:PORT listens on that IPv4 address instead (0.0.0.0 or *: every interface, with "
+   "--allow-remote)",
+   [](O& o, V t) { return ParseMetricsAddress(t, o); },
+   [](const O& o) { return o.metrics_address(); },
+   /*cuda_only=*/false, /*takes_text=*/true},
   {"device", G::kRing, OptionType::kText, "cpu|cuda:N|cuda:N,M,...|cuda:all",
    "where the ring lives: cpu (host shared memory) or cuda:N (GPU memory; JPEGs are then "
    "decoded on that GPU too); several GPUs (cuda:0,1 or cuda:all, every visible one): a ring "

@@ -20,6 +20,7 @@
 #include "core/src/sampler.h"
 #include "core/src/thread_name.h"
 #include "device_list.h"
+#include "metrics_render.h"
 #include "open_file_limit.h"
 #include "server_impl.h"
 #include "server_stats.h"
@@ -174,6 +175,21 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
 }
 
 Status Server::Impl::StartThreads(SlotWriter writer, std::optional<Sampler> sampler) {
+  if (options.metrics_port != 0) {
+    // Note [Metrics endpoint]: rendered from the stats object, on its own
+    // threads; everything it reads is set by now.
+    const uint32_t port =
+        options.metrics_port == ServerOptions::kAnyMetricsPort ? 0 : options.metrics_port;
+    BATCHCAST_ASSIGN_OR_RETURN(
+        metrics, MetricsEndpoint::Start(
+                     options.metrics_host.empty() ? "127.0.0.1" : options.metrics_host, port));
+    metrics->Serve([this] {  // `metrics` is set: ServerStats reads its url
+      return CatchAll("the metrics", [this]() -> Result<std::string> {
+        return RenderMetrics(ServerStats(*this));
+      });
+    });
+    BC_LOG_INFO("metrics for Prometheus on {}", metrics->url());
+  }
   for (Ring& ring : rings) {
     BATCHCAST_ASSIGN_OR_RETURN(
         ring.publisher, MakeSlotPublisher(*ring.memory, *layout, fields, *ring.scheduler, writer,
@@ -243,6 +259,7 @@ bool Server::Impl::WaitDone(Clock::time_point deadline) {
 
 void Server::Impl::Shutdown() {
   MutexLock l(&shutdown_mu);
+  if (metrics) metrics->Stop();  // before what it reads goes
   if (!rings.empty() && control) Finish(Status::Ok());
   for (std::thread& t : producer_threads) {
     if (t.joinable()) t.join();

@@ -34,6 +34,8 @@ nlohmann::json RingStats(const Server::Impl::Ring& ring) {
   return j;
 }
 
+}  // namespace
+
 nlohmann::json ServerStats(const Server::Impl& impl) {
   const std::vector<Server::Impl::Ring>& rings = impl.rings;
   nlohmann::json j = RingStats(rings.front());
@@ -82,10 +84,9 @@ nlohmann::json ServerStats(const Server::Impl& impl) {
     const ServerOptions::ShardChoice& shard = *impl.shard;
     j["shard"] = {{"rank", shard.rank}, {"num_shards", shard.count}, {"source", shard.source}};
   }
+  if (impl.metrics) j["metrics_endpoint"] = impl.metrics->url();
   return j;
 }
-
-}  // namespace
 
 std::string ServerStatsJson(const Server::Impl& impl) {
   constexpr auto kReplace = nlohmann::json::error_handler_t::replace;

@@ -7,6 +7,7 @@
 // it may run on any thread (the control thread, a user's).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "server_impl.h"
@@ -18,5 +19,10 @@ namespace batchcast {
 // a throw. Should building them fail, an object with the server's name, pid
 // and the error.
 std::string ServerStatsJson(const Server::Impl& impl);
+
+// The stats object of `impl`, as ServerStatsJson writes it (the metrics
+// endpoint renders it too: metrics_render.h). Throws what building it
+// throws.
+nlohmann::json ServerStats(const Server::Impl& impl);
 
 }  // namespace batchcast

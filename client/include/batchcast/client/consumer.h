@@ -43,6 +43,7 @@
 // gone.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -61,6 +62,7 @@ namespace batchcast {
 
 namespace internal {
 class Session;
+class WaitClock;
 }  // namespace internal
 
 struct ConsumerOptions {
@@ -105,6 +107,15 @@ struct ConsumerOptions {
   std::optional<std::string> group;
   std::optional<uint32_t> rank;
   std::optional<uint32_t> world_size;
+};
+
+// How much of an interval a consumer spent waiting for data
+// (Consumer::TakeWaitShare): a job's own "input-bound" figure.
+struct WaitShare {
+  double wait_s = 0;  // seconds Next() waited for the server in the interval
+  double wall_s = 0;  // the interval's length in seconds
+  // wait_s / wall_s, from 0 to 1 (0 for an empty interval).
+  double fraction() const { return wall_s > 0 ? std::min(1.0, wait_s / wall_s) : 0.0; }
 };
 
 // The group a consumer joins, as ResolveGroup decided.
@@ -165,18 +176,25 @@ class Consumer {
   const std::vector<FieldSpec>& fields() const;
   // The server's stats as JSON text.
   Result<std::string> Stats();
-  // Seconds Next() has waited for the server's reply since Connect (the
-  // client's side of the server's per-consumer `wait_s`, docs/stats.md;
-  // with prefetch the server's figure counts requests parked ahead too).
-  // Any thread.
+  // Seconds Next() has waited for the server's reply since Connect, a wait
+  // in progress included (the client's side of the server's per-consumer
+  // `wait_s`, docs/stats.md; with prefetch the server's figure counts
+  // requests parked ahead too). Any thread.
   double wait_seconds() const;
+  // The share of the wall time that Next() waited for data since the
+  // previous call (the first: since Connect), a wait in progress included;
+  // measured here, no server asked. A training loop logs
+  // `100 * TakeWaitShare().fraction()` as "input-bound %" every log
+  // interval. Each call starts a new interval: one caller should take them.
+  // Any thread.
+  WaitShare TakeWaitShare();
 
  private:
   explicit Consumer(std::shared_ptr<internal::Session> session);
   // Shared with every live Batch (it outlives the Consumer while they do).
   std::shared_ptr<internal::Session> session_;
-  std::atomic<CudaStreamRef> cuda_stream_;  // the delivery stream of the next batches
-  std::atomic<int64_t> wait_ns_{0};         // wait_seconds()
+  std::atomic<CudaStreamRef> cuda_stream_;     // the delivery stream of the next batches
+  std::unique_ptr<internal::WaitClock> wait_;  // wait_seconds(), TakeWaitShare()
 };
 
 // Asks the server at `endpoint_or_name` for its stats (JSON text) without
