@@ -32,11 +32,7 @@ namespace batchcast {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::NowMs;
-using testing::Process;
-using testing::ReadText;
-using testing::TempDir;
-using testing::UniqueName;
+using namespace testing;  // the end-to-end harness (harness.h)
 
 const CurveOps kOps = ZmqCurveOps();
 

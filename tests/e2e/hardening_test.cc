@@ -35,12 +35,7 @@ namespace batchcast {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::NowMs;
-using testing::Process;
-using testing::ReadText;
-using testing::TempDir;
-using testing::UniqueName;
-using testing::WaitForServer;
+using namespace testing;  // the end-to-end harness (harness.h)
 
 const std::string kForged = "[00:00:00.000] [batchcast] [error] forged";
 
