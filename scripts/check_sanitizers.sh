@@ -11,7 +11,8 @@
 #            control and producer threads, the client's flush thread).
 # Each has its own build directory, ${BUILD_DIR:-build}-asan and -tsan (gcc,
 # -O1 -g, CUDA, Python bindings and benchmarks off; the libraries as unity
-# builds, which halves their compile time). Any report fails the run:
+# builds, which halves their compile time; BATCHCAST_WERROR=ON, as
+# scripts/test.sh sets it, makes compiler warnings errors). Any report fails the run:
 # the sanitizers halt on the first error (UBSan does not recover) and write
 # their reports to files under the build directory, so that a report from a
 # child process (a server a test started) is not lost; they are printed at
@@ -39,7 +40,7 @@ configure() {  # dir, sanitizer flags
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" -DCMAKE_UNITY_BUILD=ON \
     -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
     -DBATCHCAST_WITH_CUDA=OFF -DBATCHCAST_BUILD_PYTHON=OFF -DBATCHCAST_BUILD_BENCHMARKS=OFF \
-    -DPython3_EXECUTABLE=/usr/bin/python3 >/dev/null
+    -DBATCHCAST_WERROR="${BATCHCAST_WERROR:-OFF}" -DPython3_EXECUTABLE=/usr/bin/python3 >/dev/null
 }
 
 # finish NAME REPORTS_DIR START BUILD_SECONDS RC: prints every report file
