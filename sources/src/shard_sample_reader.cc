@@ -70,6 +70,7 @@ class ShardSampleReader : public SampleReader {
     tar_.reset();
     open_ = -1;
     const Status s = dataset_.io().Retry(shard_path(k), [&]() -> Status {
+      mu_.AssertHeld();  // Retry calls this in place, under this function's lock
       tar_.reset();
       Result<TarReader> r = TarReader::Open(shard_path(k));
       if (!r.ok()) return r.status();
