@@ -68,4 +68,4 @@ if [ $rc -ne 0 ]; then
   echo "check_format: fix with scripts/check_format.sh --fix FILE..." >&2
   exit 1
 fi
-echo "check_format: ${#files[@]} files clean (clang-format $NEED)"
+echo "check_format: ${#files[@]} file(s) clean (clang-format $NEED)"
