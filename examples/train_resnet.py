@@ -81,8 +81,8 @@ def import_batchcast():
         # Not installed: try the build tree (BATCHCAST_BUILD_DIR, else build-py/).
         repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         build = os.environ.get("BATCHCAST_BUILD_DIR", os.path.join(repo, "build-py"))
-        sys.path.insert(0, os.path.join(build if os.path.isabs(build) else os.path.join(repo, build),
-                                        "python"))
+        build = build if os.path.isabs(build) else os.path.join(repo, build)
+        sys.path.insert(0, os.path.join(build, "python"))
         import batchcast
     return batchcast
 
@@ -225,7 +225,8 @@ def main():
                 batches, model, opt, loss_fn, device, num_classes, mean, std, args.steps,
                 input_bound=input_bound, log_every=args.log_every, epoch=epoch)
             print(f"epoch {epoch}: {steps} steps, "
-                  f"{epoch_figures(images_seen, elapsed, loss_sum / max(steps, 1), wait)}", flush=True)
+                  f"{epoch_figures(images_seen, elapsed, loss_sum / max(steps, 1), wait)}",
+                  flush=True)
     finally:
         cleanup()
 

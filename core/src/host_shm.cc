@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/src/file_mode.h"
+
 namespace batchcast {
 
 namespace bip = boost::interprocess;
@@ -35,12 +37,6 @@ Status CheckShmSpace(size_t bytes) {
   return ResourceExhaustedError("needs " + GiB(bytes) + " (" + std::to_string(bytes) +
                                 " bytes) of shared memory, but " + kShmDir + " has " +
                                 GiB(free_bytes) + " free (of " + GiB(total) + ")");
-}
-
-std::string Octal(unsigned mode) {
-  char buf[16];
-  std::snprintf(buf, sizeof(buf), "%04o", mode);
-  return buf;
 }
 
 }  // namespace
@@ -99,7 +95,7 @@ Result<std::unique_ptr<HostSharedMemory>> HostSharedMemory::Create(const std::st
       return PermissionDeniedError(
           path + " already exists and cannot be replaced (" +
           (S_ISREG(st.st_mode) ? std::string("a file") : std::string("not a regular file")) +
-          " of uid " + std::to_string(st.st_uid) + ", mode " + Octal(st.st_mode & 07777) +
+          " of uid " + std::to_string(st.st_uid) + ", mode " + FileModeText(st.st_mode) +
           "): pick another server name, or have its owner remove it");
     }
     Remove(name);

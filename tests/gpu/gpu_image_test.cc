@@ -259,7 +259,9 @@ TEST_F(GpuImageTest, CpuAndGpuPathsAgree) {
       EXPECT_EQ(b.counters.value("transcoded", 0), 0);
       EXPECT_GT(cpu_files, 0) << "the dataset's progressive files, on the CPU pool";
     }
-    if (n_fb > 0) EXPECT_LT(sum_fb / n_fb, kFallbackMeanAbsBound);
+    if (n_fb > 0) {
+      EXPECT_LT(sum_fb / n_fb, kFallbackMeanAbsBound);
+    }
   }
 }
 
@@ -441,7 +443,9 @@ void CheckDroppedFilesOnDeviceRing(DecodeMode decode) {
       if (got.count(i) == 0) dropped[e].insert(i);
     }
     for (int64_t i : truncated) EXPECT_EQ(dropped[e].count(i), 1u) << "truncated index " << i;
-    if (decode == DecodeMode::kCpu) EXPECT_EQ(dropped[e], bad) << "libjpeg-turbo fails them all";
+    if (decode == DecodeMode::kCpu) {
+      EXPECT_EQ(dropped[e], bad) << "libjpeg-turbo fails them all";
+    }
   }
   for (int64_t i : dropped[0]) EXPECT_EQ(dropped[1].count(i), 1u) << "dropped again: " << i;
   auto sampler = Sampler::Make(entries->size(), SamplerOptions{o.source.seed, true, 0, 1});

@@ -86,8 +86,8 @@ def photo_like(w, h, seed):
     base = np.zeros((h, w, 3), np.float32)
     for c in range(3):
         a, b, ph = rng.uniform(-1, 1, 3)
-        base[..., c] = (120 + 70 * np.sin(x / w * 3 * a * np.pi + ph) * np.cos(y / h * 2 * b * np.pi)
-                        + 40 * (x / w - 0.5))
+        wave = np.sin(x / w * 3 * a * np.pi + ph) * np.cos(y / h * 2 * b * np.pi)
+        base[..., c] = 120 + 70 * wave + 40 * (x / w - 0.5)
     img = Image.fromarray(np.clip(base, 0, 255).astype(np.uint8))
     # Shapes drawn at 2x and downscaled: antialiased edges.
     big = img.resize((2 * w, 2 * h), Image.BILINEAR)

@@ -315,8 +315,7 @@ TEST(ImageDatasetPolicy, DecodeDropsABadFileForeverAndNeverStandsIn) {
   EXPECT_EQ(*good, SampleFill::kWritten);
   EXPECT_EQ(ds->files_dropped_at_decode(), 1);
   EXPECT_EQ(ds->samples_dropped(), 2);
-  EXPECT_EQ(ds->counters(),
-            JpegDatasetCounters(3, 0, 1, 2));
+  EXPECT_EQ(ds->counters(), JpegDatasetCounters(3, 0, 1, 2));
 }
 
 TEST(ImageDatasetPolicy, FailStopsAtTheFirstBadFile) {
