@@ -48,8 +48,18 @@ configure() {  # dir, sanitizer flags
 
 # Called as `run_x || rc=1`, the functions below run without `set -e`: every
 # step checks its own status.
-build_failed() {  # name
-  echo "check_sanitizers: $1: the build failed" >&2
+# build_for NAME DIR FLAGS [TARGET...]: configures and builds DIR with FLAGS
+# (every target when none is named) and empties its sanitizer-reports folder.
+build_for() {
+  local what=$1 dir=$2 flags=$3
+  shift 3
+  local targets=()
+  if [ $# -gt 0 ]; then targets=(--target "$@"); fi
+  if ! configure "$dir" "$flags" || ! cmake --build "$dir" -j "$JOBS" "${targets[@]}"; then
+    echo "check_sanitizers: $what: the build failed" >&2
+    return 1
+  fi
+  rm -rf "$dir/sanitizer-reports" && mkdir -p "$dir/sanitizer-reports"
 }
 
 # finish NAME REPORTS_DIR START BUILD_SECONDS RC: prints every report file
@@ -67,13 +77,10 @@ finish() {
 }
 
 run_address() {
-  local dir=${BUILD_DIR}-asan reports=${BUILD_DIR}-asan/sanitizer-reports
-  local start=$SECONDS
-  configure "$dir" "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" &&
-    cmake --build "$dir" -j "$JOBS" || { build_failed "address+undefined"; return 1; }
-  local build_s=$((SECONDS - start))
-  rm -rf "$reports" && mkdir -p "$reports"
-  local rc=0
+  local dir=${BUILD_DIR}-asan reports=${BUILD_DIR}-asan/sanitizer-reports start=$SECONDS
+  build_for "address+undefined" "$dir" \
+    "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" || return 1
+  local build_s=$((SECONDS - start)) rc=0
   (
     cd "$dir" || exit 1
     failed=0
@@ -95,14 +102,10 @@ run_address() {
 }
 
 run_thread() {
-  local dir=${BUILD_DIR}-tsan reports=${BUILD_DIR}-tsan/sanitizer-reports
-  local start=$SECONDS
-  configure "$dir" "-fsanitize=thread" &&
-    cmake --build "$dir" -j "$JOBS" --target server_test client_test sources_test engine_test \
-      batchcast-server bc_test_consumer || { build_failed thread; return 1; }
-  local build_s=$((SECONDS - start))
-  rm -rf "$reports" && mkdir -p "$reports"
-  local rc=0
+  local dir=${BUILD_DIR}-tsan reports=${BUILD_DIR}-tsan/sanitizer-reports start=$SECONDS
+  build_for thread "$dir" "-fsanitize=thread" server_test client_test sources_test engine_test \
+    batchcast-server bc_test_consumer || return 1
+  local build_s=$((SECONDS - start)) rc=0
   (
     cd "$dir" || exit 1
     failed=0

@@ -26,22 +26,15 @@
 #include <random>
 
 #include "chaos_run.h"
-#include "consumer_process.h"
-#include "processes.h"
+#include "stress_main.h"
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == "consume") {
-    return batchcast::stress::RunConsumerProcess(argc - 1, argv + 1);
-  }
+  if (int rc = 0; batchcast::stress::RunAsConsumer(argc, argv, rc)) return rc;
   batchcast::stress::ChaosOptions o;
   CLI::App app{"bc_chaos: kill -9 consumers and servers at random; check every survivor"};
   app.add_option("--seconds", o.seconds, "duration of the chaos")->capture_default_str();
-  app.add_option("--seed", o.seed, "seed of the actions (0: from the clock)")
-      ->capture_default_str();
+  batchcast::stress::AddSeedAndTransport(app, o.seed, "actions", o.transport, {"ipc", "tcp"});
   app.add_option("--consumers", o.consumers, "consumer processes at most")->capture_default_str();
-  app.add_option("--transport", o.transport)
-      ->check(CLI::IsMember({"ipc", "tcp"}))
-      ->capture_default_str();
   app.add_option("--samples", o.samples, "synthetic samples (epoch length)")->capture_default_str();
   app.add_option("--mean-interval-ms", o.mean_interval_ms)->capture_default_str();
   app.add_option("--stall-ms", o.stall_ms, "no progress while the server is up")
@@ -53,14 +46,11 @@ int main(int argc, char** argv) {
   app.add_option("--check-seed", o.check_seed,
                  "seed the consumers check against (default: the server's; another one must "
                  "fail: a self-test of the checks)");
-  app.add_option("--server-bin", o.server_bin)->capture_default_str();
-  app.add_option("--log-dir", o.log_dir, "keep the logs here (default: a temporary directory)");
+  batchcast::stress::AddRunOptions(app, o.server_bin, o.log_dir);
   app.add_flag("--verbose", o.verbose, "print every action");
   CLI11_PARSE(app, argc, argv);
-  if (o.seed == 0) o.seed = std::random_device{}();
+  batchcast::stress::SeedFromClock(o.seed);
   o.self_bin = batchcast::stress::SelfExe();
-  batchcast::stress::InstallInterruptHandler();
-  batchcast::stress::StartWatchdog("bc_chaos", std::chrono::seconds(int64_t(o.seconds) + 180),
-                                   "the run did not finish");
-  return batchcast::stress::RunChaos(o);
+  return batchcast::stress::RunWatched("bc_chaos", std::chrono::seconds(int64_t(o.seconds) + 180),
+                                       [&] { return batchcast::stress::RunChaos(o); });
 }

@@ -27,17 +27,14 @@
 #include <random>
 
 #include "fuzz_run.h"
-#include "processes.h"
+#include "stress_main.h"
 
 int main(int argc, char** argv) {
   batchcast::stress::FuzzOptions o;
   CLI::App app{"bc_fuzz_peer: hostile peers against a server while a good consumer checks"};
   app.add_option("--seconds", o.seconds, "attack time per transport")->capture_default_str();
-  app.add_option("--seed", o.seed, "seed of the attacks (0: from the clock)")
-      ->capture_default_str();
-  app.add_option("--transport", o.transport)
-      ->check(CLI::IsMember({"ipc", "tcp", "both"}))
-      ->capture_default_str();
+  batchcast::stress::AddSeedAndTransport(app, o.seed, "attacks", o.transport,
+                                         {"ipc", "tcp", "both"});
   app.add_option("--workers", o.workers, "attacking threads")->capture_default_str();
   app.add_option("--connections", o.connections, "connections at once (churn)")
       ->capture_default_str();
@@ -45,18 +42,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-stall-ms", o.max_stall_ms, "longest the good consumer may wait")
       ->capture_default_str();
-  app.add_option("--server-bin", o.server_bin)->capture_default_str();
-  app.add_option("--log-dir", o.log_dir, "keep the logs here (default: a temporary directory)");
+  batchcast::stress::AddRunOptions(app, o.server_bin, o.log_dir);
   CLI11_PARSE(app, argc, argv);
-  if (o.seed == 0) o.seed = std::random_device{}();
+  batchcast::stress::SeedFromClock(o.seed);
   // The attacks hold hundreds of connections at once (several descriptors
   // each): this process's open-file limit up to its hard limit.
   if (rlimit limit{}; getrlimit(RLIMIT_NOFILE, &limit) == 0) {
     limit.rlim_cur = limit.rlim_max;
     setrlimit(RLIMIT_NOFILE, &limit);
   }
-  batchcast::stress::InstallInterruptHandler();
-  batchcast::stress::StartWatchdog(
-      "bc_fuzz_peer", std::chrono::seconds(2 * int64_t(o.seconds) + 180), "the run did not finish");
-  return batchcast::stress::RunFuzz(o);
+  return batchcast::stress::RunWatched("bc_fuzz_peer",
+                                       std::chrono::seconds(2 * int64_t(o.seconds) + 180),
+                                       [&] { return batchcast::stress::RunFuzz(o); });
 }

@@ -30,8 +30,8 @@
 #include "consumer_process.h"
 #include "core/src/runtime_dir.h"
 #include "epoch_checker.h"
-#include "processes.h"
 #include "report.h"
+#include "stress_main.h"
 
 namespace batchcast::stress {
 namespace {
@@ -268,9 +268,7 @@ int Soak::Run() {
 }  // namespace batchcast::stress
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == "consume") {
-    return batchcast::stress::RunConsumerProcess(argc - 1, argv + 1);
-  }
+  if (int rc = 0; batchcast::stress::RunAsConsumer(argc, argv, rc)) return rc;
   batchcast::stress::SoakOptions o;
   CLI::App app{"bc_soak: a long checked run with memory sampled"};
   app.add_option("--batches", o.batches, "batches each consumer reads")->capture_default_str();
@@ -287,12 +285,10 @@ int main(int argc, char** argv) {
   app.add_option("--stall-ms", o.stall_ms)->capture_default_str();
   app.add_flag("!--no-python", o.python, "only the C++ consumer");
   app.add_option("--python", o.python_bin, "interpreter with torch")->capture_default_str();
-  app.add_option("--server-bin", o.server_bin)->capture_default_str();
-  app.add_option("--log-dir", o.log_dir, "keep the logs here (default: a temporary directory)");
+  batchcast::stress::AddRunOptions(app, o.server_bin, o.log_dir);
   CLI11_PARSE(app, argc, argv);
-  batchcast::stress::InstallInterruptHandler();
   // 10^6 batches take minutes; the watchdog allows an hour per 10^6.
-  batchcast::stress::StartWatchdog(
-      "bc_soak", std::chrono::seconds(300 + o.batches * 3600 / 1000000), "the run did not finish");
-  return batchcast::stress::Soak(std::move(o)).Run();
+  const std::chrono::seconds limit(300 + o.batches * 3600 / 1000000);
+  return batchcast::stress::RunWatched("bc_soak", limit,
+                                       [&] { return batchcast::stress::Soak(std::move(o)).Run(); });
 }
