@@ -115,7 +115,9 @@ class CudaRingView final : public RingView {
   }
 
   // Device-to-device copies (N to N, with N current) into a buffer of N's
-  // private stream-ordered pool.
+  // private stream-ordered pool; a copy out of another ring (on device K,
+  // Note [Placement]) is a peer copy K to N, valid whether or not K and N
+  // have peer access (cudaMemcpyPeerAsync then goes through the host).
   Result<void*> Gather(std::span<const RingCopy> copies, size_t bytes,
                        CudaStreamRef stream) const override {
     const std::string context = "cannot gather the batch on " + DeviceName(device());
@@ -124,8 +126,12 @@ class CudaRingView final : public RingView {
     Result<void*> buffer = cuda::AllocAsync(device_, bytes, stream);
     if (!buffer.ok()) return RingFailure(buffer.status(), context + " (allocating its buffer)");
     for (const RingCopy& c : copies) {
-      Status s = cuda::CopyAsync(static_cast<uint8_t*>(*buffer) + c.dst, mapping_->data() + c.src,
-                                 c.bytes, stream);
+      uint8_t* dst = static_cast<uint8_t*>(*buffer) + c.dst;
+      const RingView& from = c.from != nullptr ? *c.from : *this;
+      const uint8_t* src = from.data() + c.src;
+      Status s = from.device() == device()
+                     ? cuda::CopyAsync(dst, src, c.bytes, stream)
+                     : cuda::CopyPeerAsync(dst, device_, src, from.device().index, c.bytes, stream);
       if (!s.ok()) {
         // The copies already queued may still read the ring: wait for them.
         (void)cuda::SynchronizeStream(stream);
