@@ -18,7 +18,7 @@ class HostRingView final : public RingView {
   Device device() const override { return Device::Cpu(); }
   const uint8_t* data() const override { return shm_->data(); }
 
-  Status OrderAfterProducer(std::span<const uint32_t>, CudaStreamRef) const override {
+  Status OrderAfterProducer(std::span<const uint32_t>, CudaStreamRef, Device) const override {
     return Status::Ok();
   }
   Status StreamWaitsFor(CudaStreamRef, CudaStreamRef) const override { return Status::Ok(); }

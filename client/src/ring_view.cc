@@ -80,14 +80,12 @@ Status MappedRing::OrderAfterProducer(std::span<const Segment> segments,
                                       CudaStreamRef stream) const {
   std::set<std::pair<uint32_t, uint32_t>> slots;  // (ring, slot)
   for (const Segment& s : segments) slots.emplace(s.ring, s.slot);
+  const RingView* home = Find(views_, MemoryKind::kCuda);
+  if (home == nullptr) return Status::Ok();  // host memory: nothing to order
   for (const auto& [ring, slot] : slots) {
-    for (const FieldSpec& f : layout_.fields()) {
-      if (f.memory != MemoryKind::kCuda) continue;
-      BATCHCAST_ASSIGN_OR_RETURN(const RingView* v, view(ring, MemoryKind::kCuda));
-      const uint32_t one[] = {slot};
-      BATCHCAST_RETURN_IF_ERROR(v->OrderAfterProducer(one, stream));
-      break;
-    }
+    BATCHCAST_ASSIGN_OR_RETURN(const RingView* v, view(ring, MemoryKind::kCuda));
+    const uint32_t one[] = {slot};
+    BATCHCAST_RETURN_IF_ERROR(v->OrderAfterProducer(one, stream, home->device()));
   }
   return Status::Ok();
 }

@@ -61,10 +61,12 @@ class RingView {
   // The first byte of the mapped allocation (a device pointer for kCuda).
   virtual const uint8_t* data() const = 0;
 
-  // Makes `stream` wait for the producer's writes of `slots` (Note [Device
-  // ring ordering], step 3); never waits on the host.
-  virtual Status OrderAfterProducer(std::span<const uint32_t> slots,
-                                    CudaStreamRef stream) const = 0;
+  // Makes `stream`, a stream of `stream_device` (the consumer's home ring's
+  // device: a null stream is that device's legacy stream), wait for the
+  // producer's writes of `slots` (Note [Device ring ordering], step 3); never
+  // waits on the host.
+  virtual Status OrderAfterProducer(std::span<const uint32_t> slots, CudaStreamRef stream,
+                                    Device stream_device) const = 0;
   // Makes `stream` wait for the work queued so far on `after` (RecordStream).
   virtual Status StreamWaitsFor(CudaStreamRef stream, CudaStreamRef after) const = 0;
 
