@@ -142,7 +142,6 @@ TEST(HostRings, AConsumerPerRingReadsExactEpochsFromOneDecode) {
   EXPECT_GT(rings[1]["samples_decoded"].get<uint64_t>(), 0u);
   EXPECT_GT(rings[1]["peer_bytes"].get<uint64_t>(), 0u);
   EXPECT_EQ(rings[1]["device"], "cpu");
-  EXPECT_EQ(stats["consumers"][1]["ring"], 1);
 }
 
 // A group with a rank on each ring and B equal to the producer batch: one
@@ -175,7 +174,6 @@ TEST(HostRings, AGroupAcrossRingsSplitsExactlyWithoutCopies) {
   const json stats = json::parse(server->StatsJson());
   EXPECT_EQ(stats["rings"][0]["peer_bytes"], 0);
   EXPECT_EQ(stats["rings"][1]["peer_bytes"], 0);
-  EXPECT_EQ(stats["groups"].size(), 1u);
 }
 
 }  // namespace

@@ -88,7 +88,7 @@ Seen ReadAndCheck(Consumer* c, int batches, Device want, uint32_t batch_size,
     cuda::DeviceGuard g(want.index);
     Result<int64_t> bad = testing::FormulaMismatches(*b, stream);
     EXPECT_TRUE(bad.ok()) << bad.status().ToString();
-    EXPECT_EQ(bad.value_or(-1), 0) << "batch " << seen << " of batch size " << batch_size;
+    EXPECT_EQ(bad.ok() ? *bad : -1, 0) << "batch " << seen << " of batch size " << batch_size;
     ++seen;
   }
   if (64 % batch_size != 0) {
