@@ -16,9 +16,11 @@ once under /tmp and read into the page cache):
    server's aggregate rate (samples published: each decoded once) and what
    each GPU decoded (`rings[i].samples_decoded`), per second and per epoch,
    and the bytes copied between GPUs.
-2. trainers: one trainer thread per GPU (ResNet-50 batch 128 bfloat16, then
-   ResNet-18), fed by the g-GPU server vs synthetic tensors already on its
-   GPU: images/s per trainer and the fed/synthetic ratio.
+2. trainers: one trainer process per GPU, all at once (ResNet-50 batch 128
+   bfloat16, then ResNet-18), fed by the g-GPU server (a batchcast.Loader on
+   its GPU, each reading the whole stream) vs synthetic tensors already on
+   its GPU, also all at once: images/s per trainer and the fed/synthetic
+   ratio.
 3. ddp: examples/train_ddp.py under torchrun over g GPUs (one rank per GPU,
    ResNet-50, batch 128), with the server's rings on every GPU
    (--server-device cuda:all) vs one cuda:0 ring.
@@ -108,70 +110,69 @@ def producer(batchcast, binary, args, g):
                                  zip(ring_counts(s0, "peer_bytes"), ring_counts(s1, "peer_bytes"))]}
 
 
-def trainer_rates(batchcast, binary, args, g, arch, batch):
-    """img/s per GPU of one trainer per GPU, fed (loader) and synthetic."""
-    import torch
-    import torchvision
-
-    steps = 10 if args.quick else 30
-
-    def make(i):
-        torch.cuda.set_device(i)
-        model = getattr(torchvision.models, arch)().cuda(i).to(memory_format=torch.channels_last)
-        return model, torch.optim.SGD(model.parameters(), lr=0.01)
-
-    def step(model, opt, x):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(x.to(memory_format=torch.channels_last)).float().mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    models = [make(i) for i in range(g)]
-    # Synthetic: the same shape, already on each GPU.
-    synthetic = []
-    for i in range(g):
-        torch.cuda.set_device(i)
-        x = torch.randn(batch, 3, 224, 224, device=f"cuda:{i}", dtype=torch.float16)
-        model, opt = models[i]
-        for _ in range(3):
-            step(model, opt, x)
+TRAINER = r"""
+import sys, time, torch, torchvision
+device, arch, batch, steps, source = sys.argv[1:6]
+batch, steps, i = int(batch), int(steps), int(device.split(":")[1])
+torch.cuda.set_device(i)
+model = getattr(torchvision.models, arch)().cuda(i).to(memory_format=torch.channels_last)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+if source == "synthetic":
+    x = torch.randn(batch, 3, 224, 224, device=device, dtype=torch.float16)
+    batches = iter(lambda: x, None)
+else:
+    import batchcast
+    loader = batchcast.Loader(source, batch_size=batch, timeout=120, device=device)
+    def endless():
+        while True:
+            for images, _ in loader:
+                yield images
+    batches = endless()
+warm, t0 = 5, None
+for n, x in enumerate(batches):
+    if n == warm:
         torch.cuda.synchronize(i)
         t0 = time.monotonic()
-        for _ in range(steps):
-            step(model, opt, x)
+    if n == warm + steps:
         torch.cuda.synchronize(i)
-        synthetic.append(batch * steps / (time.monotonic() - t0))
+        print("RATE", batch * steps / (time.monotonic() - t0), flush=True)
+        break
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(x.to(memory_format=torch.channels_last)).float().mean()
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+"""
+
+
+def trainers_at_once(args, g, arch, batch, source):
+    """img/s of one trainer process per GPU, all at once, reading `source`
+    (a server's name, or "synthetic": a tensor already on its GPU)."""
+    steps = 20 if args.quick else 60
+    env = dict(os.environ, PYTHONPATH=os.path.join(args.build_dir, "python") + os.pathsep
+               + os.environ.get("PYTHONPATH", ""))
+    procs = [subprocess.Popen([sys.executable, "-c", TRAINER, f"cuda:{i}", arch, str(batch),
+                               str(steps), source], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for i in range(g)]
+    rates = []
+    for i, proc in enumerate(procs):
+        out, _ = proc.communicate(timeout=300)
+        found = re.findall(r"^RATE ([0-9.]+)$", out, re.M)
+        if proc.returncode != 0 or not found:
+            raise RuntimeError(f"trainer on cuda:{i} ({source}) exited {proc.returncode}: "
+                               f"{out[-2000:]}")
+        rates.append(float(found[-1]))
+    return rates
+
+
+def trainer_rates(binary, args, g, arch, batch):
+    """img/s per GPU of one trainer process per GPU, fed by the g-GPU server
+    and synthetic, each set of g at once."""
+    synthetic = trainers_at_once(args, g, arch, batch, "synthetic")
     name = f"mgbench-{os.getpid()}-t{g}-{arch}"
-    counts = [0] * g
-    times = [None] * g
-    stop, errors = threading.Event(), []
-
-    def body(i, x):
-        torch.cuda.set_device(i)
-        model, opt = models[i]
-        step(model, opt, x)
-        counts[i] += 1
-        if counts[i] == 3:
-            torch.cuda.synchronize(i)
-            times[i] = [time.monotonic(), None]
-        elif counts[i] == 3 + steps:
-            torch.cuda.synchronize(i)
-            times[i][1] = time.monotonic()
-
     with ServerProcess(binary, name, dict(SERVER, device=devices(g)), data=args.data,
                        timeout=120):
-        threads = loaders_reading(batchcast, name, g, batch, body, stop, errors)
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and not errors and not all(
-                t is not None and t[1] is not None for t in times):
-            time.sleep(0.2)
-        stop.set()
-        for t in threads:
-            t.join(60)
-    if errors:
-        raise RuntimeError("; ".join(errors))
-    fed = [batch * steps / (t[1] - t[0]) if t and t[1] else 0.0 for t in times]
+        fed = trainers_at_once(args, g, arch, batch, name)
     return {"gpus": g, "arch": arch, "batch": batch, "fed": fed, "synthetic": synthetic,
             "ratio": [f / s if s else 0.0 for f, s in zip(fed, synthetic)]}
 
@@ -239,7 +240,7 @@ def main() -> int:
     if "trainers" not in skip:
         archs = [("resnet50", 128)] + ([] if args.quick else [("resnet18", 128)])
         for arch, batch in archs:
-            r = trainer_rates(batchcast, binary, args, counts[-1], arch, batch)
+            r = trainer_rates(binary, args, counts[-1], arch, batch)
             out["trainers"].append(r)
             print(f"trainers, {arch} batch {batch} bf16, one per GPU on {r['gpus']} GPU(s): "
                   + ", ".join(f"cuda:{i} {f:.0f} img/s fed / {s:.0f} synthetic ({q:.2f})"

@@ -34,7 +34,10 @@ Result<uint32_t> ProducerLoop::WriteBatch(const SlotGrant& grant) {
   const auto first = order->begin() + static_cast<ptrdiff_t>(grant.first_seq % L);
   std::copy(first, first + grant.count, grant.indices);
   std::shared_ptr<const std::vector<int64_t>> next_order;
-  const ReadAhead next = NextSamples(grant.first_seq + grant.count, next_order);
+  // The read-ahead hint: this ring's next batch (Note [Placement]), else the
+  // stream's next.
+  const ReadAhead next = NextSamples(
+      scheduler_->PredictNextBatch(ring_).value_or(grant.first_seq + grant.count), next_order);
   BATCHCAST_ASSIGN_OR_RETURN(SlotView target, publisher_->Begin(grant, epoch));
   BATCHCAST_ASSIGN_OR_RETURN(const uint32_t valid, source_->FillBatch(target, next));
   if (valid > target.count()) {

@@ -150,6 +150,8 @@
 //    count), so G single-GPU jobs each decode a G-th of the stream.
 // The producer of the chosen ring begins the batch; the others wait for
 // theirs. Commits may come out of order (the slot table publishes in order).
+// A producer's read-ahead hint is the batch predicted to be its ring's next
+// (PredictNextBatch), not the stream's next, which is mostly another ring's.
 //
 // Thread-safety: every method locks mu_. BeginBatch blocks its caller (the
 // producer thread, or an external producer's) on a condition variable; every
@@ -296,6 +298,11 @@ class Scheduler {
   Result<SlotGrant> BeginPlacedBatch(uint32_t ring, Clock::time_point deadline) BC_EXCLUDES(mu_);
   // The ring the next producer batch would be placed on now (Note [Placement]).
   uint32_t NextPlacement() const BC_EXCLUDES(mu_);
+  // The first seq of the next batch that would be placed on `ring` if the
+  // readers stayed as they are (the producer's read-ahead hint: with several
+  // rings the stream's next batch is mostly another ring's); nullopt when
+  // none is in sight.
+  std::optional<uint64_t> PredictNextBatch(uint32_t ring) const BC_EXCLUDES(mu_);
   // Publishes a slot granted by (Try)BeginBatch: consumers may be served
   // from it. `valid`: its first `valid` seqs are samples, the rest holes
   // (Note [Holes]); nullopt: every seq is a sample. InvalidArgument when
@@ -420,6 +427,14 @@ class Scheduler {
                                                   uint32_t ring = 0) BC_REQUIRES(mu_);
   // ---- placement (scheduler_placement.cc, Note [Placement]) ----
   uint32_t PlaceLocked() const BC_REQUIRES(mu_);
+  // The rings with readers (every ring while none has one), and the ring of
+  // the batch from `seq` that is the stream's `batch`-th (from 0).
+  std::vector<uint32_t> CandidateRingsLocked() const BC_REQUIRES(mu_);
+  uint32_t PlaceAtLocked(uint64_t seq, uint64_t batch,
+                         const std::vector<uint32_t>& candidates) const BC_REQUIRES(mu_);
+  // The end of the producer batch that starts at `seq`: batch_size seqs, cut
+  // at its producer epoch's end and at the stream end.
+  uint64_t NextBatchEndLocked(uint64_t seq) const BC_REQUIRES(mu_);
   // The home ring of the rank of a live group with ranks on several rings
   // that is predicted to read seq `seq`, if there is such a group.
   std::optional<uint32_t> GroupPlacementLocked(uint64_t seq) const BC_REQUIRES(mu_);

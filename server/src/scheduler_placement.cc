@@ -31,9 +31,7 @@ std::optional<uint32_t> Scheduler::GroupPlacementLocked(uint64_t seq) const {
   return std::nullopt;
 }
 
-uint32_t Scheduler::PlaceLocked() const {
-  if (config_.rings == 1) return 0;
-  if (std::optional<uint32_t> ring = GroupPlacementLocked(slots_.next_seq())) return *ring;
+std::vector<uint32_t> Scheduler::CandidateRingsLocked() const {
   std::vector<bool> read(config_.rings, false);
   for (const auto& [_, c] : consumers_) {
     if (c.attached) read[c.home_ring] = true;
@@ -42,13 +40,45 @@ uint32_t Scheduler::PlaceLocked() const {
   for (uint32_t r = 0; r < config_.rings; ++r) {
     if (read[r]) candidates.push_back(r);
   }
-  if (candidates.empty()) return static_cast<uint32_t>(batches_begun_ % config_.rings);
-  return candidates[batches_begun_ % candidates.size()];
+  if (candidates.empty()) {
+    for (uint32_t r = 0; r < config_.rings; ++r) candidates.push_back(r);
+  }
+  return candidates;
+}
+
+uint32_t Scheduler::PlaceAtLocked(uint64_t seq, uint64_t batch,
+                                  const std::vector<uint32_t>& candidates) const {
+  if (config_.rings == 1) return 0;
+  if (std::optional<uint32_t> ring = GroupPlacementLocked(seq)) return *ring;
+  return candidates[batch % candidates.size()];
+}
+
+uint32_t Scheduler::PlaceLocked() const {
+  if (config_.rings == 1) return 0;
+  return PlaceAtLocked(slots_.next_seq(), batches_begun_, CandidateRingsLocked());
 }
 
 uint32_t Scheduler::NextPlacement() const {
   MutexLock lock(&mu_);
   return PlaceLocked();
+}
+
+uint64_t Scheduler::NextBatchEndLocked(uint64_t seq) const {
+  const uint64_t L = config_.epoch_len;
+  return std::min({seq + config_.batch_size, (seq / L + 1) * L, stream_end_});
+}
+
+std::optional<uint64_t> Scheduler::PredictNextBatch(uint32_t ring) const {
+  MutexLock lock(&mu_);
+  const std::vector<uint32_t> candidates = CandidateRingsLocked();
+  uint64_t seq = slots_.next_seq();
+  uint64_t batch = batches_begun_;
+  // A few rounds of the rotation: beyond them the state will have changed.
+  for (uint32_t i = 0; i < 4 * config_.rings && seq < stream_end_; ++i, ++batch) {
+    if (PlaceAtLocked(seq, batch, candidates) == ring) return seq;
+    seq = NextBatchEndLocked(seq);
+  }
+  return std::nullopt;
 }
 
 void Scheduler::CountReadLocked(const Consumer& c, std::span<const Segment> segments) {

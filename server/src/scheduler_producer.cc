@@ -114,13 +114,11 @@ Result<SlotGrant> Scheduler::BeginPlacedBatch(uint32_t ring, Clock::time_point d
     const uint64_t next_seq = slots_.next_seq();
     if (next_seq >= stream_end_) return OutOfRangeError("the stream has ended");
     if (PlaceLocked() == ring) {
-      const uint64_t L = config_.epoch_len;
-      const uint64_t end =
-          std::min({next_seq + config_.batch_size, (next_seq / L + 1) * L, stream_end_});
-      const std::span<const int64_t> indices(placeholder_.data(), end - next_seq);
+      const std::span<const int64_t> indices(placeholder_.data(),
+                                             NextBatchEndLocked(next_seq) - next_seq);
       BATCHCAST_ASSIGN_OR_RETURN(
           std::optional<SlotGrant> grant,
-          TryBeginLocked(static_cast<uint32_t>(next_seq / L), indices, ring));
+          TryBeginLocked(static_cast<uint32_t>(next_seq / config_.epoch_len), indices, ring));
       if (grant) {
         NotifyProducer();  // the next batch may be another ring's
         return *grant;

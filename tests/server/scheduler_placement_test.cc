@@ -120,6 +120,23 @@ TEST_F(PlacementTest, RoundRobinOverTheRingsWithReaders) {
   EXPECT_EQ(ConsumerStats("c")["ring"], 2);
 }
 
+TEST_F(PlacementTest, AProducersReadAheadIsItsOwnRingsNextBatch) {
+  Make(Rings(2));
+  MustJoin("a", On(0));
+  MustJoin("b", On(1));
+  // Batches of 4: the stream's next is ring 0's (seq 0), then ring 1's (4).
+  EXPECT_EQ(s_->PredictNextBatch(0), std::optional<uint64_t>(0));
+  EXPECT_EQ(s_->PredictNextBatch(1), std::optional<uint64_t>(4));
+  ASSERT_TRUE(Produce().has_value());  // seq 0 on ring 0
+  EXPECT_EQ(s_->PredictNextBatch(0), std::optional<uint64_t>(8));
+  EXPECT_EQ(s_->PredictNextBatch(1), std::optional<uint64_t>(4));
+  // With readers on ring 1 only, ring 0 has no batch in sight.
+  Make(Rings(2));
+  MustJoin("b", On(1));
+  EXPECT_EQ(s_->PredictNextBatch(0), std::nullopt);
+  EXPECT_EQ(s_->PredictNextBatch(1), std::optional<uint64_t>(0));
+}
+
 TEST_F(PlacementTest, DecodeFollowsReadersOnOneRing) {
   Make(Rings(2));
   MustJoin("a", On(1));
