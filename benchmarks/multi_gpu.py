@@ -1,23 +1,38 @@
 #!/usr/bin/env python3
-"""Aggregate producer rate of one server with a ring per GPU, against one GPU.
+"""One server with a ring per GPU (one stream, each sample decoded once), against one GPU.
 
-    benchmarks/multi_gpu.py [--build DIR] [--data DIR] [--gpus 1,2,4] [--seconds S]
-                            [--warmup S] [--json FILE]
+    benchmarks/multi_gpu.py [--build DIR] [--data DIR] [--gpus 1,2] [--seconds S]
+                            [--warmup S] [--quick] [--skip producer,trainers,ddp]
+                            [--json FILE]
 
-For each GPU count g (default 1, 2 and 4 where that many are visible), in one
-run: starts `batchcast-server serve DATA --device cuda:0,..,g-1 --decode gpu`
-(train transform, 224, float16, NCHW, producer batch 256, window 8), one
-batchcast.Loader per GPU (device=cuda:i, batch 256, in threads) reading as
-fast as it can, waits --warmup seconds, then measures the samples every ring
-published over --seconds. Prints img/s per GPU count, per ring, and the ratio
-to one GPU (the goal: close to linear). Needs torch with CUDA, nvJPEG in the
-build and a CUDA build of batchcast; the dataset (3,000 JPEGs by
-tools/make_dataset.py, from ../shared/data/photos where it exists) is made
-once under /tmp and read into the page cache. About 1-2 minutes in all.
+In one run, on the same dataset (3,000 JPEGs by tools/make_dataset.py, made
+once under /tmp and read into the page cache):
+
+1. producer: for each GPU count g (default 1 and 2, as visible), starts
+   `batchcast-server serve DATA --device cuda:0,..,g-1 --decode gpu` (train
+   transform, 224, float16, NCHW, producer batch 256, window 8) with one
+   batchcast.Loader per GPU (device=cuda:i, batch 256, in threads) reading as
+   fast as it can; after --warmup seconds it measures over --seconds the
+   server's aggregate rate (samples published: each decoded once) and what
+   each GPU decoded (`rings[i].samples_decoded`), per second and per epoch,
+   and the bytes copied between GPUs.
+2. trainers: one trainer process per GPU, all at once (ResNet-50 batch 128
+   bfloat16, then ResNet-18), fed by the g-GPU server (a batchcast.Loader on
+   its GPU, each reading the whole stream) vs synthetic tensors already on
+   its GPU, also all at once: images/s per trainer and the fed/synthetic
+   ratio.
+3. ddp: examples/train_ddp.py under torchrun over g GPUs (one rank per GPU,
+   ResNet-50, batch 128), with the server's rings on every GPU
+   (--server-device cuda:all) vs one cuda:0 ring.
+
+Needs torch with CUDA, nvJPEG in the build and a CUDA build of batchcast.
+About 8 minutes in all; --quick (shorter measurements, fewer steps) about 3.
 """
 import argparse
 import json
 import os
+import re
+import subprocess
 import sys
 import threading
 import time
@@ -27,94 +42,221 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_files import make_dataset, warm_page_cache  # noqa: E402
 from bench_server import ServerProcess, find_build, server_bin  # noqa: E402
 
-
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--build", help="the batchcast build (default: BATCHCAST_BUILD_DIR, build/)")
-    p.add_argument("--data", default="/tmp/bc_multigpu_data")
-    p.add_argument("--gpus", default=None,
-                   help="GPU counts to run, e.g. 1,2,4 (default: 1, 2, 4 as visible)")
-    p.add_argument("--seconds", type=float, default=10.0)
-    p.add_argument("--warmup", type=float, default=5.0)
-    p.add_argument("--json", default=None, help="also write the results here")
-    args = p.parse_args()
-    build = find_build(args.build)
-    import batchcast
-    import torch
-
-    visible = torch.cuda.device_count()
-    counts = ([int(x) for x in args.gpus.split(",")] if args.gpus
-              else [g for g in (1, 2, 4) if g <= visible])
-    counts = [g for g in counts if 1 <= g <= visible]
-    if not counts:
-        print(f"needs a GPU (visible: {visible})")
-        return 1
-    make_dataset(args.data, 3000, classes=100)
-    warm_page_cache(args.data)
-    binary = server_bin(build)
-    results = []
-    for g in counts:
-        results.append(run_one(batchcast, binary, args, g))
-        r = results[-1]
-        print(f"{g} GPU(s): {r['rate']:.0f} img/s  per ring: "
-              + ", ".join(f"{x:.0f}" for x in r["per_ring"]), flush=True)
-    base = results[0]["rate"] if results[0]["gpus"] == 1 else None
-    print("\ngpus  img/s     ratio to 1 GPU")
-    for r in results:
-        r["ratio"] = r["rate"] / base if base else None
-        ratio = f"{r['ratio']:.2f}" if base else "-"
-        print(f"{r['gpus']:>4}  {r['rate']:>8.0f}  {ratio}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(0), "results": results}, f, indent=1)
-    return 0
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SERVER = {"decode": "gpu", "batch_size": 256, "window": 8, "dtype": "float16", "layout": "nchw",
+          "transform": "train", "size": 224}
 
 
-def published(batchcast, name, rings):
+def devices(g):
+    return "cuda:" + ",".join(str(i) for i in range(g))
+
+
+def server_stats(batchcast, name):
     stats = batchcast.query_stats(name, timeout=5.0)
-    stats = json.loads(stats) if isinstance(stats, str) else stats
-    if rings == 1:
-        return [stats["samples_published"]]
-    return [r["samples_published"] for r in stats["rings"]]
+    return json.loads(stats) if isinstance(stats, str) else stats
 
 
-def run_one(batchcast, binary, args, g):
-    name = f"mgbench-{os.getpid()}-{g}"
-    options = {"device": "cuda:" + ",".join(str(i) for i in range(g)), "decode": "gpu",
-               "batch_size": 256, "window": 8, "dtype": "float16", "layout": "nchw",
-               "transform": "train", "size": 224}
-    stop = threading.Event()
-    errors = []
+def ring_counts(stats, key):
+    return [r.get(key, 0) for r in stats.get("rings", [])]
 
-    def consume(i):
+
+def loaders_reading(batchcast, name, g, batch, body, stop, errors):
+    """Threads, one per GPU, each running body(i, loader) until `stop`."""
+    def run(i):
         try:
-            loader = batchcast.Loader(name, batch_size=256, timeout=60, device=f"cuda:{i}")
-            assert loader.ring_device == f"cuda:{i}", loader.ring_device
+            import torch
+            torch.cuda.set_device(i)
+            loader = batchcast.Loader(name, batch_size=batch, timeout=120, device=f"cuda:{i}")
             while not stop.is_set():
-                for _ in loader:
+                for images, _ in loader:
+                    body(i, images)
                     if stop.is_set():
                         break
             loader.close()
-        except Exception as e:  # reported below
-            errors.append(f"consumer on cuda:{i}: {e!r}")
+        except Exception as e:  # reported by the caller
+            errors.append(f"cuda:{i}: {e!r}")
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(g)]
+    for t in threads:
+        t.start()
+    return threads
 
-    with ServerProcess(binary, name, options, data=args.data, timeout=120):
-        threads = [threading.Thread(target=consume, args=(i,), daemon=True) for i in range(g)]
+
+def producer(batchcast, binary, args, g):
+    name = f"mgbench-{os.getpid()}-p{g}"
+    stop, errors = threading.Event(), []
+    with ServerProcess(binary, name, dict(SERVER, device=devices(g)), data=args.data,
+                       timeout=120):
+        threads = loaders_reading(batchcast, name, g, 256, lambda i, x: None, stop, errors)
         try:
-            for t in threads:
-                t.start()
             time.sleep(args.warmup)
-            t0, p0 = time.monotonic(), published(batchcast, name, g)
+            t0, s0 = time.monotonic(), server_stats(batchcast, name)
             time.sleep(args.seconds)
-            t1, p1 = time.monotonic(), published(batchcast, name, g)
+            t1, s1 = time.monotonic(), server_stats(batchcast, name)
         finally:
             stop.set()
             for t in threads:
                 t.join(30)
     if errors:
         raise RuntimeError("; ".join(errors))
-    per_ring = [(b - a) / (t1 - t0) for a, b in zip(p0, p1)]
-    return {"gpus": g, "rate": sum(per_ring), "per_ring": per_ring}
+    dt = t1 - t0
+    before, after = ring_counts(s0, "samples_decoded"), ring_counts(s1, "samples_decoded")
+    decoded = [(b - a) / dt for a, b in zip(before, after)]
+    epoch = s1.get("epoch_len", 1)
+    return {"gpus": g, "rate": (s1["samples_published"] - s0["samples_published"]) / dt,
+            "decoded_per_ring": decoded,
+            "epoch_share_per_ring": [d / max(sum(decoded), 1e-9) for d in decoded],
+            "epoch_len": epoch,
+            "peer_bytes_per_s": [(b - a) / dt for a, b in
+                                 zip(ring_counts(s0, "peer_bytes"), ring_counts(s1, "peer_bytes"))]}
+
+
+TRAINER = r"""
+import sys, time, torch, torchvision
+device, arch, batch, steps, source = sys.argv[1:6]
+batch, steps, i = int(batch), int(steps), int(device.split(":")[1])
+torch.cuda.set_device(i)
+model = getattr(torchvision.models, arch)().cuda(i).to(memory_format=torch.channels_last)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+if source == "synthetic":
+    x = torch.randn(batch, 3, 224, 224, device=device, dtype=torch.float16)
+    batches = iter(lambda: x, None)
+else:
+    import batchcast
+    loader = batchcast.Loader(source, batch_size=batch, timeout=120, device=device)
+    def endless():
+        while True:
+            for images, _ in loader:
+                yield images
+    batches = endless()
+warm, t0 = 5, None
+for n, x in enumerate(batches):
+    if n == warm:
+        torch.cuda.synchronize(i)
+        t0 = time.monotonic()
+    if n == warm + steps:
+        torch.cuda.synchronize(i)
+        print("RATE", batch * steps / (time.monotonic() - t0), flush=True)
+        break
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(x.to(memory_format=torch.channels_last)).float().mean()
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+"""
+
+
+def trainers_at_once(args, g, arch, batch, source):
+    """img/s of one trainer process per GPU, all at once, reading `source`
+    (a server's name, or "synthetic": a tensor already on its GPU)."""
+    steps = 20 if args.quick else 60
+    env = dict(os.environ, PYTHONPATH=os.path.join(args.build_dir, "python") + os.pathsep
+               + os.environ.get("PYTHONPATH", ""))
+    procs = [subprocess.Popen([sys.executable, "-c", TRAINER, f"cuda:{i}", arch, str(batch),
+                               str(steps), source], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for i in range(g)]
+    rates = []
+    for i, proc in enumerate(procs):
+        out, _ = proc.communicate(timeout=300)
+        found = re.findall(r"^RATE ([0-9.]+)$", out, re.M)
+        if proc.returncode != 0 or not found:
+            raise RuntimeError(f"trainer on cuda:{i} ({source}) exited {proc.returncode}: "
+                               f"{out[-2000:]}")
+        rates.append(float(found[-1]))
+    return rates
+
+
+def trainer_rates(binary, args, g, arch, batch):
+    """img/s per GPU of one trainer process per GPU, fed by the g-GPU server
+    and synthetic, each set of g at once."""
+    synthetic = trainers_at_once(args, g, arch, batch, "synthetic")
+    name = f"mgbench-{os.getpid()}-t{g}-{arch}"
+    with ServerProcess(binary, name, dict(SERVER, device=devices(g)), data=args.data,
+                       timeout=120):
+        fed = trainers_at_once(args, g, arch, batch, name)
+    return {"gpus": g, "arch": arch, "batch": batch, "fed": fed, "synthetic": synthetic,
+            "ratio": [f / s if s else 0.0 for f, s in zip(fed, synthetic)]}
+
+
+def ddp(args, g, server_device):
+    """examples/train_ddp.py under torchrun over g GPUs: its last aggregate images/s."""
+    steps = 10 if args.quick else 30
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           f"--nproc_per_node={g}", os.path.join(ROOT, "examples", "train_ddp.py"),
+           "--data", args.data, "--device", "cuda", "--size", "224", "--batch-size", "128",
+           "--arch", "resnet50", "--epochs", "2", "--steps", str(steps),
+           "--server-device", server_device]
+    env = dict(os.environ, PYTHONPATH=os.path.join(args.build_dir, "python") + os.pathsep
+               + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    rates = [float(m) for m in re.findall(r"= ([0-9.]+) images/s in all", out.stdout)]
+    if out.returncode != 0 or not rates:
+        raise RuntimeError(f"train_ddp.py ({server_device}) exited {out.returncode}: "
+                           f"{(out.stdout + out.stderr)[-2000:]}")
+    return {"gpus": g, "server_device": server_device, "images_per_s": rates[-1]}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--build", help="the batchcast build (default: BATCHCAST_BUILD_DIR, build/)")
+    p.add_argument("--data", default="/tmp/bc_multigpu_data")
+    p.add_argument("--gpus", default=None, help="GPU counts, e.g. 1,2 (default: 1, 2 as visible)")
+    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--warmup", type=float, default=5.0)
+    p.add_argument("--quick", action="store_true", help="shorter runs (about 3 minutes)")
+    p.add_argument("--skip", default="", help="parts to leave out: producer,trainers,ddp")
+    p.add_argument("--json", default=None, help="also write the results here")
+    args = p.parse_args()
+    if args.quick:
+        args.seconds, args.warmup = min(args.seconds, 5.0), min(args.warmup, 3.0)
+    build = find_build(args.build)
+    args.build_dir = build
+    import batchcast
+    import torch
+
+    visible = torch.cuda.device_count()
+    counts = ([int(x) for x in args.gpus.split(",")] if args.gpus
+              else [g for g in (1, 2) if g <= visible])
+    counts = [g for g in counts if 1 <= g <= visible]
+    if not counts:
+        print(f"needs a GPU (visible: {visible})")
+        return 1
+    skip = set(x for x in args.skip.split(",") if x)
+    make_dataset(args.data, 3000, classes=100)
+    warm_page_cache(args.data)
+    binary = server_bin(build)
+    out = {"device": torch.cuda.get_device_name(0), "producer": [], "trainers": [], "ddp": []}
+    if "producer" not in skip:
+        for g in counts:
+            r = producer(batchcast, binary, args, g)
+            out["producer"].append(r)
+            print(f"producer, {g} GPU(s): {r['rate']:.0f} img/s; decoded per GPU: "
+                  + ", ".join(f"{x:.0f}/s ({s:.0%} of each epoch)"
+                              for x, s in zip(r["decoded_per_ring"], r["epoch_share_per_ring"]))
+                  + "; copied between GPUs: "
+                  + ", ".join(f"{b / 1e6:.0f} MB/s" for b in r["peer_bytes_per_s"]), flush=True)
+        base = out["producer"][0]["rate"] if out["producer"][0]["gpus"] == 1 else None
+        for r in out["producer"]:
+            r["ratio"] = r["rate"] / base if base else None
+    if "trainers" not in skip:
+        archs = [("resnet50", 128)] + ([] if args.quick else [("resnet18", 128)])
+        for arch, batch in archs:
+            r = trainer_rates(binary, args, counts[-1], arch, batch)
+            out["trainers"].append(r)
+            print(f"trainers, {arch} batch {batch} bf16, one per GPU on {r['gpus']} GPU(s): "
+                  + ", ".join(f"cuda:{i} {f:.0f} img/s fed / {s:.0f} synthetic ({q:.2f})"
+                              for i, (f, s, q) in enumerate(zip(r["fed"], r["synthetic"],
+                                                                r["ratio"]))), flush=True)
+    if "ddp" not in skip and counts[-1] >= 2:
+        g = counts[-1]
+        for device in ("cuda:all", "cuda:0"):
+            r = ddp(args, g, device)
+            out["ddp"].append(r)
+            print(f"ddp, {g} ranks, ResNet-50 batch 128, server rings {device}: "
+                  f"{r['images_per_s']:.0f} img/s", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    return 0
 
 
 if __name__ == "__main__":

@@ -35,7 +35,8 @@ Usage:
 Options: --device cpu|cuda (cuda: each rank on GPU LOCAL_RANK, backend nccl;
 cpu: gloo), --epochs E, --steps N (stop each epoch after N steps; 0 = whole
 epochs), --batch-size B (per rank), --size S, --arch (a torchvision ResNet),
---server-device (the in-process server's ring: cpu, the default, or cuda:N).
+--server-device (the in-process server's rings: cuda:all, a ring per GPU sharing one
+stream, by default on a node of several GPUs with --device cuda; else cpu; or cuda:N).
 --check-split gathers every rank's sample indices at each epoch's end and
 checks that no sample was read twice (rank 0 prints the result).
 
@@ -68,8 +69,9 @@ def parse_args():
     src.add_argument("--shared", metavar="NAME",
                      help="a server already running on each node (--shard-from-env)")
     p.add_argument("--device", default="cpu", help="cpu (gloo) or cuda (nccl, GPU LOCAL_RANK)")
-    p.add_argument("--server-device", default="cpu",
-                   help="ring of the in-process server: cpu (host memory) or cuda:N")
+    p.add_argument("--server-device", default=None,
+                   help="rings of the in-process server: cuda:all (a ring per GPU, the default "
+                        "with --device cuda on several GPUs), cpu (host memory, else) or cuda:N")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--steps", type=int, default=0, help="steps per epoch (0 = whole epochs)")
     p.add_argument("--batch-size", type=int, default=32, help="per rank")
@@ -96,15 +98,29 @@ def place():
     return 0, 1, 0, str(os.getpid())
 
 
+def server_device_default(device):
+    """cuda:all (a ring per local GPU) for a GPU job on a node of several GPUs, else cpu."""
+    if device.startswith("cuda") and torch.cuda.is_available() and torch.cuda.device_count() > 1:
+        return "cuda:all"
+    return "cpu"
+
+
 def start_server(args, batchcast, job):
     """Local rank 0's server for this node's shard (shard_from_env), or None."""
     if args.shared:
         return None
-    # A producer batch per round of the node's ranks (a round must fit half the ring).
     local_ranks = int(
         os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("SLURM_NTASKS_PER_NODE", 1)))
-    options = dict(name=f"ddp-{job}"[:64], device=args.server_device, size=args.size,
-                   batch_size=args.batch_size * local_ranks, window=8, shard_from_env=True)
+    device = args.server_device or server_device_default(args.device)
+    if "," in device or device == "cuda:all":
+        # A ring per GPU sharing one stream: a producer batch per rank batch, so
+        # that each batch is decoded on the GPU of the rank that reads it (a
+        # round of the node's ranks must fit half the ring).
+        batch_size, window = args.batch_size, max(8, 2 * local_ranks)
+    else:  # a producer batch per round of the node's ranks
+        batch_size, window = args.batch_size * local_ranks, 8
+    options = dict(name=f"ddp-{job}"[:64], device=device, size=args.size,
+                   batch_size=batch_size, window=window, shard_from_env=True)
     if args.synthetic:
         return batchcast.Server(synthetic=args.synthetic, **options)
     return batchcast.Server(args.data, **options)

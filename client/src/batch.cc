@@ -30,29 +30,28 @@ FieldView MakeFieldView(const FieldSpec& f, Device device, size_t n, const void*
   return v;
 }
 
-// Checks that the segments lie in the ring and hold exactly `n` samples;
-// returns the slots they read.
-Result<std::vector<uint32_t>> CheckSegments(const RingLayout& layout,
-                                            const std::vector<Segment>& segments, size_t n) {
-  std::vector<uint32_t> slots;
+// Checks that the segments lie in the rings and hold exactly `n` samples.
+Status CheckSegments(const MappedRing& ring, const std::vector<Segment>& segments, size_t n) {
+  const RingLayout& layout = ring.layout();
   uint64_t samples = 0;
   for (const Segment& s : segments) {
-    if (s.slot >= layout.window() || s.offset + uint64_t{s.count} > layout.batch_size()) {
+    if (s.slot >= layout.window() || s.offset + uint64_t{s.count} > layout.batch_size() ||
+        s.ring >= ring.ring_count()) {
       return InternalError("server sent a segment outside the ring");
     }
     samples += s.count;
-    slots.push_back(s.slot);
   }
   if (samples != n) {
     return InternalError("server sent segments of " + std::to_string(samples) +
                          " samples for a batch of " + std::to_string(n));
   }
-  return slots;
+  return Status::Ok();
 }
 
-// Where each field's samples are: in the ring (one segment), or in private
-// buffers the ring views fill, one per view, on `stream` (recorded in
-// state.gathered).
+// Where each field's samples are: in the home ring (one segment there), or
+// in private buffers the home ring's views fill, one per view, on `stream`
+// (recorded in state.gathered), copying from whichever ring each segment
+// lies on (Note [Placement], server/src/scheduler.h).
 Result<std::vector<const uint8_t*>> PlaceFields(const MappedRing& ring, BatchState& state,
                                                 CudaStreamRef stream) {
   const RingLayout& layout = ring.layout();
@@ -73,8 +72,12 @@ Result<std::vector<const uint8_t*>> PlaceFields(const MappedRing& ring, BatchSta
       if (fields[fi].memory != view->device().kind) continue;
       offsets[fi] = bytes;
       for (const Segment& s : state.segments) {
+        const RingView* from = nullptr;  // the home ring's own
+        if (s.ring != ring.home()) {
+          BATCHCAST_ASSIGN_OR_RETURN(from, ring.view(s.ring, fields[fi].memory));
+        }
         const size_t n = fields[fi].bytes_per_sample() * s.count;
-        copies.push_back(RingCopy{layout.SampleOffset(fi, s.slot, s.offset), bytes, n});
+        copies.push_back(RingCopy{from, layout.SampleOffset(fi, s.slot, s.offset), bytes, n});
         bytes += n;
       }
     }
@@ -104,17 +107,17 @@ Result<Batch> MakeBatch(std::shared_ptr<Session> session, proto::Batch reply,
   state->skipped = reply.skipped;
   state->indices = std::move(reply.indices);
   state->segments = std::move(reply.segments);
-  state->zero_copy = state->segments.size() == 1;
+  const MappedRing& ring = session->ring();
+  // Zero-copy: one slot, on the home ring.
+  state->zero_copy = state->segments.size() == 1 && state->segments[0].ring == ring.home();
   {
     MutexLock lock(&state->streams_mu);
     state->streams.push_back(stream);
   }
-  const MappedRing& ring = session->ring();
   const size_t n = state->indices.size();
-  BATCHCAST_ASSIGN_OR_RETURN(std::vector<uint32_t> slots,
-                             CheckSegments(ring.layout(), state->segments, n));
+  BATCHCAST_RETURN_IF_ERROR(CheckSegments(ring, state->segments, n));
   // Note [Device ring ordering], step 3: no host sync.
-  BATCHCAST_RETURN_IF_ERROR(ring.OrderAfterProducer(slots, stream));
+  BATCHCAST_RETURN_IF_ERROR(ring.OrderAfterProducer(state->segments, stream));
   BATCHCAST_ASSIGN_OR_RETURN(std::vector<const uint8_t*> data, PlaceFields(ring, *state, stream));
   const std::vector<FieldSpec>& fields = ring.layout().fields();
   for (size_t fi = 0; fi < fields.size(); ++fi) {

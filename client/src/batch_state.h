@@ -3,11 +3,12 @@
 // MakeBatch builds one from a BATCH reply. Internal to batchcast::client.
 //
 // Life of a data batch (Note [Client leases], lease_ledger.h):
-//  - zero-copy (one segment): the fields view the ring; the lease is held
+//  - zero-copy (one segment, on the home ring): the fields view the ring; the lease is held
 //    until the state dies, then ends after the GPU work queued on `streams`
 //    (none on a host ring: at once).
-//  - gathered (several segments): the samples are copied into private
-//    buffers, one per ring view, on the delivery stream; the lease ends as
+//  - gathered (several segments, or one on another GPU's ring): the samples
+//    are copied into private buffers on the home ring's device, one per ring
+//    view, on the delivery stream; the lease ends as
 //    soon as the copies completed (host: at once), and the buffers are freed
 //    when the state dies, after the work queued on `streams`.
 // Every data batch holds the session, so the ring's mapping and the ledger

@@ -57,7 +57,9 @@ Result<std::string> Consumer::Stats() {
 const std::optional<GroupMembership>& Consumer::group() const { return session_->group(); }
 
 Device Consumer::device() const {
-  for (const proto::Allocation& a : session_->welcome().allocations) {
+  // The home ring's device: every field of every batch is there.
+  const proto::Welcome& w = session_->welcome();
+  for (const proto::Allocation& a : w.rings.at(w.home_ring).allocations) {
     if (a.kind == MemoryKind::kCuda) return Device::Cuda(a.device_index);
   }
   return Device::Cpu();

@@ -15,7 +15,11 @@
 // the gather buffer comes from N's pool and the completion events are N's.
 // Fields are therefore always on N (Consumer::device()); a consumer computing
 // on M reads them through peer access or copies them (torch: `.to(M)`), and
-// a server with a ring per GPU (--device cuda:0,1) serves it from M's ring.
+// a server with a ring per GPU (--device cuda:0,1) makes M's ring its home:
+// a batch placed on another GPU's ring K (Note [Placement],
+// server/src/scheduler.h) is gathered into M's memory by peer copies K to M
+// queued on the delivery stream, which first waits (with M current) for the
+// slot events of K.
 // A CUDA error here is the library's or the driver's, never the caller's:
 // it is reported as Internal (or its own code: ResourceExhausted, ...),
 // never as InvalidArgument, with CUDA's text.
@@ -95,9 +99,12 @@ class CudaRingView final : public RingView {
   Device device() const override { return Device::Cuda(device_); }
   const uint8_t* data() const override { return mapping_->data(); }
 
-  Status OrderAfterProducer(std::span<const uint32_t> slots, CudaStreamRef stream) const override {
+  // With the stream's device current (a slot event of another device may
+  // order it: cudaStreamWaitEvent takes an event of any device).
+  Status OrderAfterProducer(std::span<const uint32_t> slots, CudaStreamRef stream,
+                            Device stream_device) const override {
     const std::string context = "cannot order the consumer's CUDA stream after the producer";
-    cuda::DeviceGuard g(device_);
+    cuda::DeviceGuard g(stream_device.is_cuda() ? stream_device.index : device_);
     if (!g.status().ok()) return RingFailure(g.status(), context);
     for (uint32_t slot : std::set<uint32_t>(slots.begin(), slots.end())) {
       if (Status s = slot_events_[slot].BlockStream(stream); !s.ok()) {
@@ -115,7 +122,9 @@ class CudaRingView final : public RingView {
   }
 
   // Device-to-device copies (N to N, with N current) into a buffer of N's
-  // private stream-ordered pool.
+  // private stream-ordered pool; a copy out of another ring (on device K,
+  // Note [Placement]) is a peer copy K to N, valid whether or not K and N
+  // have peer access (cudaMemcpyPeerAsync then goes through the host).
   Result<void*> Gather(std::span<const RingCopy> copies, size_t bytes,
                        CudaStreamRef stream) const override {
     const std::string context = "cannot gather the batch on " + DeviceName(device());
@@ -124,8 +133,12 @@ class CudaRingView final : public RingView {
     Result<void*> buffer = cuda::AllocAsync(device_, bytes, stream);
     if (!buffer.ok()) return RingFailure(buffer.status(), context + " (allocating its buffer)");
     for (const RingCopy& c : copies) {
-      Status s = cuda::CopyAsync(static_cast<uint8_t*>(*buffer) + c.dst, mapping_->data() + c.src,
-                                 c.bytes, stream);
+      uint8_t* dst = static_cast<uint8_t*>(*buffer) + c.dst;
+      const RingView& from = c.from != nullptr ? *c.from : *this;
+      const uint8_t* src = from.data() + c.src;
+      Status s = from.device() == device()
+                     ? cuda::CopyAsync(dst, src, c.bytes, stream)
+                     : cuda::CopyPeerAsync(dst, device_, src, from.device().index, c.bytes, stream);
       if (!s.ok()) {
         // The copies already queued may still read the ring: wait for them.
         (void)cuda::SynchronizeStream(stream);

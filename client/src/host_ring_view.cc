@@ -1,6 +1,7 @@
 // RingView of a host ring (POSIX shared memory): loads see the producer's
 // committed writes (the BATCH that names a slot was sent after the commit),
-// so there is nothing to order or to wait for, and a gather is a memcpy.
+// so there is nothing to order or to wait for, and a gather is a memcpy (from
+// this ring or another host ring of the server).
 #include <cstdlib>
 #include <cstring>
 
@@ -17,7 +18,7 @@ class HostRingView final : public RingView {
   Device device() const override { return Device::Cpu(); }
   const uint8_t* data() const override { return shm_->data(); }
 
-  Status OrderAfterProducer(std::span<const uint32_t>, CudaStreamRef) const override {
+  Status OrderAfterProducer(std::span<const uint32_t>, CudaStreamRef, Device) const override {
     return Status::Ok();
   }
   Status StreamWaitsFor(CudaStreamRef, CudaStreamRef) const override { return Status::Ok(); }
@@ -29,7 +30,10 @@ class HostRingView final : public RingView {
       return ResourceExhaustedError("cannot allocate " + std::to_string(bytes) +
                                     " bytes for a gathered batch");
     }
-    for (const RingCopy& c : copies) std::memcpy(buffer + c.dst, shm_->data() + c.src, c.bytes);
+    for (const RingCopy& c : copies) {
+      const uint8_t* from = c.from != nullptr ? c.from->data() : shm_->data();  // another ring's
+      std::memcpy(buffer + c.dst, from + c.src, c.bytes);
+    }
     return static_cast<void*>(buffer);
   }
   void FreeGather(void* buffer, std::span<const CudaStreamRef>) const override {

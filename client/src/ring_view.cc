@@ -1,6 +1,7 @@
 #include "ring_view.h"
 
 #include <algorithm>
+#include <set>
 
 #include "batchcast/core/check.h"
 
@@ -9,39 +10,82 @@ namespace batchcast::internal {
 Result<MappedRing> MappedRing::Map(const proto::Welcome& welcome) {
   BATCHCAST_ASSIGN_OR_RETURN(RingLayout layout, RingLayout::Make(welcome.fields, welcome.window,
                                                                  welcome.producer_batch_size));
-  MappedRing ring(std::move(layout));
-  for (const proto::Allocation& a : welcome.allocations) {
-    const size_t expected = ring.layout_.allocation_bytes(a.kind);
+  if (welcome.rings.empty() || welcome.home_ring >= welcome.rings.size()) {
+    return InternalError("the server announced no ring for this consumer");
+  }
+  MappedRing ring(std::move(layout), welcome.window);
+  ring.home_ = welcome.home_ring;
+  for (const proto::RingInfo& r : welcome.rings) ring.allocations_.push_back(r.allocations);
+  BATCHCAST_ASSIGN_OR_RETURN(ring.views_, ring.MapRing(ring.allocations_[ring.home_]));
+  ring.peers_ = std::make_unique<Peers>();
+  {
+    MutexLock lock(&ring.peers_->mu);
+    ring.peers_->views.resize(ring.allocations_.size());
+  }
+  return ring;
+}
+
+Result<MappedRing::Views> MappedRing::MapRing(
+    const std::vector<proto::Allocation>& allocations) const {
+  Views views;
+  for (const proto::Allocation& a : allocations) {
+    const size_t expected = layout_.allocation_bytes(a.kind);
     if (a.bytes != expected) {
       return InternalError("ring size mismatch: server says " + std::to_string(a.bytes) +
                            " bytes, layout needs " + std::to_string(expected));
     }
     Result<std::unique_ptr<RingView>> view =
-        a.kind == MemoryKind::kHost ? MapHostRing(a) : MapCudaRing(a, welcome.window);
+        a.kind == MemoryKind::kHost ? MapHostRing(a) : MapCudaRing(a, window_);
     if (!view.ok()) return view.status();
-    ring.views_.push_back(std::move(*view));
+    views.push_back(std::move(*view));
   }
-  for (const FieldSpec& f : ring.layout_.fields()) {
-    const bool mapped = std::any_of(ring.views_.begin(), ring.views_.end(),
-                                    [&](const auto& v) { return v->device().kind == f.memory; });
-    if (!mapped) {
+  for (const FieldSpec& f : layout_.fields()) {
+    if (Find(views, f.memory) == nullptr) {
       return InternalError("the server announced no ring allocation for field '" + f.name + "'");
     }
   }
-  return ring;
+  return views;
 }
 
-const RingView& MappedRing::view(MemoryKind kind) const {
-  for (const std::unique_ptr<RingView>& v : views_) {
-    if (v->device().kind == kind) return *v;
+const RingView* MappedRing::Find(const Views& views, MemoryKind kind) {
+  for (const std::unique_ptr<RingView>& v : views) {
+    if (v->device().kind == kind) return v.get();
   }
-  BATCHCAST_CHECK(false) << "no ring view for a memory kind Map() checked";
-  return *views_.front();
+  return nullptr;
 }
 
-Status MappedRing::OrderAfterProducer(std::span<const uint32_t> slots, CudaStreamRef stream) const {
-  for (const std::unique_ptr<RingView>& v : views_) {
-    BATCHCAST_RETURN_IF_ERROR(v->OrderAfterProducer(slots, stream));
+Result<const RingView*> MappedRing::view(uint32_t ring, MemoryKind kind) const {
+  BATCHCAST_CHECK(ring < ring_count()) << ring << " of " << ring_count() << " rings";
+  const RingView* found = nullptr;
+  if (ring == home_) {
+    found = Find(views_, kind);
+  } else {
+    MutexLock lock(&peers_->mu);
+    Views& views = peers_->views[ring];
+    if (views.empty()) {
+      Result<Views> mapped = MapRing(allocations_[ring]);
+      if (!mapped.ok()) {
+        return mapped.status().WithContext("cannot map ring " + std::to_string(ring) +
+                                           " of the server (a batch placed there)");
+      }
+      views = std::move(*mapped);
+    }
+    found = Find(views, kind);
+  }
+  if (found == nullptr) return InternalError("no ring view for a field's memory kind");
+  return found;
+}
+
+Status MappedRing::OrderAfterProducer(std::span<const Segment> segments,
+                                      CudaStreamRef stream) const {
+  std::set<std::pair<uint32_t, uint32_t>> slots;  // (ring, slot)
+  for (const Segment& s : segments) slots.emplace(s.ring, s.slot);
+  const RingView* home = Find(views_, MemoryKind::kCuda);
+  if (home == nullptr) return Status::Ok();  // host memory: nothing to order
+  for (const auto& [ring, slot] : slots) {
+    BATCHCAST_ASSIGN_OR_RETURN(const RingView* v, view(ring, MemoryKind::kCuda));
+    const uint32_t one[] = {slot};
+    BATCHCAST_RETURN_IF_ERROR(v->OrderAfterProducer(one, stream, home->device()));
   }
   return Status::Ok();
 }

@@ -1,6 +1,8 @@
 // RingView: this client's mapping of one of the server's ring allocations,
-// and the memory operations a batch needs there; MappedRing: all of them,
-// with the ring's layout. Internal to batchcast::client.
+// and the memory operations a batch needs there; MappedRing: all of them, of
+// every ring of the server (one per GPU with --device cuda:0,1: Note
+// [Placement], server/src/scheduler.h), with the rings' layout. Internal to
+// batchcast::client.
 //
 // One implementation per memory path, each in its own file (like NCCL's
 // transports): host_ring_view.cc (POSIX shared memory: plain loads and
@@ -13,8 +15,11 @@
 // Note [Device leases] (lease_ledger.h). Streams are the consumer's delivery
 // stream and those of Batch::RecordStream; host views ignore them.
 //
-// Thread-safety: a MappedRing is immutable once mapped; its views may be used
-// from any thread (the CUDA view's event pool has its own mutex, a leaf lock).
+// Thread-safety: a MappedRing's home ring is mapped by Map and immutable; the
+// other rings are mapped on first use (a consumer fed only from its own GPU
+// never opens a context on another), under a mutex of their own (a leaf
+// lock, never held while a batch's views are used). Views may be used from
+// any thread (the CUDA view's event pool has its own mutex, a leaf lock).
 // Lifetime: the session owns the MappedRing and keeps it until the GPU work
 // of every batch completed (Note [CUDA IPC lifetimes], cuda/src/runtime.cc).
 #pragma once
@@ -28,15 +33,20 @@
 #include "batchcast/core/cuda_stream.h"
 #include "batchcast/core/field_spec.h"
 #include "batchcast/core/status.h"
+#include "core/src/mutex.h"
 #include "core/src/protocol.h"
 #include "core/src/ring_layout.h"
 #include "lease_ledger.h"
 
 namespace batchcast::internal {
 
-// One copy of a gather: `bytes` from `src` (an offset in the allocation) to
-// `dst` (an offset in the private buffer).
+class RingView;
+
+// One copy of a gather: `bytes` from `src` (an offset in the allocation of
+// `from`, the gathering view itself when null: another ring's view of the
+// same memory kind otherwise) to `dst` (an offset in the private buffer).
 struct RingCopy {
+  const RingView* from = nullptr;
   size_t src = 0;
   size_t dst = 0;
   size_t bytes = 0;
@@ -51,16 +61,20 @@ class RingView {
   // The first byte of the mapped allocation (a device pointer for kCuda).
   virtual const uint8_t* data() const = 0;
 
-  // Makes `stream` wait for the producer's writes of `slots` (Note [Device
-  // ring ordering], step 3); never waits on the host.
-  virtual Status OrderAfterProducer(std::span<const uint32_t> slots,
-                                    CudaStreamRef stream) const = 0;
+  // Makes `stream`, a stream of `stream_device` (the consumer's home ring's
+  // device: a null stream is that device's legacy stream), wait for the
+  // producer's writes of `slots` (Note [Device ring ordering], step 3); never
+  // waits on the host.
+  virtual Status OrderAfterProducer(std::span<const uint32_t> slots, CudaStreamRef stream,
+                                    Device stream_device) const = 0;
   // Makes `stream` wait for the work queued so far on `after` (RecordStream).
   virtual Status StreamWaitsFor(CudaStreamRef stream, CudaStreamRef after) const = 0;
 
-  // A private buffer of `bytes` filled by `copies` out of the allocation, in
-  // the order of `stream` (at once on the host). On failure nothing is left
-  // allocated, and no copy queued by this call still reads the ring.
+  // A private buffer of `bytes` in this view's memory (on its device) filled
+  // by `copies` out of the allocations (this one's, or another ring's: a
+  // device-to-device copy, peer or through the host), in the order of
+  // `stream` (at once on the host). On failure nothing is left allocated,
+  // and no copy queued by this call still reads a ring.
   virtual Result<void*> Gather(std::span<const RingCopy> copies, size_t bytes,
                                CudaStreamRef stream) const = 0;
   // Frees a buffer of Gather once the work queued so far on `users` (the
@@ -78,29 +92,54 @@ Result<std::unique_ptr<RingView>> MapHostRing(const proto::Allocation& allocatio
 // (cuda_ring_view.cc). InvalidArgument in a build without CUDA.
 Result<std::unique_ptr<RingView>> MapCudaRing(const proto::Allocation& allocation, uint32_t window);
 
-// The server's ring as this client sees it: the layout and one view per
-// allocation (per memory kind) that WELCOME announced.
+// The server's rings as this client sees them: the layout (the same on every
+// ring) and, per ring, one view per allocation (per memory kind) that
+// WELCOME announced. The home ring (WELCOME's home_ring: the consumer's
+// device's) is mapped at once; a batch reads it zero-copy. Other rings are
+// mapped when a batch first has a segment there.
 class MappedRing {
  public:
-  // Maps every allocation of `welcome`. Internal when the sizes disagree with
+  // Maps the home ring of `welcome`. Internal when the sizes disagree with
   // the layout or a field's memory has no allocation; the mapping's error
   // (with what to check) otherwise.
   static Result<MappedRing> Map(const proto::Welcome& welcome);
 
   const RingLayout& layout() const { return layout_; }
-  // The view holding fields of memory `kind` (Map checked it exists).
-  const RingView& view(MemoryKind kind) const;
+  size_t ring_count() const { return allocations_.size(); }
+  uint32_t home() const { return home_; }
+  // The home ring's view holding fields of memory `kind` (Map checked it exists).
+  const RingView& view(MemoryKind kind) const { return *Find(views_, kind); }
+  // The home ring's views.
   const std::vector<std::unique_ptr<RingView>>& views() const { return views_; }
+  // Ring `ring`'s view holding fields of memory `kind`, mapped on first use.
+  // REQUIRES: ring < ring_count().
+  Result<const RingView*> view(uint32_t ring, MemoryKind kind) const BC_EXCLUDES(peers_->mu);
 
-  // RingView's operations over every view of the ring.
-  Status OrderAfterProducer(std::span<const uint32_t> slots, CudaStreamRef stream) const;
+  // Makes `stream` wait for the producer's writes of the slots `segments`
+  // lie in, each on its own ring (Note [Device ring ordering], step 3).
+  Status OrderAfterProducer(std::span<const Segment> segments, CudaStreamRef stream) const;
+  // RingView's operations over every view of the home ring.
   Status StreamWaitsFor(CudaStreamRef stream, CudaStreamRef after) const;
   CompletionTokens TokensAfter(std::span<const CudaStreamRef> streams) const;
 
  private:
-  explicit MappedRing(RingLayout layout) : layout_(std::move(layout)) {}
+  using Views = std::vector<std::unique_ptr<RingView>>;
+  // The other rings' views, mapped on first use (empty until then).
+  struct Peers {
+    Mutex mu;
+    std::vector<Views> views BC_GUARDED_BY(mu);
+  };
+  MappedRing(RingLayout layout, uint32_t window) : layout_(std::move(layout)), window_(window) {}
+  // Maps `allocations` (one ring's) for this layout.
+  Result<Views> MapRing(const std::vector<proto::Allocation>& allocations) const;
+  static const RingView* Find(const Views& views, MemoryKind kind);
+
   RingLayout layout_;
-  std::vector<std::unique_ptr<RingView>> views_;
+  uint32_t window_ = 0;
+  uint32_t home_ = 0;
+  std::vector<std::vector<proto::Allocation>> allocations_;  // per ring
+  Views views_;                                              // the home ring's
+  std::unique_ptr<Peers> peers_;
 };
 
 }  // namespace batchcast::internal

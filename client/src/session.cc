@@ -42,6 +42,8 @@ Result<std::string> HelloDevice(const std::string& option) {
     Result<int> current = cuda::CurrentDevice();
     return current.ok() ? DeviceName(Device::Cuda(*current)) : std::string();
   }
+  // "cpu:N": host ring N of a server with several (a test setup).
+  if (option.starts_with("cpu:")) return option;
   Result<Device> d = ParseDevice(option);
   if (!d.ok()) return InvalidArgumentError("device: " + d.status().message());
   return d->is_cuda() ? DeviceName(*d) : std::string();

@@ -49,13 +49,22 @@ void Write(Writer& w, const Allocation& a) {
   w.PutArray(a.event_handles);
 }
 
-void Write(Writer& w, const Segment& s) { w.PutAll(s.slot, s.offset, s.count, s.producer_epoch); }
+void Write(Writer& w, const Segment& s) {
+  w.PutAll(s.slot, s.offset, s.count, s.producer_epoch, s.ring);
+}
 
-// A u32 count, then each element (FieldSpec, Allocation, Segment).
+void Write(Writer& w, const RingInfo& r);
+
+// A u32 count, then each element (FieldSpec, Allocation, Segment, RingInfo).
 template <typename T>
 void WriteList(Writer& w, const std::vector<T>& list) {
   w.Put(static_cast<uint32_t>(list.size()));
   for (const T& x : list) Write(w, x);
+}
+
+void Write(Writer& w, const RingInfo& r) {
+  w.Put(r.device);
+  WriteList(w, r.allocations);
 }
 
 void Write(Writer& w, const Welcome& m) {
@@ -63,7 +72,8 @@ void Write(Writer& w, const Welcome& m) {
   w.PutString(m.server_name);
   w.PutAll(m.window, m.producer_batch_size);
   WriteList(w, m.fields);
-  WriteList(w, m.allocations);
+  WriteList(w, m.rings);
+  w.Put(m.home_ring);
   w.PutAll(m.epoch_len, m.batches_per_epoch, m.heartbeat_interval_ms, m.heartbeat_timeout_ms);
 }
 
@@ -160,12 +170,15 @@ bool Read(Reader& r, Allocation& a) {
 }
 
 bool Read(Reader& r, Segment& s) {
-  if (!r.Get(s.slot) || !r.Get(s.offset) || !r.Get(s.count) || !r.Get(s.producer_epoch)) {
+  if (!r.Get(s.slot) || !r.Get(s.offset) || !r.Get(s.count) || !r.Get(s.producer_epoch) ||
+      !r.Get(s.ring)) {
     return false;
   }
   if (s.count == 0) return r.Fail("empty segment");
   return true;
 }
+
+bool Read(Reader& r, RingInfo& ring);
 
 // The reverse of WriteList: a count (at most `max`, and each element needs
 // at least `min_elem_bytes`, Reader::GetCount), then each element.
@@ -181,6 +194,12 @@ bool ReadList(Reader& r, std::vector<T>& list, size_t max, size_t min_elem_bytes
   return true;
 }
 
+// 13 + kIpcHandleBytes: a lower bound on the bytes of one allocation.
+bool Read(Reader& r, RingInfo& ring) {
+  return r.Get(ring.device) &&
+         ReadList(r, ring.allocations, kMaxAllocations, 13 + kIpcHandleBytes, "allocation");
+}
+
 bool Read(Reader& r, Welcome& m) {
   if (!r.Get(m.consumer_id) || !r.Get(m.server_pid) || !r.GetString(m.server_name, kMaxString) ||
       !r.Get(m.window) || !r.Get(m.producer_batch_size)) {
@@ -190,11 +209,13 @@ bool Read(Reader& r, Welcome& m) {
   if (m.producer_batch_size == 0 || m.producer_batch_size > kMaxBatch) {
     return r.Fail("bad producer batch size");
   }
-  // 10 and 13 + kIpcHandleBytes: lower bounds on the bytes of one field spec
-  // and of one allocation.
-  return ReadList(r, m.fields, kMaxFields, 10, "field") &&
-         ReadList(r, m.allocations, kMaxAllocations, 13 + kIpcHandleBytes, "allocation") &&
-         r.Get(m.epoch_len) && r.Get(m.batches_per_epoch) && r.Get(m.heartbeat_interval_ms) &&
+  // 10 and 8: lower bounds on the bytes of one field spec and of one ring.
+  if (!ReadList(r, m.fields, kMaxFields, 10, "field") ||
+      !ReadList(r, m.rings, kMaxRings, 8, "ring") || !r.Get(m.home_ring)) {
+    return false;
+  }
+  if (m.home_ring >= m.rings.size() && !m.rings.empty()) return r.Fail("bad home ring");
+  return r.Get(m.epoch_len) && r.Get(m.batches_per_epoch) && r.Get(m.heartbeat_interval_ms) &&
          r.Get(m.heartbeat_timeout_ms);
 }
 
@@ -205,7 +226,7 @@ bool Read(Reader& r, Next& m) {
 bool Read(Reader& r, Batch& m) {
   if (!r.Get(m.request_id) || !r.Get(m.lease_id) || !r.Get(m.epoch) || !r.Get(m.step) ||
       !r.Get(m.first_seq) || !r.Get(m.skipped) ||
-      !ReadList(r, m.segments, kMaxSegments, 4 * sizeof(uint32_t), "segment")) {
+      !ReadList(r, m.segments, kMaxSegments, 5 * sizeof(uint32_t), "segment")) {
     return false;
   }
   uint64_t total = 0;

@@ -32,7 +32,9 @@
 namespace batchcast {
 
 // 2: HELLO carries the consumer group (group, rank, world_size).
-inline constexpr uint16_t kProtocolVersion = 2;
+// 3: WELCOME carries every ring of the server (and the consumer's home ring);
+//    a segment names its ring.
+inline constexpr uint16_t kProtocolVersion = 3;
 
 namespace proto {
 
@@ -41,6 +43,7 @@ inline constexpr size_t kMaxString = 4096;
 inline constexpr size_t kMaxFields = 64;
 inline constexpr size_t kMaxDims = 8;
 inline constexpr size_t kMaxAllocations = 4;
+inline constexpr size_t kMaxRings = 64;
 inline constexpr size_t kMaxWindow = 65536;
 inline constexpr size_t kMaxBatch = 1 << 20;
 inline constexpr size_t kMaxSegments = 65536;
@@ -94,6 +97,15 @@ struct Allocation {
   bool operator==(const Allocation&) const = default;
 };
 
+// One ring of the server (one per GPU with --device cuda:0,1; Note [Rings per
+// GPU], server/src/device_list.h): its device and allocations, each holding
+// every slot of the window.
+struct RingInfo {
+  int32_t device = -1;  // the ring's GPU, -1 for a host ring
+  std::vector<Allocation> allocations;
+  bool operator==(const RingInfo&) const = default;
+};
+
 struct Welcome {
   uint64_t consumer_id = 0;
   uint32_t server_pid = 0;
@@ -101,7 +113,11 @@ struct Welcome {
   uint32_t window = 0;
   uint32_t producer_batch_size = 0;
   std::vector<FieldSpec> fields;
-  std::vector<Allocation> allocations;
+  // At least one; a Segment's `ring` indexes it. `home_ring`: the ring of the
+  // consumer's own device, which its fields are on (zero-copy from there,
+  // copied from the others).
+  std::vector<RingInfo> rings;
+  uint32_t home_ring = 0;
   uint64_t epoch_len = 0;          // samples in one consumer epoch
   uint64_t batches_per_epoch = 0;  // for this consumer's batch size and drop_last
   uint32_t heartbeat_interval_ms = 0;

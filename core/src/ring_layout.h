@@ -25,12 +25,16 @@ namespace batchcast {
 
 inline constexpr size_t kRingAlignment = 256;
 
-// A run of `count` consecutive samples of one slot, starting at sample `offset`.
+// A run of `count` consecutive samples of one slot, starting at sample `offset`,
+// on ring `ring` (a server with a ring per GPU holds every slot index on each
+// ring; the copy a batch was placed on is the valid one: Note [Placement],
+// server/src/scheduler.h).
 struct Segment {
   uint32_t slot = 0;
   uint32_t offset = 0;
   uint32_t count = 0;
   uint32_t producer_epoch = 0;  // the producer epoch of the slot's samples
+  uint32_t ring = 0;            // the ring (an index into WELCOME's rings) it lies on
   bool operator==(const Segment&) const = default;
 };
 

@@ -21,6 +21,13 @@ Status CopyAsync(void* dst, const void* src, size_t bytes, CudaStreamRef stream)
   return BATCHCAST_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, Raw(stream)));
 }
 
+Status CopyPeerAsync(void* dst, int dst_device, const void* src, int src_device, size_t bytes,
+                     CudaStreamRef stream) {
+  if (bytes == 0) return Status::Ok();
+  return BATCHCAST_CUDA_CHECK(
+      cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, Raw(stream)));
+}
+
 Status Copy(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return Status::Ok();
   return BATCHCAST_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));

@@ -50,6 +50,11 @@ stops and MPS is quit if this command started it; the exit status is
 fails (like torchrun); by default they go on (a hyper-parameter search
 outlives one bad setting).
 
+``--device cuda:all`` (or ``cuda:0,1``) serves every GPU of the node: a ring
+per GPU, sharing one stream (each sample decoded once, on the GPU of a job
+that reads it); put job k on its GPU with a list, e.g. ``-- python3 train.py
+--device 'cuda:{0,1,2,3}'``, so that each job reads its own GPU's ring.
+
 Jobs are independent consumers: each gets the whole stream (every sample
 once per its epoch) at its own batch size; the server's window bounds how
 far the fastest runs ahead of the slowest (see docs/semantics.md, "Window").

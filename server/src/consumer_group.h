@@ -127,6 +127,8 @@ class ConsumerGroup {
 
   // ---- stats ----
   uint64_t frontier() const { return frontier_.position(); }
+  // Where its first epoch starts (its epochs are epoch_len seqs from there).
+  uint64_t start() const { return frontier_.start(); }
   uint64_t skipped() const { return frontier_.skipped(); }
   uint64_t passed_over() const { return passed_over_; }
   uint64_t rounds() const { return rounds_; }

@@ -61,7 +61,9 @@ ControlLoop::ControlLoop(ControlLoopOptions options)
     : options_(std::move(options)), endpoint_(options_.endpoint), guard_(options_.peer_limits) {}
 
 Result<std::unique_ptr<ControlLoop>> ControlLoop::Create(ControlLoopOptions options) {
-  if (options.rings.empty()) return InternalError("a control loop without a ring");
+  if (options.welcome.rings.empty() || options.scheduler == nullptr) {
+    return InternalError("a control loop without a ring");
+  }
   std::unique_ptr<ControlLoop> loop(new ControlLoop(std::move(options)));
   if (!loop->wake_.ok()) return InternalError("eventfd failed");
   const std::string& endpoint = loop->options_.endpoint;
@@ -112,41 +114,12 @@ Result<std::unique_ptr<ControlLoop>> ControlLoop::Create(ControlLoopOptions opti
     }
   }
   const WakeFd* wake = &loop->wake_;
-  for (const ControlRing& r : loop->options_.rings) {
-    r.scheduler->set_wakeup([wake] { wake->Signal(); });
-  }
+  loop->options_.scheduler->set_wakeup([wake] { wake->Signal(); });
   return loop;
 }
 
-Scheduler* ControlLoop::RingOf(const std::string& identity) const {
-  for (const ControlRing& r : options_.rings) {
-    if (r.scheduler->HasConsumer(identity)) return r.scheduler;
-  }
-  return nullptr;
-}
-
 void ControlLoop::Remove(const std::string& identity, const std::string& reason) {
-  if (Scheduler* s = RingOf(identity)) s->Remove(identity, reason);
-}
-
-std::vector<std::string> ControlLoop::Identities() const {
-  std::vector<std::string> all;
-  for (const ControlRing& r : options_.rings) {
-    for (std::string& id : r.scheduler->Identities()) all.push_back(std::move(id));
-  }
-  return all;
-}
-
-bool ControlLoop::Finished() const {
-  bool any = false;
-  for (const ControlRing& r : options_.rings) {
-    if (r.scheduler->Finished()) {
-      any = true;
-    } else if (!r.scheduler->Unused()) {
-      return false;
-    }
-  }
-  return any;
+  options_.scheduler->Remove(identity, reason);
 }
 
 ControlLoop::~ControlLoop() {
@@ -186,10 +159,8 @@ void ControlLoop::SendTo(const std::string& identity, const proto::Message& mess
 }
 
 void ControlLoop::FlushOutbox() {
-  for (const ControlRing& r : options_.rings) {
-    r.scheduler->TakeOutbox(outbox_);
-    for (const Outgoing& o : outbox_) SendTo(o.identity, o.message);
-  }
+  options_.scheduler->TakeOutbox(outbox_);
+  for (const Outgoing& o : outbox_) SendTo(o.identity, o.message);
 }
 
 void ControlLoop::Drop(const std::string& identity, const std::string& reason) {
@@ -205,9 +176,9 @@ void ControlLoop::HandleHello(const std::string& identity, proto::Hello hello) {
   // So is the group's name (one escaping for every rank: they still match).
   hello.group = EscapeText(hello.group);
   const Clock::time_point now = Clock::now();
-  if (RingOf(identity) != nullptr) {
-    // A consumer already: Note [Admission] counts it a repeater, and its
-    // ring's Scheduler refuses the HELLO.
+  if (options_.scheduler->HasConsumer(identity)) {
+    // A consumer already: Note [Admission] counts it a repeater, and the
+    // Scheduler refuses the HELLO.
     guard_.OnRepeatedHello(identity, now);
     Admit(identity, hello);
     return;
@@ -254,27 +225,18 @@ void ControlLoop::AdmitWaiting() {
 }
 
 bool ControlLoop::Admit(const std::string& identity, const proto::Hello& hello) {
-  // Note [Rings per GPU]: the ring of the consumer's GPU (one it is already
-  // on, for a repeated HELLO).
-  Scheduler* scheduler = RingOf(identity);
-  const ControlRing* ring = nullptr;
-  for (const ControlRing& r : options_.rings) {
-    if (r.scheduler == scheduler) ring = &r;
-  }
-  if (ring == nullptr) {
-    std::vector<int> devices;
-    for (const ControlRing& r : options_.rings) devices.push_back(r.device);
-    Result<size_t> i = RingForConsumer(EscapeText(hello.device, 64), devices);
-    if (!i.ok()) {
-      SendTo(identity, proto::Error{0, i.status().code(), i.status().message()});
-      return true;
-    }
-    ring = &options_.rings[*i];
-    scheduler = ring->scheduler;
+  // Note [Placement]: its home ring is the ring of its GPU.
+  std::vector<int> devices;
+  for (const proto::RingInfo& r : options_.welcome.rings) devices.push_back(r.device);
+  Result<size_t> home = RingForConsumer(EscapeText(hello.device, 64), devices);
+  if (!home.ok()) {
+    SendTo(identity, proto::Error{0, home.status().code(), home.status().message()});
+    return true;
   }
   // Over ipc:// the consumer's pid is one of this machine's.
   const bool same_host = options_.endpoint.starts_with("ipc://");
-  Result<Scheduler::Admission> a = scheduler->AddConsumer(identity, hello, same_host);
+  Result<Scheduler::Admission> a =
+      options_.scheduler->AddConsumer(identity, hello, same_host, static_cast<uint32_t>(*home));
   if (!a.ok() && a.status().code() == StatusCode::kResourceExhausted && guard_.unconfirmed() > 0) {
     return false;  // Note [Admission]: places free up as they speak or expire
   }
@@ -285,7 +247,8 @@ bool ControlLoop::Admit(const std::string& identity, const proto::Hello& hello) 
     return true;
   }
   guard_.OnWelcomed(identity, Clock::now());
-  proto::Welcome w = ring->welcome;
+  proto::Welcome w = options_.welcome;
+  w.home_ring = static_cast<uint32_t>(*home);
   w.consumer_id = a->consumer_id;
   w.batches_per_epoch = a->batches_per_epoch;
   SendTo(identity, w);
@@ -335,8 +298,8 @@ void ControlLoop::HandleMessage(const std::string& identity, std::span<const uin
     return;
   }
   guard_.OnConsumerMessage(identity);
-  Scheduler* const scheduler = RingOf(identity);
-  if (scheduler == nullptr) {
+  Scheduler* const scheduler = options_.scheduler;
+  if (!scheduler->HasConsumer(identity)) {
     if (!std::holds_alternative<proto::Bye>(m) && !std::holds_alternative<proto::Release>(m) &&
         !std::holds_alternative<proto::Heartbeat>(m)) {
       // Unavailable, as for a server that is gone: a consumer whose server
@@ -408,7 +371,7 @@ void ControlLoop::ReceiveAll() {
 void ControlLoop::RunTimers() {
   const Clock::time_point now = Clock::now();
   if (now >= next_heartbeat_) {
-    for (const std::string& id : Identities()) SendTo(id, proto::Heartbeat{});
+    for (const std::string& id : options_.scheduler->Identities()) SendTo(id, proto::Heartbeat{});
     next_heartbeat_ = now + options_.heartbeat_period;
   }
   if (now >= next_tick_) {
@@ -417,7 +380,7 @@ void ControlLoop::RunTimers() {
                    " ms after its HELLO while others waited to join");
     }
     guard_.Prune(now);
-    for (const ControlRing& r : options_.rings) r.scheduler->Tick();
+    options_.scheduler->Tick();
     FlushOutbox();
     next_tick_ = now + kTickPeriod;
   }
@@ -444,7 +407,7 @@ void ControlLoop::Run() {
     notice.message += ": " + why.message();
   }
   CatchAll("the server's control thread", [&] {
-    for (const std::string& id : Identities()) SendTo(id, notice);
+    for (const std::string& id : options_.scheduler->Identities()) SendTo(id, notice);
   }).IgnoreError();
 }
 
@@ -470,7 +433,7 @@ void ControlLoop::Serve() {
     AdmitWaiting();
     FlushOutbox();
     RunTimers();
-    if (Finished()) {
+    if (options_.scheduler->Finished()) {
       BC_LOG_INFO("the stream ended and every consumer left: server '{}' is done",
                   options_.server_name);
       options_.finish(Status::Ok());

@@ -53,16 +53,6 @@ class WakeFd {
   const int fd_;
 };
 
-// One ring of the server as the control loop serves it (several with
-// --device cuda:0,1: Note [Rings per GPU], device_list.h).
-struct ControlRing {
-  Scheduler* scheduler = nullptr;  // must outlive the loop
-  int device = -1;                 // the ring's GPU, -1 for a host ring
-  // WELCOME as every consumer of this ring gets it; consumer_id and
-  // batches_per_epoch are filled in per consumer.
-  proto::Welcome welcome;
-};
-
 struct ControlLoopOptions {
   std::string endpoint;  // where the ROUTER binds (ipc:// or tcp://)
   // tcp:// endpoints: the server's key (Note [Transport security]); required.
@@ -70,9 +60,12 @@ struct ControlLoopOptions {
   std::string server_name;  // for logs and the shutdown notice
   std::chrono::milliseconds heartbeat_period{250};
   PeerGuardLimits peer_limits;
-  // At least one; a consumer is served from the ring of the device its HELLO
-  // names (RingForConsumer), and stays on it.
-  std::vector<ControlRing> rings;
+  Scheduler* scheduler = nullptr;  // the server's (must outlive the loop)
+  // WELCOME as every consumer gets it: every ring of the server (at least
+  // one; several with --device cuda:0,1: Note [Rings per GPU],
+  // device_list.h); consumer_id, batches_per_epoch and home_ring (the ring of
+  // the device its HELLO names, RingForConsumer) are filled in per consumer.
+  proto::Welcome welcome;
   // The server's stats as JSON text (STATS).
   std::function<std::string()> stats_json;
   // Called on the control thread when it ends the server: OK when the stream
@@ -109,15 +102,8 @@ class ControlLoop {
 
  private:
   explicit ControlLoop(ControlLoopOptions options);
-  // The scheduler of the ring `identity` is a consumer of, or null.
-  Scheduler* RingOf(const std::string& identity) const;
-  // Removes `identity` from whichever ring has it.
+  // Removes consumer `identity` (if it is one).
   void Remove(const std::string& identity, const std::string& reason);
-  // Identities of every connected consumer, of every ring.
-  std::vector<std::string> Identities() const;
-  // True once every ring that started is finished, at least one did, and
-  // no consumer is left (Note [Rings per GPU]).
-  bool Finished() const;
   // Reads and handles up to a bounded number of waiting messages.
   void ReceiveAll();
   // The loop itself (Run catches what escapes it).
@@ -128,7 +114,7 @@ class ControlLoop {
   void HandleHello(const std::string& identity, proto::Hello hello);
   // Admits the waiting HELLOs whose turn it is.
   void AdmitWaiting();
-  // Asks the consumer's ring's Scheduler and answers (WELCOME or ERROR);
+  // Asks the Scheduler and answers (WELCOME or ERROR);
   // false when the server is full of unconfirmed consumers (it must wait).
   bool Admit(const std::string& identity, const proto::Hello& hello);
   void HandleStats(const std::string& identity);

@@ -14,6 +14,18 @@ constexpr size_t kMaxGpus = 64;
 
 }  // namespace
 
+std::optional<size_t> HostRingIndex(std::string_view device) {
+  constexpr std::string_view kCpu = "cpu:";
+  if (!device.starts_with(kCpu) || device.size() == kCpu.size() || device.size() > 8) {
+    return std::nullopt;
+  }
+  size_t index = 0;
+  const char* end = device.data() + device.size();
+  const auto [at, ec] = std::from_chars(device.data() + kCpu.size(), end, index);
+  if (ec != std::errc() || at != end) return std::nullopt;
+  return index;
+}
+
 Status ParseDeviceOption(std::string_view text, ServerOptions& options) {
   constexpr std::string_view kCuda = "cuda:";
   if (text == "cuda:all") {
@@ -33,7 +45,8 @@ Status ParseDeviceOption(std::string_view text, ServerOptions& options) {
   std::string_view rest = text.substr(kCuda.size());
   while (true) {
     const size_t comma = rest.find(',');
-    const std::string_view item = rest.substr(0, comma);
+    std::string_view item = rest.substr(0, comma);
+    if (item.starts_with(kCuda)) item.remove_prefix(kCuda.size());  // cuda:0,cuda:1
     Result<Device> d = ParseDevice(std::string(kCuda) + std::string(item));
     if (!d.ok()) {
       return InvalidArgumentError("'" + std::string(text) +
@@ -80,11 +93,17 @@ Result<std::vector<int>> RingDevices(const ServerOptions& options, const Result<
   }
   if (options.gpus.size() > 1) return options.gpus;
   if (options.source.device.is_cuda()) return std::vector<int>{options.source.device.index};
-  return std::vector<int>{-1};
+  return std::vector<int>(std::max<uint32_t>(1, options.host_rings), -1);
 }
 
 Result<size_t> RingForConsumer(std::string_view device, std::span<const int> ring_devices) {
   if (device.empty()) return size_t{0};
+  if (const std::optional<size_t> host = HostRingIndex(device)) {
+    // "cpu:N": host ring N of a server with several (ServerOptions::host_rings).
+    if (*host < ring_devices.size() && ring_devices[*host] < 0) return *host;
+    return InvalidArgumentError("the consumer's device '" + std::string(device) +
+                                "' names a host ring this server does not have");
+  }
   Result<Device> d = ParseDevice(device);
   if (!d.ok()) {
     return InvalidArgumentError("the consumer's device '" + std::string(device) +

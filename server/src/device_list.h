@@ -3,24 +3,23 @@
 // unit-tested without a GPU (tests/server/device_list_test.cc).
 //
 // Note [Rings per GPU]
-// `--device cuda:0,1` (or `cuda:all`: every visible GPU) gives the server one
-// ring per GPU, each with its own source decoding on that GPU (its own JPEG
-// engines, its own producer thread and stream) and its own Scheduler (slot
-// table, window, cursors, leases, lag policy). Every ring produces the same
-// stream: the same sampler (seed, shard) and the same augmentation
-// parameters, which are a pure function of (seed, epoch, index), so sample
-// seq s is the same sample with the same pixels on every ring. A consumer
-// tells its GPU in HELLO (ConsumerOptions::device) and is served from that
-// GPU's ring (RingForConsumer); one without a GPU, or on a GPU without a
-// ring, from the first ring. A ring produces only while one of its own
-// consumers is attached (Note [Producer start and stream end]): a GPU
-// without consumers stays idle. min_consumers, max_consumers and the lag
-// policy apply per ring; consumer ids are unique over the server. The server
-// is finished when every ring that started is finished and no consumer is
-// left anywhere. Stats: the first ring's counters at the top level (as with
-// one ring), every consumer in `consumers`, and each ring's own in `rings`.
+// `--device cuda:0,1` (also `cuda:0,cuda:1`, or `cuda:all`: every visible
+// GPU) gives the server one ring per GPU, each with its own source decoding
+// on that GPU (its own JPEG engines, its own producer thread and stream).
+// The rings share one stream and one Scheduler (Note [Placement],
+// scheduler.h): each producer batch is decoded once, on the ring it is
+// placed on; the sampler's order (seed, shard) is computed once for all
+// (EpochOrders), and the augmentation parameters are a pure function of
+// (seed, epoch, index), so a sample has the same pixels whichever GPU
+// decoded it. A consumer tells its GPU in HELLO (ConsumerOptions::device):
+// that GPU's ring is its home ring (RingForConsumer; one without a GPU, or
+// on a GPU without a ring, gets the first). It reads what was placed there
+// zero-copy and copies what was placed on another ring onto its own GPU.
+// min_consumers, max_consumers, groups and the lag policy are the server's.
+// Stats: the server's counters at the top level, each ring's in `rings`.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -43,9 +42,13 @@ std::string DeviceOptionName(const ServerOptions& options);
 // naming --device for cuda:all without a GPU.
 Result<std::vector<int>> RingDevices(const ServerOptions& options, const Result<int>& visible);
 
-// The ring (an index into `ring_devices`) that serves a consumer whose HELLO
-// names `device` ("cuda:M", "cpu" or ""): the ring on M, else the first.
-// InvalidArgument for text that names no device.
+// The home ring (an index into `ring_devices`) of a consumer whose HELLO
+// names `device` ("cuda:M", "cpu" or ""): the ring on M, else the first;
+// "cpu:N" names host ring N of a server with several host rings
+// (ServerOptions::host_rings). InvalidArgument for text that names no
+// device, or a host ring the server does not have.
 Result<size_t> RingForConsumer(std::string_view device, std::span<const int> ring_devices);
+// N for "cpu:N", else nullopt.
+std::optional<size_t> HostRingIndex(std::string_view device);
 
 }  // namespace batchcast

@@ -51,6 +51,18 @@ constexpr MetricFamily kSlots{
     "batchcast_ring_slots", kGauge,
     "Ring slots by state: free, writing, ready (readable); leased: the ready slots that a "
     "consumer's lease pins"};
+// Each ring of the server (Note [Placement]: one stream over the rings).
+constexpr MetricFamily kRingDecoded{
+    "batchcast_ring_samples_decoded_total", kCounter,
+    "Samples decoded and written on this ring (each sample of the stream on one ring)"};
+constexpr MetricFamily kRingLocal{"batchcast_ring_batches_local_total", kCounter,
+                                  "Batches this ring's consumers read zero-copy from it"};
+constexpr MetricFamily kRingFromPeers{
+    "batchcast_ring_batches_from_peers_total", kCounter,
+    "Batches this ring's consumers read (partly) from another ring, copied onto its device"};
+constexpr MetricFamily kRingPeerBytes{
+    "batchcast_ring_peer_bytes_total", kCounter,
+    "Bytes copied from other rings onto this ring's device for its consumers"};
 constexpr MetricFamily kCapacity{"batchcast_ring_capacity_slots", kGauge,
                                  "Ring slots in all (the window)"};
 constexpr MetricFamily kSlotSamples{"batchcast_ring_slot_samples", kGauge,
@@ -150,7 +162,8 @@ constexpr const MetricFamily* kAll[] = {
     &kSourceCounter,  &kWait,           &kConsumerSamples, &kConsumerBatches, &kLag,
     &kConsumerEpoch,  &kConsumerStep,   &kSkipped,         &kPassedOver,      &kLeases,
     &kPending,        &kConnected,      &kAttached,        &kConsumerBatch,   &kGroupState,
-    &kGroupWorld,     &kGroupRanks,     &kGroupRounds,     &kGroupSkipped,
+    &kGroupWorld,     &kGroupRanks,     &kGroupRounds,     &kGroupSkipped,    &kRingDecoded,
+    &kRingLocal,      &kRingFromPeers,  &kRingPeerBytes,
 };
 
 // Source counters with a series of their own: the family and its labels.
@@ -279,10 +292,11 @@ void RenderGroup(MetricsText& out, const MetricLabels& ring, const json& g) {
   Put(out, kGroupSkipped, labels, g, "skipped");
 }
 
-// One ring's series: `r` is the stats object (one ring) or an entry of
-// its `rings`.
+// The server's stream series: `r` is the stats object; its source counters
+// when `with_source` (one ring; with several, each ring's are rendered with
+// it: RenderRings).
 void RenderRing(MetricsText& out, const MetricLabels& server, const std::string& device,
-                const json& r) {
+                const json& r, bool with_source) {
   const MetricLabels ring = With(server, "ring", device);
   Put(out, kSamplesPublished, ring, r, "samples_published");
   Put(out, kHoles, ring, r, "holes");
@@ -302,7 +316,7 @@ void RenderRing(MetricsText& out, const MetricLabels& server, const std::string&
   Put(out, kSkipEvents, ring, r, "skip_events");
   Put(out, kStreamEnded, ring, r, "stream_ended");
   Put(out, kStreamEnd, ring, r, "stream_end");
-  RenderSource(out, ring, Field(r, "source_counters"));
+  if (with_source) RenderSource(out, ring, Field(r, "source_counters"));
   const json* consumers = Field(r, "consumers");
   if (consumers != nullptr && consumers->is_array()) {
     double attached = 0;
@@ -315,6 +329,23 @@ void RenderRing(MetricsText& out, const MetricLabels& server, const std::string&
   const json* groups = Field(r, "groups");
   if (groups != nullptr && groups->is_array()) {
     for (const json& g : *groups) RenderGroup(out, ring, g);
+  }
+}
+
+// Each entry of the stats' `rings`: what it decoded and what its consumers
+// read from it and from the others, labelled with its device (host rings,
+// a test setup, as cpu:N).
+void RenderRings(MetricsText& out, const MetricLabels& server, const json& rings) {
+  for (size_t i = 0; i < rings.size(); ++i) {
+    const json& r = rings[i];
+    std::string device = Text(r, "device");
+    if (rings.size() > 1 && device == "cpu") device += ":" + std::to_string(i);
+    const MetricLabels ring = With(server, "ring", device);
+    Put(out, kRingDecoded, ring, r, "samples_decoded");
+    Put(out, kRingLocal, ring, r, "batches_local");
+    Put(out, kRingFromPeers, ring, r, "batches_from_peers");
+    Put(out, kRingPeerBytes, ring, r, "peer_bytes");
+    if (rings.size() > 1) RenderSource(out, ring, Field(r, "source_counters"));
   }
 }
 
@@ -341,11 +372,9 @@ std::string RenderMetrics(const json& stats) {
   Put(out, kRefused, server, stats, "refused_connections");
   Put(out, kHandshakesCut, server, stats, "handshakes_cut");
   const json* rings = Field(stats, "rings");
-  if (rings != nullptr && rings->is_array()) {
-    for (const json& r : *rings) RenderRing(out, server, Text(r, "device"), r);
-  } else {
-    RenderRing(out, server, Text(stats, "device"), stats);
-  }
+  const bool several = rings != nullptr && rings->is_array() && rings->size() > 1;
+  RenderRing(out, server, Text(stats, "device"), stats, !several);
+  if (rings != nullptr && rings->is_array()) RenderRings(out, server, *rings);
   return out.Text();
 }
 

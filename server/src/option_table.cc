@@ -289,8 +289,9 @@ const ServerOption kOptions[] = {
    /*cuda_only=*/false, /*takes_text=*/true},
   {"device", G::kRing, OptionType::kText, "cpu|cuda:N|cuda:N,M,...|cuda:all",
    "where the ring lives: cpu (host shared memory) or cuda:N (GPU memory; JPEGs are then "
-   "decoded on that GPU too); several GPUs (cuda:0,1 or cuda:all, every visible one): a ring "
-   "and a producer per GPU, each consumer served from the ring of its own GPU",
+   "decoded on that GPU too); several GPUs (cuda:0,1, cuda:0,cuda:1 or cuda:all, every visible "
+   "one): a ring and a producer per GPU sharing one stream, each sample decoded once on one "
+   "GPU, each consumer reading its own GPU's ring and copying what another GPU decoded",
    [](O& o, V t) { return ParseDeviceOption(Trim(t), o); },
    [](const O& o) { return DeviceOptionName(o); }},
   Integer<&O::batch_size>("batch_size", G::kRing,

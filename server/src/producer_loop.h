@@ -1,26 +1,31 @@
-// ProducerLoop: the server's producer thread when a Source fills the ring:
-// walks the sampler's order epoch by epoch, cuts it into producer batches,
-// asks the Scheduler for a slot for each (waiting while the window is full,
-// Note [Leases]), has the SlotPublisher say where the samples go, calls
-// Source::FillBatch with a read-ahead hint (the next batch's samples, across
+// ProducerLoop: the producer thread of one ring when Sources fill the rings
+// (one per ring, each with its own Source decoding on its ring's device: Note
+// [Rings per GPU], device_list.h). It asks the Scheduler for the next batch
+// placed on its ring (BeginPlacedBatch, waiting while the window is full,
+// Note [Leases], or while the stream's next batch is another ring's, Note
+// [Placement]), reads the batch's dataset indices from the shared epoch
+// orders, has the SlotPublisher say where the samples go, calls
+// Source::FillBatch with a read-ahead hint (the stream's next batch, across
 // epoch ends too), and publishes the slot with the samples the source wrote
 // (a dropped file leaves a hole: Note [Holes], slot_table.h; every producer
-// epoch still spans epoch_len seqs). After the last epoch (--epochs) it ends
-// the stream. An epoch in which every sample was dropped stops the producer
-// with DataLoss: a stream of empty epochs is an error, never a success.
+// epoch still spans epoch_len seqs). Once the stream is begun to its end
+// (--epochs) it ends the stream. An epoch in which every sample was dropped
+// stops the producer with DataLoss: a stream of empty epochs is an error,
+// never a success.
 //
 // Thread-safety: Run is the entry point of one thread and owns everything it
-// touches except the Scheduler (thread-safe) and the Source (used by this
-// thread only; its counters() are read by the control thread for stats).
+// touches except the Scheduler and the EpochOrders (thread-safe) and the
+// Source (used by this thread only; its counters() are read by the control
+// thread for stats).
 #pragma once
 
 #include <cstdint>
-#include <span>
+#include <memory>
 #include <vector>
 
 #include "batchcast/core/status.h"
 #include "batchcast/sources/source.h"
-#include "core/src/sampler.h"
+#include "epoch_orders.h"
 #include "scheduler.h"
 #include "slot_publisher.h"
 
@@ -28,9 +33,9 @@ namespace batchcast {
 
 class ProducerLoop {
  public:
-  // `epochs` = 0: no end. Every pointer must outlive the loop.
-  ProducerLoop(Sampler sampler, Source* source, Scheduler* scheduler, SlotPublisher* publisher,
-               uint32_t batch_size, uint64_t epochs);
+  // The producer of ring `ring`. Every pointer must outlive the loop.
+  ProducerLoop(EpochOrders* orders, uint32_t ring, Source* source, Scheduler* scheduler,
+               SlotPublisher* publisher, uint32_t batch_size);
 
   // Runs until the stream's last batch is published and the stream ended
   // (OK), until Scheduler::Stop (Cancelled), or until a step failed (that
@@ -38,21 +43,19 @@ class ProducerLoop {
   Status Run();
 
  private:
-  // The order of producer epoch `epoch`; one computed ahead is reused.
-  std::vector<int64_t> TakeOrder(uint64_t epoch);
-  // The samples after those at [off, off + n) of `order` (epoch `epoch`).
-  ReadAhead NextSamples(const std::vector<int64_t>& order, uint64_t epoch, uint64_t off, size_t n);
-  // Writes and publishes one batch; how many samples the source wrote.
-  Result<uint32_t> WriteBatch(uint32_t epoch, std::span<const int64_t> indices,
-                              const ReadAhead& next);
+  // The read-ahead hint after seqs [.., end) of the stream: the next batch's
+  // samples (from `end` on, across an epoch end). `keep` holds the order the
+  // hint points into.
+  ReadAhead NextSamples(uint64_t end, std::shared_ptr<const std::vector<int64_t>>& keep);
+  // Writes and publishes the batch of `grant`; how many samples the source wrote.
+  Result<uint32_t> WriteBatch(const SlotGrant& grant);
 
-  const Sampler sampler_;
+  EpochOrders* const orders_;
+  const uint32_t ring_;
   Source* const source_;
   Scheduler* const scheduler_;
   SlotPublisher* const publisher_;
   const uint32_t batch_size_;
-  const uint64_t epochs_;
-  std::vector<int64_t> next_order_;  // the order of the next epoch, once computed
 };
 
 }  // namespace batchcast

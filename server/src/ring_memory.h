@@ -29,10 +29,11 @@ namespace batchcast {
 class RingMemory {
  public:
   // `cuda_device` is the device of the CUDA allocation (-1 when the layout has
-  // no kCuda field).
+  // no kCuda field). `ring`: the ring's index in the server (a host ring
+  // other than the first gets its own shared memory name).
   static Result<std::unique_ptr<RingMemory>> Create(const RingLayout& layout,
                                                     const std::string& server_name,
-                                                    int cuda_device = -1);
+                                                    int cuda_device = -1, uint32_t ring = 0);
   // Base address of the allocation of `kind` (a device pointer for kCuda).
   // REQUIRES: the layout uses it.
   uint8_t* base(MemoryKind kind) const;

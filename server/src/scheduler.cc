@@ -16,8 +16,11 @@ Scheduler::Scheduler(SchedulerConfig config, SchedulerEnv* env)
       env_(env),
       slots_(config.window, config.batch_size),
       stream_end_(config.stream_end),
+      ring_counts_(std::max<uint32_t>(1, config.rings)),
+      placeholder_(config.batch_size, 0),
       created_(env->Now()) {
-  BATCHCAST_CHECK(config_.window > 0 && config_.batch_size > 0 && config_.epoch_len > 0);
+  BATCHCAST_CHECK(config_.window > 0 && config_.batch_size > 0 && config_.epoch_len > 0 &&
+                  config_.rings > 0);
 }
 
 Scheduler::Consumer* Scheduler::Find(const std::string& identity) {
@@ -57,7 +60,9 @@ void Scheduler::Send(const Consumer& c, proto::Message m) {
 }
 
 Result<Scheduler::Admission> Scheduler::AddConsumer(const std::string& identity,
-                                                    const proto::Hello& hello, bool same_host) {
+                                                    const proto::Hello& hello, bool same_host,
+                                                    uint32_t home_ring) {
+  BATCHCAST_CHECK(home_ring < config_.rings) << home_ring << " of " << config_.rings << " rings";
   const uint64_t max_batch =
       std::max<uint64_t>(1, uint64_t{config_.window} * config_.batch_size / 2);
   if (hello.batch_size == 0 || hello.batch_size > max_batch) {
@@ -86,6 +91,13 @@ Result<Scheduler::Admission> Scheduler::AddConsumer(const std::string& identity,
           std::to_string(config_.window) + " x batch " + std::to_string(config_.batch_size) +
           "): at most " + std::to_string(max_batch) + "; use a smaller batch or a larger window");
     }
+    if (hello.world_size > config_.max_consumers) {
+      // Counts are the server's (Note [Placement]): such a group never forms.
+      return InvalidArgumentError(
+          "group '" + hello.group + "' of world_size " + std::to_string(hello.world_size) +
+          " cannot form: the server takes at most " + std::to_string(config_.max_consumers) +
+          " consumers (--max-consumers)");
+    }
     if (!hello.drop_last) {
       return InvalidArgumentError(
           "group '" + hello.group +
@@ -110,7 +122,8 @@ Result<Scheduler::Admission> Scheduler::AddConsumer(const std::string& identity,
                                           : ConsumerCursor::JoinStart(
                                                 hello.join, slots_.JoinFloor(), config_.epoch_len);
   Consumer c(ConsumerCursor(start, config_.epoch_len, hello.batch_size, hello.drop_last));
-  c.id = config_.consumer_ids ? config_.consumer_ids->fetch_add(1) : next_consumer_id_++;
+  c.id = next_consumer_id_++;
+  c.home_ring = home_ring;
   c.identity = identity;
   c.name = hello.name;
   c.pid = static_cast<int>(hello.pid);
@@ -296,6 +309,7 @@ void Scheduler::SendBatchLocked(Consumer& c, uint64_t from, uint32_t n, uint32_t
   b.skipped = skipped;
   b.indices.reserve(n);
   std::vector<uint32_t> pinned = slots_.Lease(from, n, b.segments, b.indices);
+  CountReadLocked(c, b.segments);
   b.lease_id = c.next_lease++;
   c.leases.emplace(b.lease_id, std::move(pinned));
   c.hoarding_since.reset();  // it got data: a later wait is a new one
@@ -446,11 +460,6 @@ bool Scheduler::Finished() const {
   MutexLock lock(&mu_);
   return started_ && stream_end_ != UINT64_MAX && consumers_.empty() &&
          (slots_.published() >= stream_end_ || departed_cursor_ >= stream_end_);
-}
-
-bool Scheduler::Unused() const {
-  MutexLock lock(&mu_);
-  return !started_ && consumers_.empty();
 }
 
 }  // namespace batchcast

@@ -124,6 +124,35 @@
 // to its end by a consumer that left (with drop_last the last samples may
 // never be written, since the producer pauses with nobody attached).
 //
+// Note [Placement]
+// A server may hold several rings (one per GPU, Note [Rings per GPU] in
+// device_list.h) and still has one Scheduler: one slot table of `window`
+// slots, whose every slot index exists on every ring's memory; the copy that
+// is valid is the one on the ring the batch was *placed* on (SlotTable::Slot::
+// ring, a Segment's `ring`). So counts, groups, leases, lag policies and
+// min/max consumers are the server's, and each sample of the stream is
+// written once, on one ring. Each consumer has a *home ring* (its HELLO
+// device's, RingForConsumer): it reads a batch placed there zero-copy and
+// one placed elsewhere through a device-to-device copy (client/src/batch.cc).
+// One producer per ring asks for its next batch (BeginPlacedBatch); the
+// Scheduler places the stream's next producer batch when asked:
+//  - candidates: the rings that are some attached consumer's home (every
+//    ring while none is), so decode follows readers: with readers only on
+//    GPU 0, GPU 0 decodes everything;
+//  - a live group whose ranks sit on more than one ring: the rank that reads
+//    the batch's first seq is predicted from the group's round arithmetic
+//    (a round is world_size x B samples from the group's epoch start; rank =
+//    offset in the round / B) and the batch goes to that rank's home ring.
+//    Holes shift the real chunks, so the prediction may miss: a miss costs a
+//    copy, never correctness. With one rank per GPU and B equal to the
+//    producer batch (and no holes) every rank reads only its own ring;
+//  - otherwise round robin over the candidates (the batch number mod their
+//    count), so G single-GPU jobs each decode a G-th of the stream.
+// The producer of the chosen ring begins the batch; the others wait for
+// theirs. Commits may come out of order (the slot table publishes in order).
+// A producer's read-ahead hint is the batch predicted to be its ring's next
+// (PredictNextBatch), not the stream's next, which is mostly another ring's.
+//
 // Thread-safety: every method locks mu_. BeginBatch blocks its caller (the
 // producer thread, or an external producer's) on a condition variable; every
 // other method is non-blocking. Time-based rules (Note [Lag policy], the
@@ -177,10 +206,10 @@ struct SchedulerConfig {
   // epoch_len).
   std::chrono::milliseconds group_timeout{60000};
   uint64_t group_epoch_len = 0;
-  // Where consumer ids come from: a counter shared by the Schedulers of one
-  // server's rings (Note [Rings per GPU]), so ids are unique over the
-  // server; null = this Scheduler's own, from 1.
-  std::shared_ptr<std::atomic<uint64_t>> consumer_ids;
+  // Note [Placement]: the rings the batches are placed on, and the bytes of
+  // one sample over every field (for the stats' peer_bytes).
+  uint32_t rings = 1;
+  uint64_t sample_bytes = 0;
 };
 
 // A reply for the control thread to send to the peer `identity`.
@@ -211,9 +240,10 @@ class Scheduler {
   // peer came over ipc://, so its HELLO pid is one of this machine's; if that
   // process exists now, Tick drops the consumer when it is gone.
   // InvalidArgument for bad HELLO values, ResourceExhausted when
-  // max_consumers are connected.
+  // max_consumers are connected. `home_ring`: the ring of its device (Note
+  // [Placement]); REQUIRES: home_ring < config().rings.
   Result<Admission> AddConsumer(const std::string& identity, const proto::Hello& hello,
-                                bool same_host) BC_EXCLUDES(mu_);
+                                bool same_host, uint32_t home_ring = 0) BC_EXCLUDES(mu_);
   bool HasConsumer(const std::string& identity) const BC_EXCLUDES(mu_);
   // Queues a NEXT; answers it (and earlier ones) when it can.
   void Next(const std::string& identity, uint64_t request_id) BC_EXCLUDES(mu_);
@@ -243,9 +273,6 @@ class Scheduler {
   void TakeOutbox(std::vector<Outgoing>& out) BC_EXCLUDES(mu_);
   // True once the server may exit (Note [Producer start and stream end]).
   bool Finished() const BC_EXCLUDES(mu_);
-  // True while nothing ever started here and no consumer is attached (a ring
-  // of a several-GPU server that nobody used; Note [Rings per GPU]).
-  bool Unused() const BC_EXCLUDES(mu_);
   nlohmann::json Stats() const BC_EXCLUDES(mu_);
 
   // ---- producer (one thread at a time) ----
@@ -261,6 +288,21 @@ class Scheduler {
   // real steady_clock time; DeadlineExceeded then).
   Result<SlotGrant> BeginBatch(uint32_t epoch, std::span<const int64_t> indices,
                                Clock::time_point deadline) BC_EXCLUDES(mu_);
+  // The producer of ring `ring` (one thread per ring): waits until the
+  // stream's next producer batch is placed on `ring` (Note [Placement]) and
+  // a slot may be written, then begins it: seqs [next_seq, min(next_seq +
+  // batch_size, the end of its producer epoch, the stream end)). The caller
+  // writes the batch's dataset indices into grant.indices (the producer
+  // epoch is first_seq / epoch_len) before it commits. Errors as
+  // BeginBatch's (OutOfRange once the stream is begun to its end).
+  Result<SlotGrant> BeginPlacedBatch(uint32_t ring, Clock::time_point deadline) BC_EXCLUDES(mu_);
+  // The ring the next producer batch would be placed on now (Note [Placement]).
+  uint32_t NextPlacement() const BC_EXCLUDES(mu_);
+  // The first seq of the next batch that would be placed on `ring` if the
+  // readers stayed as they are (the producer's read-ahead hint: with several
+  // rings the stream's next batch is mostly another ring's); nullopt when
+  // none is in sight.
+  std::optional<uint64_t> PredictNextBatch(uint32_t ring) const BC_EXCLUDES(mu_);
   // Publishes a slot granted by (Try)BeginBatch: consumers may be served
   // from it. `valid`: its first `valid` seqs are samples, the rest holes
   // (Note [Holes]); nullopt: every seq is a sample. InvalidArgument when
@@ -281,6 +323,7 @@ class Scheduler {
     int pid = 0;
     bool pid_visible = false;  // Tick probes `pid`
     JoinPolicy join = JoinPolicy::kImmediate;
+    uint32_t home_ring = 0;  // Note [Placement]
     ConsumerCursor cursor;
     bool attached = true;  // false after BYE or eviction (Note [Leases])
     // Note [Unconfirmed consumers]: it said something since its HELLO.
@@ -380,8 +423,24 @@ class Scheduler {
   nlohmann::json GroupStatsLocked() const BC_REQUIRES(mu_);
   void RemoveLocked(const std::string& identity, const std::string& reason) BC_REQUIRES(mu_);
   void RemoveDeadLocked(Clock::time_point now) BC_REQUIRES(mu_);
-  Result<std::optional<SlotGrant>> TryBeginLocked(uint32_t epoch, std::span<const int64_t> indices)
-      BC_REQUIRES(mu_);
+  Result<std::optional<SlotGrant>> TryBeginLocked(uint32_t epoch, std::span<const int64_t> indices,
+                                                  uint32_t ring = 0) BC_REQUIRES(mu_);
+  // ---- placement (scheduler_placement.cc, Note [Placement]) ----
+  uint32_t PlaceLocked() const BC_REQUIRES(mu_);
+  // The rings with readers (every ring while none has one), and the ring of
+  // the batch from `seq` that is the stream's `batch`-th (from 0).
+  std::vector<uint32_t> CandidateRingsLocked() const BC_REQUIRES(mu_);
+  uint32_t PlaceAtLocked(uint64_t seq, uint64_t batch,
+                         const std::vector<uint32_t>& candidates) const BC_REQUIRES(mu_);
+  // The end of the producer batch that starts at `seq`: batch_size seqs, cut
+  // at its producer epoch's end and at the stream end.
+  uint64_t NextBatchEndLocked(uint64_t seq) const BC_REQUIRES(mu_);
+  // The home ring of the rank of a live group with ranks on several rings
+  // that is predicted to read seq `seq`, if there is such a group.
+  std::optional<uint32_t> GroupPlacementLocked(uint64_t seq) const BC_REQUIRES(mu_);
+  // Counts a batch leased to `c` (its segments) in its home ring's stats.
+  void CountReadLocked(const Consumer& c, std::span<const Segment> segments) BC_REQUIRES(mu_);
+  nlohmann::json RingStatsLocked() const BC_REQUIRES(mu_);
   // Note [Producer start and stream end]: enough consumers are attached.
   bool MayWriteLocked() const BC_REQUIRES(mu_);
   std::optional<uint32_t> FindWritableSlotLocked() const BC_REQUIRES(mu_);
@@ -414,6 +473,19 @@ class Scheduler {
   std::map<uint64_t, std::unique_ptr<ConsumerGroup>> groups_ BC_GUARDED_BY(mu_);
   std::map<std::string, ConsumerGroup*> open_groups_ BC_GUARDED_BY(mu_);
   uint64_t next_group_id_ BC_GUARDED_BY(mu_) = 1;
+  // Note [Placement]: producer batches begun so far (the round robin's
+  // batch number), and what each ring wrote and its consumers read.
+  uint64_t batches_begun_ BC_GUARDED_BY(mu_) = 0;
+  struct RingCounts {
+    uint64_t batches_written = 0;
+    uint64_t samples_decoded = 0;     // samples (holes left out) committed to the ring
+    uint64_t batches_local = 0;       // batches its consumers read zero-copy from it
+    uint64_t batches_from_peers = 0;  // batches its consumers read (partly) from other rings
+    uint64_t peer_bytes = 0;          // bytes those copies moved onto this ring's device
+  };
+  std::vector<RingCounts> ring_counts_ BC_GUARDED_BY(mu_);
+  // Dataset indices for a placed batch until its producer fills them.
+  const std::vector<int64_t> placeholder_;
   uint64_t next_consumer_id_ BC_GUARDED_BY(mu_) = 1;
   std::vector<Outgoing> outbox_ BC_GUARDED_BY(mu_);
 

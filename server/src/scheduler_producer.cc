@@ -55,7 +55,8 @@ Result<std::optional<SlotGrant>> Scheduler::TryBeginBatch(uint32_t epoch,
 }
 
 Result<std::optional<SlotGrant>> Scheduler::TryBeginLocked(uint32_t epoch,
-                                                           std::span<const int64_t> indices) {
+                                                           std::span<const int64_t> indices,
+                                                           uint32_t ring) {
   const size_t count = indices.size();
   if (count == 0 || count > config_.batch_size) {
     return InvalidArgumentError("a producer batch holds 1 to " +
@@ -90,7 +91,8 @@ Result<std::optional<SlotGrant>> Scheduler::TryBeginLocked(uint32_t epoch,
   EndBlockedLocked(now);
   warned_all_leased_ = false;
   started_ = true;
-  return std::optional<SlotGrant>(slots_.Begin(*slot, epoch, indices));
+  ++batches_begun_;
+  return std::optional<SlotGrant>(slots_.Begin(*slot, epoch, indices, ring));
 }
 
 Result<SlotGrant> Scheduler::BeginBatch(uint32_t epoch, std::span<const int64_t> indices,
@@ -101,6 +103,28 @@ Result<SlotGrant> Scheduler::BeginBatch(uint32_t epoch, std::span<const int64_t>
     if (grant) return *grant;
     if (Clock::now() >= deadline) return DeadlineExceededError("no slot became free in time");
     // Every change that can make a slot writable signals producer_cv_.
+    producer_cv_.WaitUntil(&mu_, deadline);
+  }
+}
+
+Result<SlotGrant> Scheduler::BeginPlacedBatch(uint32_t ring, Clock::time_point deadline) {
+  MutexLock lock(&mu_);
+  while (true) {
+    if (stopped_) return CancelledError("server stopped");
+    const uint64_t next_seq = slots_.next_seq();
+    if (next_seq >= stream_end_) return OutOfRangeError("the stream has ended");
+    if (PlaceLocked() == ring) {
+      const std::span<const int64_t> indices(placeholder_.data(),
+                                             NextBatchEndLocked(next_seq) - next_seq);
+      BATCHCAST_ASSIGN_OR_RETURN(
+          std::optional<SlotGrant> grant,
+          TryBeginLocked(static_cast<uint32_t>(next_seq / config_.epoch_len), indices, ring));
+      if (grant) {
+        NotifyProducer();  // the next batch may be another ring's
+        return *grant;
+      }
+    }
+    if (Clock::now() >= deadline) return DeadlineExceededError("no slot became free in time");
     producer_cv_.WaitUntil(&mu_, deadline);
   }
 }
@@ -123,6 +147,9 @@ Status Scheduler::Commit(uint32_t slot, std::optional<uint32_t> valid) {
     }
     BATCHCAST_CHECK(slots_.Commit(slot, valid.value_or(count)));
     ++batches_written_;
+    RingCounts& rc = ring_counts_[slots_.slot(slot).ring];
+    rc.batches_written += 1;
+    rc.samples_decoded += slots_.slot(slot).valid;
     ServeAllLocked();
     NotifyProducer();  // published() moved: an older slot may be writable now
   }

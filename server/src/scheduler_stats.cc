@@ -54,6 +54,7 @@ nlohmann::json Scheduler::Stats() const {
                   {"pid", c.pid},
                   {"batch_size", c.cursor.batch_size()},
                   {"attached", c.attached},
+                  {"ring", c.home_ring},
                   {"epoch", g != nullptr ? g->RankEpoch(c.rank) : c.cursor.epoch()},
                   {"step", g != nullptr ? g->RankStep(c.rank) : c.cursor.step()},
                   {"cursor", at},
@@ -76,6 +77,7 @@ nlohmann::json Scheduler::Stats() const {
   }
   j["consumers"] = list;
   j["groups"] = GroupStatsLocked();
+  j["rings"] = RingStatsLocked();
   j["slowest_lag_samples"] = slowest_lag;
   j["slowest_lag_slots"] =
       static_cast<double>(slowest_lag) / static_cast<double>(config_.batch_size);

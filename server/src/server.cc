@@ -120,7 +120,9 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
   sc.max_leases = options.max_leases;
   sc.group_timeout = options.group_timeout;
   sc.group_epoch_len = group_epoch_len;
-  sc.consumer_ids = std::make_shared<std::atomic<uint64_t>>(1);
+  sc.rings = static_cast<uint32_t>(devices.size());
+  for (const FieldSpec& f : fields) sc.sample_bytes += f.bytes_per_sample();
+  sched = std::make_unique<Scheduler>(sc);
 
   ControlLoopOptions co;
   co.endpoint = endpoint;
@@ -133,7 +135,8 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
   // pins nothing meanwhile, so any consumer may be one.
   co.peer_limits.probation = options.heartbeat_timeout;
   co.peer_limits.max_unconfirmed = options.max_consumers;
-  proto::Welcome w;
+  co.scheduler = sched.get();
+  proto::Welcome& w = co.welcome;
   w.server_pid = static_cast<uint32_t>(getpid());
   w.server_name = options.name;
   w.window = options.window;
@@ -145,7 +148,9 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
   for (int device : devices) {
     Ring& ring = rings.emplace_back();
     ring.device = device;
-    BATCHCAST_ASSIGN_OR_RETURN(ring.memory, RingMemory::Create(*layout, options.name, device));
+    BATCHCAST_ASSIGN_OR_RETURN(
+        ring.memory,
+        RingMemory::Create(*layout, options.name, device, static_cast<uint32_t>(rings.size() - 1)));
     if (device >= 0) {
       BC_LOG_INFO("ring of {} MiB on cuda:{}: {}",
                   layout->allocation_bytes(MemoryKind::kCuda) >> 20, device,
@@ -160,12 +165,7 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
                     cuda::HardwareQueues());
       }
     }
-    ring.scheduler = std::make_unique<Scheduler>(sc);
-    ControlRing& cr = co.rings.emplace_back();
-    cr.scheduler = ring.scheduler.get();
-    cr.device = device;
-    cr.welcome = w;
-    cr.welcome.allocations = ring.memory->allocations();
+    w.rings.push_back(proto::RingInfo{device, ring.memory->allocations()});
   }
   co.stats_json = [this] { return ServerStatsJson(*this); };
   co.finish = [this](Status s) { Finish(std::move(s)); };
@@ -190,15 +190,17 @@ Status Server::Impl::StartThreads(SlotWriter writer, std::optional<Sampler> samp
     });
     BC_LOG_INFO("metrics for Prometheus on {}", metrics->url());
   }
-  for (Ring& ring : rings) {
-    BATCHCAST_ASSIGN_OR_RETURN(
-        ring.publisher, MakeSlotPublisher(*ring.memory, *layout, fields, *ring.scheduler, writer,
-                                          options.source.gpu_priority));
-    if (sampler) {
-      // Every ring runs the same sampler: the same stream (Note [Rings per GPU]).
+  // The rings share the stream: one order of each epoch for all (Note [Rings per GPU]).
+  if (sampler) orders = std::make_unique<EpochOrders>(std::move(*sampler), options.epochs);
+  for (size_t i = 0; i < rings.size(); ++i) {
+    Ring& ring = rings[i];
+    BATCHCAST_ASSIGN_OR_RETURN(ring.publisher,
+                               MakeSlotPublisher(*ring.memory, *layout, fields, *sched, writer,
+                                                 options.source.gpu_priority));
+    if (orders) {
       ring.producer =
-          std::make_unique<ProducerLoop>(*sampler, ring.source.get(), ring.scheduler.get(),
-                                         ring.publisher.get(), options.batch_size, options.epochs);
+          std::make_unique<ProducerLoop>(orders.get(), static_cast<uint32_t>(i), ring.source.get(),
+                                         sched.get(), ring.publisher.get(), options.batch_size);
     }
   }
   MutexLock l(&shutdown_mu);
@@ -209,7 +211,7 @@ Status Server::Impl::StartThreads(SlotWriter writer, std::optional<Sampler> samp
   for (Ring& ring : rings) {
     if (!ring.producer) continue;
     producer_threads.emplace_back([this, &ring] {
-      SetThreadName(ring.device >= 0 ? "bc-producer-" + std::to_string(ring.device)
+      SetThreadName(rings.size() > 1 ? "bc-producer-" + std::to_string(&ring - rings.data())
                                      : std::string("bc-producer"));
       Status s = CatchAll("the producer thread", [&ring]() -> Status {
         // The ring's device is this thread's for its life: the source's
@@ -222,8 +224,11 @@ Status Server::Impl::StartThreads(SlotWriter writer, std::optional<Sampler> samp
         return ring.producer->Run();
       });
       if (s.ok() || s.code() == StatusCode::kCancelled) return;
-      if (rings.size() > 1)
-        s = s.WithContext("the producer of cuda:" + std::to_string(ring.device));
+      if (rings.size() > 1) {
+        s = s.WithContext("the producer of " +
+                          (ring.device >= 0 ? DeviceName(Device::Cuda(ring.device))
+                                            : "host ring " + std::to_string(&ring - rings.data())));
+      }
       BC_LOG_ERROR("producer stopped: {}", s.ToString());
       Finish(std::move(s));
     });
@@ -240,8 +245,8 @@ void Server::Impl::Finish(Status status) {
     final_status = std::move(status);
     why = final_status;
   }
+  sched->Stop();
   for (Ring& ring : rings) {
-    ring.scheduler->Stop();
     if (ring.source) ring.source->Cancel();  // e.g. a read waiting to retry
   }
   control->RequestStop(std::move(why));
@@ -287,9 +292,12 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
     std::vector<std::unique_ptr<Source>> sources;
     for (int device : devices) {
       SourceOptions so = options.source;
-      so.device = Device::Cuda(device);
+      if (device >= 0) so.device = Device::Cuda(device);
       Result<std::unique_ptr<Source>> source = MakeSource(so);
-      if (!source.ok()) return source.status().WithContext("cuda:" + std::to_string(device));
+      if (!source.ok() && device >= 0) {
+        return source.status().WithContext("cuda:" + std::to_string(device));
+      }
+      if (!source.ok()) return source.status();
       sources.push_back(std::move(*source));
     }
     return StartRings(std::move(options), devices, std::move(sources));
@@ -352,9 +360,10 @@ Result<std::unique_ptr<Server>> Server::StartRings(ServerOptions options,
       options.name, impl->endpoint, source.description(), sampler.epoch_len(), shard.rank,
       shard.count, shard.source, options.batch_size, options.window,
       LagPolicyName(options.lag_policy),
-      devices.size() > 1
-          ? ", a ring and a producer on each of " + std::to_string(devices.size()) + " GPUs"
-          : std::string());
+      devices.size() > 1 ? ", a ring and a producer on each of " + std::to_string(devices.size()) +
+                               (devices.front() >= 0 ? " GPUs" : " host rings") +
+                               ", sharing one stream (each sample decoded once)"
+                         : std::string());
   const SlotWriter writer = source.output_memory() == MemoryKind::kCuda ? SlotWriter::kDeviceSource
                                                                         : SlotWriter::kHostSource;
   BATCHCAST_RETURN_IF_ERROR(impl->StartThreads(writer, std::move(sampler)));

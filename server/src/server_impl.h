@@ -33,8 +33,9 @@
 // objects except shutdown_mu, taken before done_mu and before the Scheduler's.
 // With several GPUs (Note [Rings per GPU], device_list.h) there is one
 // producer thread per ring, each with its ring's device current for its whole
-// life (so its kernels launch there), and one control thread for all.
-// Shutdown: Finish marks the outcome, stops every Scheduler (BeginBatch fails
+// life (so its kernels launch there), all feeding the one Scheduler (Note
+// [Placement], scheduler.h), and one control thread for all.
+// Shutdown: Finish marks the outcome, stops the Scheduler (BeginBatch fails
 // with Cancelled) and the control loop (which tells every consumer); Shutdown
 // then joins the threads. The members are destroyed in reverse order, so the
 // control loop (which closes the socket) goes before the rings, and in each
@@ -54,6 +55,7 @@
 #include "core/src/mutex.h"
 #include "core/src/ring_layout.h"
 #include "core/src/runtime_dir.h"
+#include "epoch_orders.h"
 #include "metrics_endpoint.h"
 #include "mps_probe.h"
 #include "producer_loop.h"
@@ -67,28 +69,27 @@ struct Server::Impl {
   ~Impl() { Shutdown(); }
 
   // One ring per device (several with --device cuda:0,1: Note [Rings per
-  // GPU], device_list.h), each with its memory, Scheduler and, for
-  // Server::Start, its own source, publisher and producer thread. Members are
+  // GPU], device_list.h), each with its memory, publisher and, for
+  // Server::Start, its own source and producer thread. Members are
   // destroyed in reverse order: the producer, then the publisher (which
   // waits for the producer's stream), ..., the memory last.
   struct Ring {
     int device = -1;  // the ring's GPU, -1 for a host ring
     std::unique_ptr<RingMemory> memory;
-    std::unique_ptr<Scheduler> scheduler;
     std::unique_ptr<Source> source;  // null for external production
     std::unique_ptr<SlotPublisher> publisher;
     std::unique_ptr<ProducerLoop> producer;  // null for external production
   };
 
   // Takes the instance lock, makes a ring on each of `devices` (-1: host)
-  // for `specs` (their memory kind set to the rings'), the Schedulers and
+  // for `specs` (their memory kind set to the rings'), the Scheduler and
   // the control loop (bound, not running).
   // `group_epoch_len`: the smallest shard's epoch (SchedulerConfig).
   Status Init(std::vector<FieldSpec> specs, uint64_t epoch_len, uint64_t group_epoch_len,
               const std::vector<int>& devices);
   // Makes each ring's publisher for `writer`, and its producer loop over
-  // `sampler` when Sources fill the rings (rings[i].source set); then starts
-  // the threads.
+  // `sampler`'s epoch orders (shared by the rings) when Sources fill the
+  // rings (rings[i].source set); then starts the threads.
   Status StartThreads(SlotWriter writer, std::optional<Sampler> sampler);
   // Records the outcome (the first call wins) and stops everything.
   void Finish(Status status) BC_EXCLUDES(done_mu);
@@ -97,8 +98,7 @@ struct Server::Impl {
   bool WaitDone(Clock::time_point deadline) BC_EXCLUDES(done_mu);
   // Finish(OK) if not finished, then joins the threads. Idempotent.
   void Shutdown() BC_EXCLUDES(shutdown_mu, done_mu);
-  // The first ring's Scheduler (the only one of a one-device server).
-  Scheduler& scheduler() const { return *rings.front().scheduler; }
+  Scheduler& scheduler() const { return *sched; }
 
   // Set before the threads start, immutable afterwards.
   ServerOptions options;
@@ -107,6 +107,10 @@ struct Server::Impl {
   std::string endpoint;
   std::vector<FieldSpec> fields;
   std::optional<RingLayout> layout;
+  // The server's one Scheduler (Note [Placement]) and, for Server::Start,
+  // the sampler's orders its producers share; both outlive the rings.
+  std::unique_ptr<Scheduler> sched;
+  std::unique_ptr<EpochOrders> orders;
   std::vector<Ring> rings;  // at least one once Init succeeded
   std::unique_ptr<ControlLoop> control;
   std::optional<MpsState> mps;  // probed at start for a CUDA ring (mps_probe.h)

@@ -10,27 +10,34 @@
 namespace batchcast {
 namespace {
 
-// One ring's counters, its source's included.
-nlohmann::json RingStats(const Server::Impl::Ring& ring) {
-  nlohmann::json j = ring.scheduler->Stats();
-  if (ring.source) {
-    j["source"] = ring.source->description();
-    nlohmann::json counters = nlohmann::json::object();
-    for (const auto& [k, v] : ring.source->counters()) counters[k] = v;
-    j["source_counters"] = counters;
-    // docs/stats.md producer_stage_s: the source's stages, then the wait
-    // for a free slot (the scheduler's producer_blocked_s).
-    nlohmann::json stages = nlohmann::json::object();
-    nlohmann::json threads = nlohmann::json::object();
-    for (const StageTime& t : ring.source->stage_times()) {
-      stages[t.name] = t.seconds;
-      threads[t.name] = t.threads;
+// Adds `from`'s numbers to `to`'s, key by key.
+void AddCounts(nlohmann::json& to, const nlohmann::json& from) {
+  for (const auto& [k, v] : from.items()) {
+    if (!to.contains(k)) {
+      to[k] = v;
+    } else if (to[k].is_number_integer() && v.is_number_integer()) {
+      to[k] = to[k].get<int64_t>() + v.get<int64_t>();
+    } else {
+      to[k] = to[k].get<double>() + v.get<double>();
     }
-    stages["slot_wait"] = j.value("producer_blocked_s", 0.0);
-    threads["slot_wait"] = 1;
-    j["producer_stage_s"] = stages;
-    j["producer_stage_threads"] = threads;
   }
+}
+
+// A ring's source: what it is, its counters and its stage times.
+nlohmann::json SourceStats(const Source& source) {
+  nlohmann::json j;
+  j["source"] = source.description();
+  nlohmann::json counters = nlohmann::json::object();
+  for (const auto& [k, v] : source.counters()) counters[k] = v;
+  j["source_counters"] = counters;
+  nlohmann::json stages = nlohmann::json::object();
+  nlohmann::json threads = nlohmann::json::object();
+  for (const StageTime& t : source.stage_times()) {
+    stages[t.name] = t.seconds;
+    threads[t.name] = t.threads;
+  }
+  j["producer_stage_s"] = stages;
+  j["producer_stage_threads"] = threads;
   return j;
 }
 
@@ -38,30 +45,40 @@ nlohmann::json RingStats(const Server::Impl::Ring& ring) {
 
 nlohmann::json ServerStats(const Server::Impl& impl) {
   const std::vector<Server::Impl::Ring>& rings = impl.rings;
-  nlohmann::json j = RingStats(rings.front());
-  if (rings.size() > 1) {
-    // Note [Rings per GPU]: every consumer at the top level, each ring's own.
-    nlohmann::json all_consumers = nlohmann::json::array();
-    nlohmann::json per_ring = nlohmann::json::array();
-    for (const Server::Impl::Ring& ring : rings) {
-      nlohmann::json rj = RingStats(ring);
-      const std::string device = DeviceName(Device::Cuda(ring.device));
-      rj["device"] = device;
-      if (rj.contains("consumers")) {
-        for (nlohmann::json c : rj["consumers"]) {
-          c["device"] = device;
-          all_consumers.push_back(std::move(c));
-        }
+  // The server's counters (one Scheduler for every ring: Note [Placement]).
+  nlohmann::json j = impl.scheduler().Stats();
+  nlohmann::json& per_ring = j["rings"];
+  for (size_t i = 0; i < rings.size() && i < per_ring.size(); ++i) {
+    const Server::Impl::Ring& ring = rings[i];
+    nlohmann::json& rj = per_ring[i];
+    rj["device"] = DeviceName(ring.device >= 0 ? Device::Cuda(ring.device) : Device::Cpu());
+    if (!ring.source) continue;
+    const nlohmann::json source = SourceStats(*ring.source);
+    for (const auto& [k, v] : source.items()) rj[k] = v;
+    // The top level: the first ring's source, every ring's counts summed.
+    if (i == 0) {
+      for (const auto& [k, v] : source.items()) j[k] = v;
+    } else {
+      for (const char* k : {"source_counters", "producer_stage_s", "producer_stage_threads"}) {
+        AddCounts(j[k], source[k]);
       }
-      per_ring.push_back(std::move(rj));
     }
-    j["consumers"] = std::move(all_consumers);
-    j["rings"] = std::move(per_ring);
+  }
+  if (rings.front().source) {
+    // docs/stats.md producer_stage_s: the sources' stages, then the wait for
+    // a free slot (the scheduler's producer_blocked_s).
+    j["producer_stage_s"]["slot_wait"] = j.value("producer_blocked_s", 0.0);
+    j["producer_stage_threads"]["slot_wait"] = rings.size();
+  }
+  if (rings.size() > 1) {
+    for (nlohmann::json& c : j["consumers"]) {
+      c["device"] = per_ring[c.value("ring", 0)].value("device", "");
+    }
   }
   j["name"] = impl.options.name;
   j["endpoint"] = impl.endpoint;
   j["device"] = DeviceName(impl.options.source.device);
-  if (rings.size() > 1) {
+  if (rings.size() > 1 && rings.front().device >= 0) {
     ServerOptions listed = impl.options;
     listed.all_gpus = false;
     listed.gpus.clear();

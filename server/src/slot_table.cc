@@ -28,7 +28,8 @@ const SlotTable::Slot* SlotTable::OldestUnleased() const {
   return nullptr;
 }
 
-SlotGrant SlotTable::Begin(uint32_t slot, uint32_t epoch, std::span<const int64_t> indices) {
+SlotGrant SlotTable::Begin(uint32_t slot, uint32_t epoch, std::span<const int64_t> indices,
+                           uint32_t ring) {
   Slot& s = slots_[slot];
   BATCHCAST_CHECK(s.state != State::kWriting && s.leases == 0);
   BATCHCAST_CHECK(!indices.empty() && indices.size() <= s.indices.size());
@@ -38,6 +39,7 @@ SlotGrant SlotTable::Begin(uint32_t slot, uint32_t epoch, std::span<const int64_
   s.count = static_cast<uint32_t>(indices.size());
   s.valid = 0;
   s.epoch = epoch;
+  s.ring = ring;
   std::copy(indices.begin(), indices.end(), s.indices.begin());
   by_seq_[s.first_seq] = slot;
   next_seq_ += s.count;
@@ -128,7 +130,7 @@ std::vector<uint32_t> SlotTable::Lease(uint64_t from, uint32_t count,
   const Walk w =
       WalkSamples(from, published_, count, [&](uint32_t slot, uint32_t offset, uint32_t n) {
         Slot& s = slots_[slot];
-        segments.push_back(Segment{slot, offset, n, s.epoch});
+        segments.push_back(Segment{slot, offset, n, s.epoch, s.ring});
         indices.insert(indices.end(), s.indices.begin() + offset, s.indices.begin() + offset + n);
         s.leases += 1;
         pinned.push_back(slot);

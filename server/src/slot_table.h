@@ -56,6 +56,7 @@ class SlotTable {
     uint32_t valid = 0;   // of which the first `valid` are samples (Note [Holes]); set at Commit
     uint32_t epoch = 0;   // producer epoch
     uint32_t leases = 0;  // leases that pin it
+    uint32_t ring = 0;    // the ring it was placed on (Note [Placement], scheduler.h)
     std::vector<int64_t> indices;  // [0, valid): the dataset index of each sample
     uint64_t end() const { return first_seq + count; }
   };
@@ -105,9 +106,10 @@ class SlotTable {
   const Slot* OldestUnleased() const;
 
   // Starts writing the next indices.size() seqs (from next_seq()) of
-  // producer epoch `epoch` into `slot`. REQUIRES: `slot` came from
-  // FindWritable; 1 <= indices.size() <= batch size.
-  SlotGrant Begin(uint32_t slot, uint32_t epoch, std::span<const int64_t> indices);
+  // producer epoch `epoch` into `slot` of ring `ring`. REQUIRES: `slot` came
+  // from FindWritable; 1 <= indices.size() <= batch size.
+  SlotGrant Begin(uint32_t slot, uint32_t epoch, std::span<const int64_t> indices,
+                  uint32_t ring = 0);
   // Marks `slot` ready with its first `valid` seqs samples (the rest holes)
   // and advances published(). False (nothing changes) when `slot` is not
   // being written. REQUIRES: valid <= the slot's count.
@@ -125,7 +127,7 @@ class SlotTable {
   uint64_t CountSamples(uint64_t from, uint64_t to) const;
   // Leases the first `count` samples from seq `from` on (holes skipped; Find
   // found them, all published): appends the segments they lie in (slot,
-  // sample offset, count, epoch) and their dataset indices, adds a lease to
+  // sample offset, count, epoch, ring) and their dataset indices, adds a lease to
   // each slot, and returns the slots pinned.
   std::vector<uint32_t> Lease(uint64_t from, uint32_t count, std::vector<Segment>& segments,
                               std::vector<int64_t>& indices);

@@ -42,7 +42,7 @@ class HostRingTest : public ::testing::Test {
     a.kind = MemoryKind::kHost;
     a.bytes = bytes;
     a.shm_name = name_;
-    welcome_.allocations = {a};
+    welcome_.rings = {proto::RingInfo{-1, {a}}};
   }
   void TearDown() override { HostSharedMemory::Remove(name_); }
 
@@ -68,8 +68,8 @@ TEST_F(HostRingTest, GathersSegmentsIntoAPrivateBuffer) {
   ASSERT_TRUE(ring.ok()) << ring.status().ToString();
   const RingView& view = ring->view(MemoryKind::kHost);
   // Samples 2..3 of slot 0 then 0..1 of slot 1, field `image` (6 bytes each).
-  const std::vector<RingCopy> copies = {{layout_->SampleOffset(0, 0, 2), 0, 12},
-                                        {layout_->SampleOffset(0, 1, 0), 12, 12}};
+  const std::vector<RingCopy> copies = {{nullptr, layout_->SampleOffset(0, 0, 2), 0, 12},
+                                        {nullptr, layout_->SampleOffset(0, 1, 0), 12, 12}};
   Result<void*> buffer = view.Gather(copies, 24, CudaStreamRef());
   ASSERT_TRUE(buffer.ok()) << buffer.status().ToString();
   const auto* out = static_cast<const uint8_t*>(*buffer);
@@ -82,18 +82,52 @@ TEST_F(HostRingTest, GathersSegmentsIntoAPrivateBuffer) {
   view.FreeGather(*buffer, {});
 }
 
+// Note [Placement]: a second ring (here another host ring standing in for a
+// GPU's) is mapped when first asked for, and a gather on the home ring
+// copies out of it.
+TEST_F(HostRingTest, GathersFromAnotherRingMappedOnFirstUse) {
+  const std::string other = name_ + "-1";
+  const size_t bytes = layout_->allocation_bytes(MemoryKind::kHost);
+  Result<std::unique_ptr<HostSharedMemory>> shm = HostSharedMemory::Create(other, bytes);
+  ASSERT_TRUE(shm.ok()) << shm.status().ToString();
+  for (size_t i = 0; i < bytes; ++i) (*shm)->data()[i] = static_cast<uint8_t>(i % 13 + 100);
+  proto::Allocation a = welcome_.rings[0].allocations[0];
+  a.shm_name = other;
+  welcome_.rings.push_back(proto::RingInfo{-1, {a}});
+  welcome_.home_ring = 0;
+  Result<MappedRing> ring = MappedRing::Map(welcome_);
+  ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+  EXPECT_EQ(ring->ring_count(), 2u);
+  Result<const RingView*> peer = ring->view(1, MemoryKind::kHost);
+  ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+  Result<const RingView*> again = ring->view(1, MemoryKind::kHost);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*peer, *again) << "mapped twice";
+  const RingView& home = ring->view(MemoryKind::kHost);
+  // A sample of the home ring's slot 0, then one of the other ring's slot 1.
+  const std::vector<RingCopy> copies = {{nullptr, layout_->SampleOffset(0, 0, 0), 0, 6},
+                                        {*peer, layout_->SampleOffset(0, 1, 0), 6, 6}};
+  Result<void*> buffer = home.Gather(copies, 12, CudaStreamRef());
+  ASSERT_TRUE(buffer.ok()) << buffer.status().ToString();
+  const auto* out = static_cast<const uint8_t*>(*buffer);
+  EXPECT_EQ(std::memcmp(out, shm_->data() + copies[0].src, 6), 0);
+  EXPECT_EQ(std::memcmp(out + 6, (*shm)->data() + copies[1].src, 6), 0);
+  home.FreeGather(*buffer, {});
+  HostSharedMemory::Remove(other);
+}
+
 TEST_F(HostRingTest, HostMemoryHasNothingToOrderOrWaitFor) {
   Result<MappedRing> ring = MappedRing::Map(welcome_);
   ASSERT_TRUE(ring.ok()) << ring.status().ToString();
-  const std::vector<uint32_t> slots = {0, 2};
+  const std::vector<Segment> segments = {Segment{0, 0, 1, 0, 0}, Segment{2, 0, 1, 0, 0}};
   const std::vector<CudaStreamRef> streams = {CudaStreamRef()};
-  EXPECT_TRUE(ring->OrderAfterProducer(slots, CudaStreamRef()).ok());
+  EXPECT_TRUE(ring->OrderAfterProducer(segments, CudaStreamRef()).ok());
   EXPECT_TRUE(ring->StreamWaitsFor(CudaStreamRef(), CudaStreamRef()).ok());
   EXPECT_TRUE(ring->TokensAfter(streams).empty());  // so a host lease ends at once
 }
 
 TEST_F(HostRingTest, RefusesASizeTheLayoutDoesNotExplain) {
-  welcome_.allocations[0].bytes += 256;
+  welcome_.rings[0].allocations[0].bytes += 256;
   Result<MappedRing> ring = MappedRing::Map(welcome_);
   ASSERT_FALSE(ring.ok());
   EXPECT_EQ(ring.status().code(), StatusCode::kInternal);
@@ -101,7 +135,7 @@ TEST_F(HostRingTest, RefusesASizeTheLayoutDoesNotExplain) {
 }
 
 TEST_F(HostRingTest, RefusesAFieldWithoutAnAllocation) {
-  welcome_.allocations.clear();
+  welcome_.rings[0].allocations.clear();
   Result<MappedRing> ring = MappedRing::Map(welcome_);
   ASSERT_FALSE(ring.ok());
   EXPECT_EQ(ring.status().code(), StatusCode::kInternal);
@@ -109,7 +143,7 @@ TEST_F(HostRingTest, RefusesAFieldWithoutAnAllocation) {
 }
 
 TEST_F(HostRingTest, MissingSharedMemoryIsNotFound) {
-  welcome_.allocations[0].shm_name = name_ + "-gone";
+  welcome_.rings[0].allocations[0].shm_name = name_ + "-gone";
   Result<MappedRing> ring = MappedRing::Map(welcome_);
   ASSERT_FALSE(ring.ok());
   EXPECT_EQ(ring.status().code(), StatusCode::kNotFound);

@@ -92,7 +92,8 @@ Welcome SampleWelcome() {
   cuda.device_index = 3;
   cuda.mem_handle = PatternHandle(1);
   for (uint8_t s = 0; s < 4; ++s) cuda.event_handles.push_back(PatternHandle(10 + s));
-  m.allocations = {host, cuda};
+  m.rings = {RingInfo{3, {host, cuda}}, RingInfo{5, {}}};
+  m.home_ring = 1;
   m.epoch_len = 1281167;
   m.batches_per_epoch = 13345;
   m.heartbeat_interval_ms = 250;
@@ -231,16 +232,41 @@ TEST(ProtocolTest, RoundTripKeepsWelcomeDetails) {
   EXPECT_EQ(got->fields[0].dtype, DType::kFloat16);
   EXPECT_EQ(got->fields[0].memory, MemoryKind::kCuda);
   EXPECT_TRUE(got->fields[1].shape.empty());
-  ASSERT_EQ(got->allocations.size(), 2u);
-  EXPECT_EQ(got->allocations[0].shm_name, w.allocations[0].shm_name);
-  EXPECT_EQ(got->allocations[0].device_index, -1);
-  EXPECT_EQ(got->allocations[1].kind, MemoryKind::kCuda);
-  EXPECT_EQ(got->allocations[1].device_index, 3);
-  EXPECT_EQ(got->allocations[1].mem_handle, PatternHandle(1));
-  ASSERT_EQ(got->allocations[1].event_handles.size(), 4u);
+  ASSERT_EQ(got->rings.size(), 2u);
+  EXPECT_EQ(got->home_ring, 1u);
+  EXPECT_EQ(got->rings[0].device, 3);
+  EXPECT_EQ(got->rings[1].device, 5);
+  EXPECT_TRUE(got->rings[1].allocations.empty());
+  const std::vector<Allocation>& allocations = got->rings[0].allocations;
+  ASSERT_EQ(allocations.size(), 2u);
+  EXPECT_EQ(allocations[0].shm_name, w.rings[0].allocations[0].shm_name);
+  EXPECT_EQ(allocations[0].device_index, -1);
+  EXPECT_EQ(allocations[1].kind, MemoryKind::kCuda);
+  EXPECT_EQ(allocations[1].device_index, 3);
+  EXPECT_EQ(allocations[1].mem_handle, PatternHandle(1));
+  ASSERT_EQ(allocations[1].event_handles.size(), 4u);
   for (uint8_t s = 0; s < 4; ++s) {
-    EXPECT_EQ(got->allocations[1].event_handles[s], PatternHandle(10 + s));
+    EXPECT_EQ(allocations[1].event_handles[s], PatternHandle(10 + s));
   }
+}
+
+TEST(ProtocolTest, HomeRingMustBeARing) {
+  Welcome w = SampleWelcome();
+  w.home_ring = 2;
+  Result<Message> m = DecodeBytes(EncodeBytes(w));
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("home ring"), std::string::npos) << m.status().message();
+}
+
+TEST(ProtocolTest, SegmentKeepsItsRing) {
+  Batch b;
+  b.segments = {Segment{1, 2, 3, 4, 7}};
+  b.indices = {1, 2, 3};
+  const std::optional<Batch> got = RoundTrip(b);
+  ASSERT_TRUE(got);
+  ASSERT_EQ(got->segments.size(), 1u);
+  EXPECT_EQ(got->segments[0].ring, 7u);
 }
 
 TEST(ProtocolTest, RoundTripKeepsBatchDetails) {
@@ -279,16 +305,23 @@ TEST(ProtocolTest, HeaderLayout) {
 TEST(ProtocolTest, GoldenEncodings) {
   // Pins the little-endian wire format so that an accidental change is caught.
   EXPECT_EQ(EncodeBytes(EndOfEpoch{0x0102030405060708ull, 0x0A0B0C0D, 3, 0x1122}),
-            (Bytes{'B',  'C',  2,    0, 5, 0, 8, 7,    6,    5, 4, 3, 2, 1, 0x0D,
+            (Bytes{'B',  'C',  3,    0, 5, 0, 8, 7,    6,    5, 4, 3, 2, 1, 0x0D,
                    0x0C, 0x0B, 0x0A, 3, 0, 0, 0, 0x22, 0x11, 0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(EncodeBytes(Bye{{5}}),
-            (Bytes{'B', 'C', 2, 0, 9, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
+            (Bytes{'B', 'C', 3, 0, 9, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(EncodeBytes(Error{2, StatusCode::kNotFound, "ab"}),
-            (Bytes{'B', 'C', 2, 0, 6, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 'a', 'b'}));
+            (Bytes{'B', 'C', 3, 0, 6, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 'a', 'b'}));
   EXPECT_EQ(EncodeBytes(Release{{5}}),
-            (Bytes{'B', 'C', 2, 0, 7, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
+            (Bytes{'B', 'C', 3, 0, 7, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
   const Hello h{"n", 0x01020304, 32, true, JoinPolicy::kNextEpoch, 2, "", "g", 1, 3};
-  EXPECT_EQ(EncodeBytes(h), (Bytes{'B', 'C', 2, 0, 1,   0,  // header
+  // A segment: slot, offset, count, producer epoch, ring.
+  Batch b;
+  b.segments = {Segment{1, 2, 3, 4, 5}};
+  b.indices = {7, 7, 7};
+  const Bytes batch = EncodeBytes(b);
+  const Bytes segment = {1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5, 0, 0, 0};
+  EXPECT_NE(std::search(batch.begin(), batch.end(), segment.begin(), segment.end()), batch.end());
+  EXPECT_EQ(EncodeBytes(h), (Bytes{'B', 'C', 3, 0, 1,   0,  // header
                                    1,   0,   0, 0, 'n',     // name
                                    4,   3,   2, 1,          // pid
                                    32,  0,   0, 0,          // batch_size
@@ -384,7 +417,8 @@ TEST(ProtocolHostileTest, BadMagic) {
 }
 
 TEST(ProtocolHostileTest, WrongVersionNamesBothVersions) {
-  for (uint16_t v : {uint16_t{0}, uint16_t{1}, uint16_t{3}, uint16_t{513}, uint16_t{0xFFFF}}) {
+  for (uint16_t v :
+       {uint16_t{0}, uint16_t{1}, uint16_t{2}, uint16_t{4}, uint16_t{513}, uint16_t{0xFFFF}}) {
     for (const Message& msg : SampleMessages()) {
       Bytes f = EncodeBytes(msg);
       PokeLE<uint16_t>(f, 2, v);
@@ -555,14 +589,23 @@ TEST(ProtocolHostileTest, HugeCountsFailFast) {
     PutLE<int64_t>(f, 3);
     frames.emplace_back("dims " + std::to_string(dims), f);
   }
+  for (uint32_t n : {0xFFFFFFFFu, static_cast<uint32_t>(kMaxRings) + 1}) {
+    Bytes f = welcome_head(0);
+    PutLE<uint32_t>(f, n);
+    frames.emplace_back("rings " + std::to_string(n), f);
+  }
   for (uint32_t n : {0xFFFFFFFFu, static_cast<uint32_t>(kMaxAllocations) + 1}) {
     Bytes f = welcome_head(0);
+    PutLE<uint32_t>(f, 1);  // one ring
+    PutLE<int32_t>(f, -1);  // its device
     PutLE<uint32_t>(f, n);
     frames.emplace_back("allocations " + std::to_string(n), f);
   }
   for (uint32_t n :
        {0xFFFFFFFFu, static_cast<uint32_t>(kMaxWindow), static_cast<uint32_t>(kMaxWindow) + 1}) {
     Bytes f = welcome_head(0);
+    PutLE<uint32_t>(f, 1);  // one ring
+    PutLE<int32_t>(f, 0);   // its device
     PutLE<uint32_t>(f, 1);  // one allocation
     f.push_back(1);         // kind cuda
     PutLE<uint64_t>(f, 4096);

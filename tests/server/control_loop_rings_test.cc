@@ -1,7 +1,7 @@
 // The control loop of a server with a ring per GPU (Note [Rings per GPU],
-// server/src/device_list.h), over a real socket but without GPUs: a HELLO
-// joins the ring of the device it names (or the first), its WELCOME is that
-// ring's, ids are unique over the rings, and later messages reach its ring.
+// server/src/device_list.h), over a real socket but without GPUs: one
+// Scheduler for every ring; a HELLO's home ring is the ring of the device it
+// names (or the first), its WELCOME lists every ring and names its home.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -21,26 +21,23 @@ class ControlLoopRings : public ::testing::Test {
   void SetUp() override {
     SchedulerConfig sc;
     sc.epoch_len = 1000;
-    sc.consumer_ids = std::make_shared<std::atomic<uint64_t>>(1);
-    for (int i = 0; i < 2; ++i) schedulers_.push_back(std::make_unique<Scheduler>(sc));
+    sc.rings = 2;
+    scheduler_ = std::make_unique<Scheduler>(sc);
     ControlLoopOptions co;
     endpoint_ = "ipc:///tmp/bc-rings-test-" + std::to_string(getpid()) + ".sock";
     co.endpoint = endpoint_;
     co.server_name = "rings";
     co.stats_json = [] { return std::string("{}"); };
     co.finish = [](Status) {};
+    co.scheduler = scheduler_.get();
+    co.welcome.window = 8;
+    co.welcome.producer_batch_size = 64;
+    co.welcome.epoch_len = 1000;
     for (int i = 0; i < 2; ++i) {
-      ControlRing r;
-      r.scheduler = schedulers_[i].get();
-      r.device = i;
-      r.welcome.window = 8;
-      r.welcome.producer_batch_size = 64;
-      r.welcome.epoch_len = 1000;
       proto::Allocation a;
       a.kind = MemoryKind::kCuda;
-      a.device_index = i;  // tells the test which ring answered
-      r.welcome.allocations.push_back(a);
-      co.rings.push_back(std::move(r));
+      a.device_index = i;
+      co.welcome.rings.push_back(proto::RingInfo{i, {a}});
     }
     auto loop = ControlLoop::Create(std::move(co));
     ASSERT_TRUE(loop.ok()) << loop.status().ToString();
@@ -78,7 +75,7 @@ class ControlLoopRings : public ::testing::Test {
     }
   }
 
-  std::vector<std::unique_ptr<Scheduler>> schedulers_;
+  std::unique_ptr<Scheduler> scheduler_;
   std::string endpoint_;
   std::unique_ptr<ControlLoop> loop_;
   std::thread thread_;
@@ -86,32 +83,43 @@ class ControlLoopRings : public ::testing::Test {
   std::deque<zmq::socket_t> sockets_;
 };
 
-TEST_F(ControlLoopRings, EachHelloJoinsTheRingOfItsDevice) {
+TEST_F(ControlLoopRings, EachHelloGetsEveryRingAndItsHome) {
   std::vector<uint64_t> ids;
-  // (device named, ring expected)
-  for (const auto& [device, ring] : std::vector<std::pair<std::string, int>>{
+  // (device named, home ring expected)
+  for (const auto& [device, ring] : std::vector<std::pair<std::string, uint32_t>>{
            {"cuda:1", 1}, {"", 0}, {"cuda:0", 0}, {"cpu", 0}, {"cuda:7", 0}, {"cuda:1", 1}}) {
     proto::Message m = Hello(device);
     auto* w = std::get_if<proto::Welcome>(&m);
     ASSERT_NE(w, nullptr) << device << ": " << proto::MessageName(m);
-    ASSERT_EQ(w->allocations.size(), 1u);
-    EXPECT_EQ(w->allocations[0].device_index, ring) << device;
+    ASSERT_EQ(w->rings.size(), 2u);
+    EXPECT_EQ(w->rings[1].device, 1);
+    EXPECT_EQ(w->home_ring, ring) << device;
     ids.push_back(w->consumer_id);
   }
-  EXPECT_EQ(schedulers_[0]->Identities().size(), 4u);
-  EXPECT_EQ(schedulers_[1]->Identities().size(), 2u);
+  // One Scheduler: the counts are the server's.
+  EXPECT_EQ(scheduler_->Identities().size(), 6u);
+  const nlohmann::json rings = scheduler_->Stats()["rings"];
+  ASSERT_EQ(rings.size(), 2u);
+  EXPECT_EQ(rings[0]["consumers"], 4);
+  EXPECT_EQ(rings[1]["consumers"], 2);
   std::sort(ids.begin(), ids.end());
-  EXPECT_EQ(std::unique(ids.begin(), ids.end()), ids.end()) << "consumer ids repeat across rings";
-  // A consumer of ring 1 is served there: its NEXT is answered by ring 1's
-  // scheduler (which has nothing yet), a BYE removes it from ring 1.
+  EXPECT_EQ(std::unique(ids.begin(), ids.end()), ids.end()) << "consumer ids repeat";
+  // A BYE removes the consumer from the server.
   zmq::socket_t& first = sockets_.front();
   const std::string bye = proto::Encode(proto::Bye{});
   first.send(zmq::buffer(bye));
-  for (int i = 0; i < 200 && schedulers_[1]->Identities().size() != 1; ++i) {
+  for (int i = 0; i < 200 && scheduler_->Identities().size() != 5; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  EXPECT_EQ(schedulers_[1]->Identities().size(), 1u);
-  EXPECT_EQ(schedulers_[0]->Identities().size(), 4u);
+  EXPECT_EQ(scheduler_->Identities().size(), 5u);
+}
+
+TEST_F(ControlLoopRings, AHostRingNameNeedsAHostRing) {
+  proto::Message m = Hello("cpu:1");
+  auto* e = std::get_if<proto::Error>(&m);
+  ASSERT_NE(e, nullptr) << proto::MessageName(m);
+  EXPECT_EQ(e->code, StatusCode::kInvalidArgument);
+  EXPECT_NE(e->message.find("host ring"), std::string::npos) << e->message;
 }
 
 TEST_F(ControlLoopRings, AHelloNamingNoDeviceIsRefused) {

@@ -141,27 +141,39 @@ TEST(MetricsRender, NamesAndTypesFollowPrometheusConventions) {
   }
 }
 
-TEST(MetricsRender, EachRingOfSeveralGpusHasItsOwnSeries) {
-  json one = OneRingStats();
-  json ring0 = one, ring1 = one;
-  ring0["device"] = "cuda:0";
-  ring1["device"] = "cuda:1";
-  ring1["samples_published"] = 17;
-  ring1["consumers"] = json::array();
-  ring1["groups"] = json::array();
-  json stats = one;
+// Note [Placement]: the stream's series are the server's (ring "cuda:0,1");
+// each ring has what it decoded, what its consumers read locally and from
+// the peer, and its source's counters.
+TEST(MetricsRender, SeveralRingsShareTheStreamAndHaveTheirOwnSeries) {
+  json stats = OneRingStats();
   stats["device"] = "cuda:0,1";
+  json ring0 = {{"ring", 0},
+                {"device", "cuda:0"},
+                {"samples_decoded", 3000},
+                {"batches_local", 40},
+                {"batches_from_peers", 2},
+                {"peer_bytes", 1024},
+                {"source_counters", {{"files", 1000}}}};
+  json ring1 = ring0;
+  ring1["device"] = "cuda:1";
+  ring1["samples_decoded"] = 1997;
+  ring1["source_counters"]["files"] = 999;
   stats["rings"] = json::array({ring0, ring1});
   const Parsed p = Parse(RenderMetrics(stats));
-  EXPECT_EQ(p.samples.at(R"(batchcast_samples_published_total{server="imnet",ring="cuda:0"})"),
+  EXPECT_EQ(p.samples.at(R"(batchcast_samples_published_total{server="imnet",ring="cuda:0,1"})"),
             4997);
-  EXPECT_EQ(p.samples.at(R"(batchcast_samples_published_total{server="imnet",ring="cuda:1"})"), 17);
-  EXPECT_EQ(p.samples.count(R"(batchcast_samples_published_total{server="imnet",ring="cuda:0,1"})"),
-            0u);
-  EXPECT_EQ(p.samples.at(R"(batchcast_consumers{server="imnet",ring="cuda:1"})"), 0);
+  EXPECT_EQ(p.samples.at(R"(batchcast_ring_samples_decoded_total{server="imnet",ring="cuda:0"})"),
+            3000);
+  EXPECT_EQ(p.samples.at(R"(batchcast_ring_samples_decoded_total{server="imnet",ring="cuda:1"})"),
+            1997);
+  EXPECT_EQ(p.samples.at(R"(batchcast_ring_peer_bytes_total{server="imnet",ring="cuda:1"})"), 1024);
+  EXPECT_EQ(
+      p.samples.at(R"(batchcast_ring_batches_from_peers_total{server="imnet",ring="cuda:0"})"), 2);
+  EXPECT_EQ(p.samples.at(R"(batchcast_source_files{server="imnet",ring="cuda:1"})"), 999);
+  EXPECT_EQ(p.samples.count(R"(batchcast_source_files{server="imnet",ring="cuda:0,1"})"), 0u);
   EXPECT_EQ(
       p.samples.at(
-          R"(batchcast_consumer_wait_seconds_total{server="imnet",ring="cuda:0",consumer="train.py:100",consumer_id="1"})"),
+          R"(batchcast_consumer_wait_seconds_total{server="imnet",ring="cuda:0,1",consumer="train.py:100",consumer_id="1"})"),
       2.5);
 }
 

@@ -48,15 +48,17 @@ struct TestConfig {
   uint32_t max_leases = 16;
   std::chrono::milliseconds group_timeout = 10s;
   uint64_t group_epoch_len = 0;
+  uint32_t rings = 1;  // Note [Placement]
+  uint64_t sample_bytes = 0;
 };
 
 class SchedulerTest : public ::testing::Test {
  protected:
   void Make(const TestConfig& t) {
-    config_ =
-        SchedulerConfig{t.window,        t.batch_size,  t.epoch_len,         t.stream_end,
-                        t.lag_policy,    t.lag_timeout, t.heartbeat_timeout, t.min_consumers,
-                        t.max_consumers, t.max_leases,  t.group_timeout,     t.group_epoch_len};
+    config_ = SchedulerConfig{
+        t.window,        t.batch_size,        t.epoch_len,     t.stream_end,    t.lag_policy,
+        t.lag_timeout,   t.heartbeat_timeout, t.min_consumers, t.max_consumers, t.max_leases,
+        t.group_timeout, t.group_epoch_len,   t.rings,         t.sample_bytes};
     s_ = std::make_unique<Scheduler>(config_, &env_);
   }
 
@@ -74,11 +76,12 @@ class SchedulerTest : public ::testing::Test {
     // As the client does: a HEARTBEAT as soon as WELCOME comes (Note
     // [Unconfirmed consumers]); false leaves it unconfirmed.
     bool confirm = true;
+    uint32_t ring = 0;  // its home ring (Note [Placement])
   };
   Result<Scheduler::Admission> Join(const std::string& id, JoinOptions o) {
     proto::Hello h{id,         o.pid, o.batch, o.drop_last, o.join,
                    o.prefetch, "",    o.group, o.rank,      o.world_size};
-    Result<Scheduler::Admission> a = s_->AddConsumer(id, h, o.same_host);
+    Result<Scheduler::Admission> a = s_->AddConsumer(id, h, o.same_host, o.ring);
     if (a.ok() && o.confirm) s_->Touch(id);
     return a;
   }
@@ -103,7 +106,21 @@ class SchedulerTest : public ::testing::Test {
     const uint64_t n = std::min<uint64_t>(config_.batch_size, L - seq % L);
     std::vector<int64_t> idx;
     for (uint64_t i = 0; i < n; ++i) idx.push_back(IndexOf(seq + i));
-    auto grant = s_->TryBeginBatch(static_cast<uint32_t>(seq / L), idx);
+    Result<std::optional<SlotGrant>> grant = std::optional<SlotGrant>();
+    if (config_.rings > 1) {
+      // Note [Placement]: the producer of the ring the batch is placed on
+      // (the others would wait), trying once.
+      const uint32_t ring = s_->NextPlacement();
+      Result<SlotGrant> placed = s_->BeginPlacedBatch(ring, Clock::time_point::min());
+      EXPECT_TRUE(placed.ok() || placed.status().code() == StatusCode::kDeadlineExceeded)
+          << placed.status().ToString();
+      if (!placed.ok()) return std::nullopt;
+      EXPECT_EQ(placed->count, n);
+      grant = std::optional<SlotGrant>(*placed);
+      placements.push_back(ring);
+    } else {
+      grant = s_->TryBeginBatch(static_cast<uint32_t>(seq / L), idx);
+    }
     EXPECT_TRUE(grant.ok()) << grant.status().ToString();
     if (!grant.ok() || !grant->has_value()) return std::nullopt;
     EXPECT_EQ((*grant)->first_seq, seq);
@@ -117,6 +134,8 @@ class SchedulerTest : public ::testing::Test {
   }
   // Seqs whose samples Produce drops.
   std::set<uint64_t> dropped;
+  // With several rings: the ring of each batch Produce wrote, in order.
+  std::vector<uint32_t> placements;
   // Produces until the producer would wait; returns how many batches. With
   // no reads in between, at most `window` batches can be written.
   int Pump() {

@@ -253,6 +253,11 @@ Result<std::shared_ptr<IpcMapping>> OpenIpcMemory(const IpcHandle& handle, int d
 
 // cudaMemcpyAsync with cudaMemcpyDefault (unified addressing picks the direction).
 Status CopyAsync(void* dst, const void* src, size_t bytes, CudaStreamRef stream);
+// cudaMemcpyPeerAsync: `bytes` from `src` on device `src_device` to `dst` on
+// `dst_device`, in the order of `stream`; works with or without peer access
+// between the devices (through the host when there is none).
+Status CopyPeerAsync(void* dst, int dst_device, const void* src, int src_device, size_t bytes,
+                     CudaStreamRef stream);
 // Synchronous copy (cudaMemcpy, cudaMemcpyDefault).
 Status Copy(void* dst, const void* src, size_t bytes);
 // cudaMemsetAsync.

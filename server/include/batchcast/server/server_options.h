@@ -32,12 +32,17 @@ struct ServerOptions {
   SourceOptions source;
 
   // Several GPUs (--device cuda:0,1,... or cuda:all): one ring, source and
-  // producer per GPU, each consumer served from its own GPU's ring
-  // (docs/semantics.md, "Several GPUs"). `gpus` lists them in order
-  // (source.device is the first); empty with one device. `all_gpus`:
-  // cuda:all, every visible GPU, resolved when the server starts.
+  // producer per GPU sharing one stream (each sample decoded once, on one
+  // GPU), each consumer reading from its own GPU's ring and copying what was
+  // placed on another (docs/semantics.md, "Several GPUs"). `gpus` lists them
+  // in order (source.device is the first); empty with one device.
+  // `all_gpus`: cuda:all, every visible GPU, resolved when the server starts.
   std::vector<int> gpus;
   bool all_gpus = false;
+  // With device cpu: this many host rings standing in for GPUs (a consumer
+  // names its ring with the device "cpu:N"). For tests of the several-ring
+  // paths without GPUs; no command-line option.
+  uint32_t host_rings = 1;
 
   std::string name = "batchcast";  // names the endpoint, lock and shared memory
   std::string endpoint;            // "" = ipc://<runtime dir>/<name>.sock

@@ -1,0 +1,32 @@
+#include "epoch_orders.h"
+
+namespace batchcast {
+
+EpochOrders::EpochOrders(Sampler sampler, uint64_t epochs)
+    : sampler_(std::move(sampler)), epochs_(epochs) {}
+
+std::shared_ptr<const std::vector<int64_t>> EpochOrders::Order(uint64_t epoch) {
+  MutexLock lock(&mu_);
+  orders_.erase(orders_.begin(), orders_.lower_bound(epoch == 0 ? 0 : epoch - 1));
+  std::shared_ptr<const std::vector<int64_t>>& order = orders_[epoch];
+  if (!order) order = std::make_shared<const std::vector<int64_t>>(sampler_.EpochOrder(epoch));
+  return order;
+}
+
+Status EpochOrders::Record(uint64_t epoch, uint64_t seqs, uint64_t valid) {
+  MutexLock lock(&mu_);
+  Written& w = written_[epoch];
+  w.seqs += seqs;
+  w.samples += valid;
+  if (w.seqs < sampler_.epoch_len()) return Status::Ok();
+  const bool empty = w.samples == 0;
+  written_.erase(epoch);
+  if (!empty) return Status::Ok();
+  // Every sample was dropped (Note [Dropped files]): consumers would see an
+  // empty epoch, and every later one too. Stop, so that each gets this.
+  return DataLossError("epoch " + std::to_string(epoch) + " produced no sample: all " +
+                       std::to_string(sampler_.epoch_len()) +
+                       " failed to read or decode (the server's log names each file)");
+}
+
+}  // namespace batchcast

@@ -1,0 +1,49 @@
+// EpochOrders: the sampler's order of each producer epoch, computed once and
+// shared by the producers of every ring (Note [Placement], scheduler.h): each
+// producer is handed a batch of seqs by the Scheduler and reads its dataset
+// indices here. It also says when an epoch ended with no sample at all (every
+// file dropped: DataLoss, never an empty stream).
+//
+// Thread-safety: thread-safe (one mutex; an epoch's order is computed under
+// it, so a producer asking for the same epoch waits for that one computation).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "batchcast/core/status.h"
+#include "core/src/mutex.h"
+#include "core/src/sampler.h"
+
+namespace batchcast {
+
+class EpochOrders {
+ public:
+  // `epochs` = 0: no end.
+  EpochOrders(Sampler sampler, uint64_t epochs);
+
+  uint64_t epoch_len() const { return sampler_.epoch_len(); }
+  uint64_t epochs() const { return epochs_; }
+  // The order of producer epoch `epoch` (computed on first use). Orders of
+  // epochs before epoch - 1 are dropped: the batches in flight are
+  // consecutive in the stream, so no producer asks for them again.
+  std::shared_ptr<const std::vector<int64_t>> Order(uint64_t epoch) BC_EXCLUDES(mu_);
+  // A batch of `seqs` seqs of `epoch` was written with `valid` samples.
+  // DataLoss once all of the epoch's seqs were written and none was a sample.
+  Status Record(uint64_t epoch, uint64_t seqs, uint64_t valid) BC_EXCLUDES(mu_);
+
+ private:
+  const Sampler sampler_;
+  const uint64_t epochs_;
+  Mutex mu_;
+  std::map<uint64_t, std::shared_ptr<const std::vector<int64_t>>> orders_ BC_GUARDED_BY(mu_);
+  struct Written {
+    uint64_t seqs = 0;
+    uint64_t samples = 0;
+  };
+  std::map<uint64_t, Written> written_ BC_GUARDED_BY(mu_);
+};
+
+}  // namespace batchcast

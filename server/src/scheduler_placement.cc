@@ -1,0 +1,113 @@
+// Scheduler: where the next producer batch is written when the server holds
+// several rings (Note [Placement]), and what each ring wrote and served.
+#include <algorithm>
+
+#include "scheduler.h"
+
+namespace batchcast {
+
+std::optional<uint32_t> Scheduler::GroupPlacementLocked(uint64_t seq) const {
+  const uint64_t L = config_.epoch_len;
+  for (const auto& [_, g] : groups_) {
+    if (!g->Live() || seq < g->start()) continue;
+    const uint32_t world = g->spec().world_size;
+    const uint32_t B = g->spec().batch_size;
+    bool several = false;
+    std::optional<uint32_t> first_ring;
+    for (uint32_t r = 0; r < world && !several; ++r) {
+      const Consumer* c = RankConsumerLocked(*g, r);
+      if (c == nullptr) continue;
+      if (first_ring && *first_ring != c->home_ring) several = true;
+      if (!first_ring) first_ring = c->home_ring;
+    }
+    if (!several) continue;
+    // The round arithmetic of Note [Consumer groups], holes ignored.
+    const uint64_t in_epoch = (seq - g->start()) % L;
+    const uint64_t round = uint64_t{world} * B;
+    if (in_epoch >= g->rounds_per_epoch() * round) continue;  // the dropped remainder
+    const auto rank = static_cast<uint32_t>(in_epoch % round / B);
+    if (const Consumer* c = RankConsumerLocked(*g, rank); c != nullptr) return c->home_ring;
+  }
+  return std::nullopt;
+}
+
+std::vector<uint32_t> Scheduler::CandidateRingsLocked() const {
+  std::vector<bool> read(config_.rings, false);
+  for (const auto& [_, c] : consumers_) {
+    if (c.attached) read[c.home_ring] = true;
+  }
+  std::vector<uint32_t> candidates;
+  for (uint32_t r = 0; r < config_.rings; ++r) {
+    if (read[r]) candidates.push_back(r);
+  }
+  if (candidates.empty()) {
+    for (uint32_t r = 0; r < config_.rings; ++r) candidates.push_back(r);
+  }
+  return candidates;
+}
+
+uint32_t Scheduler::PlaceAtLocked(uint64_t seq, uint64_t batch,
+                                  const std::vector<uint32_t>& candidates) const {
+  if (config_.rings == 1) return 0;
+  if (std::optional<uint32_t> ring = GroupPlacementLocked(seq)) return *ring;
+  return candidates[batch % candidates.size()];
+}
+
+uint32_t Scheduler::PlaceLocked() const {
+  if (config_.rings == 1) return 0;
+  return PlaceAtLocked(slots_.next_seq(), batches_begun_, CandidateRingsLocked());
+}
+
+uint32_t Scheduler::NextPlacement() const {
+  MutexLock lock(&mu_);
+  return PlaceLocked();
+}
+
+uint64_t Scheduler::NextBatchEndLocked(uint64_t seq) const {
+  const uint64_t L = config_.epoch_len;
+  return std::min({seq + config_.batch_size, (seq / L + 1) * L, stream_end_});
+}
+
+std::optional<uint64_t> Scheduler::PredictNextBatch(uint32_t ring) const {
+  MutexLock lock(&mu_);
+  const std::vector<uint32_t> candidates = CandidateRingsLocked();
+  uint64_t seq = slots_.next_seq();
+  uint64_t batch = batches_begun_;
+  // A few rounds of the rotation: beyond them the state will have changed.
+  for (uint32_t i = 0; i < 4 * config_.rings && seq < stream_end_; ++i, ++batch) {
+    if (PlaceAtLocked(seq, batch, candidates) == ring) return seq;
+    seq = NextBatchEndLocked(seq);
+  }
+  return std::nullopt;
+}
+
+void Scheduler::CountReadLocked(const Consumer& c, std::span<const Segment> segments) {
+  RingCounts& rc = ring_counts_[c.home_ring];
+  uint64_t copied = 0;
+  for (const Segment& s : segments) copied += s.ring != c.home_ring ? s.count : 0;
+  if (copied == 0) {
+    rc.batches_local += 1;
+  } else {
+    rc.batches_from_peers += 1;
+    rc.peer_bytes += copied * config_.sample_bytes;
+  }
+}
+
+nlohmann::json Scheduler::RingStatsLocked() const {
+  nlohmann::json rings = nlohmann::json::array();
+  std::vector<uint64_t> consumers(ring_counts_.size(), 0);
+  for (const auto& [_, c] : consumers_) consumers[c.home_ring] += c.attached ? 1 : 0;
+  for (size_t r = 0; r < ring_counts_.size(); ++r) {
+    const RingCounts& rc = ring_counts_[r];
+    rings.push_back({{"ring", r},
+                     {"consumers", consumers[r]},
+                     {"batches_written", rc.batches_written},
+                     {"samples_decoded", rc.samples_decoded},
+                     {"batches_local", rc.batches_local},
+                     {"batches_from_peers", rc.batches_from_peers},
+                     {"peer_bytes", rc.peer_bytes}});
+  }
+  return rings;
+}
+
+}  // namespace batchcast

@@ -1,0 +1,180 @@
+// End-to-end tests of a server with several rings sharing one stream (Note
+// [Placement], server/src/scheduler.h) without GPUs: an in-process server
+// with two host rings standing in for two GPUs (ServerOptions::host_rings),
+// consumers choosing their home ring with the device "cpu:N". Every byte is
+// checked against the synthetic formula; the stats show each sample decoded
+// once, on one ring.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "batchcast/client/consumer.h"
+#include "batchcast/server/server.h"
+#include "device_util.h"
+#include "harness.h"
+
+namespace batchcast {
+namespace {
+
+using nlohmann::json;
+using testing::UniqueName;
+
+constexpr uint64_t kSamples = 480;
+
+// Two host rings, batch 16 over 8 slots, `epochs` epochs, waiting for `min` consumers.
+std::unique_ptr<Server> StartTwoRings(const std::string& name, uint64_t epochs, uint32_t min) {
+  ServerOptions o;
+  o.name = name;
+  o.source.synthetic = kSamples;
+  o.source.size = 8;
+  o.batch_size = 16;
+  o.window = 8;
+  o.epochs = epochs;
+  o.min_consumers = min;
+  o.host_rings = 2;
+  auto started = Server::Start(o);
+  EXPECT_TRUE(started.ok()) << started.status().ToString();
+  return started.ok() ? std::move(*started) : nullptr;
+}
+
+struct Reader {
+  std::string device;  // "cpu:N"
+  uint32_t batch = 16;
+  std::string group;
+  uint32_t rank = 0;
+  uint32_t world = 0;
+  // What it read: the indices of each epoch, batches, zero-copy batches, mismatches.
+  std::vector<std::vector<int64_t>> epochs;
+  int batches = 0;
+  int zero_copy = 0;
+  int64_t mismatches = 0;
+  std::string error;
+};
+
+// Connects every reader, then reads with each on its own thread until the
+// stream ends.
+void ReadAll(const std::string& name, std::vector<Reader>& readers) {
+  std::vector<std::unique_ptr<Consumer>> consumers;
+  for (Reader& r : readers) {
+    ConsumerOptions o;
+    o.endpoint = name;
+    o.batch_size = r.batch;
+    o.device = r.device;
+    o.join = JoinPolicy::kNextEpoch;
+    o.timeout = std::chrono::seconds(30);
+    o.group = r.group;  // "": none, whatever the environment says
+    if (r.world > 0) {
+      o.rank = r.rank;
+      o.world_size = r.world;
+    }
+    auto c = Consumer::Connect(o);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_EQ((*c)->device(), Device::Cpu());
+    consumers.push_back(std::move(*c));
+  }
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < readers.size(); ++i) {
+    threads.emplace_back([&r = readers[i], c = consumers[i].get()] {
+      std::vector<int64_t> epoch;
+      while (true) {
+        Result<Batch> b = c->Next();
+        if (!b.ok()) {
+          if (b.status().code() != StatusCode::kOutOfRange) r.error = b.status().ToString();
+          return;
+        }
+        if (b->end_of_epoch()) {
+          r.epochs.push_back(std::move(epoch));
+          epoch.clear();
+          continue;
+        }
+        ++r.batches;
+        r.zero_copy += b->zero_copy() ? 1 : 0;
+        epoch.insert(epoch.end(), b->indices().begin(), b->indices().end());
+        Result<int64_t> bad = testing::FormulaMismatches(*b, CudaStreamRef());
+        r.mismatches += bad.ok() ? *bad : 1;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+std::set<int64_t> All() {
+  std::set<int64_t> all;
+  for (uint64_t i = 0; i < kSamples; ++i) all.insert(static_cast<int64_t>(i));
+  return all;
+}
+
+// A consumer per ring, batch sizes that do and do not divide the producer
+// batch: both read every epoch exactly; each sample was decoded once.
+TEST(HostRings, AConsumerPerRingReadsExactEpochsFromOneDecode) {
+  const std::string name = UniqueName("rings");
+  auto server = StartTwoRings(name, 2, 2);
+  ASSERT_TRUE(server);
+  std::vector<Reader> readers(2);
+  readers[0].device = "cpu:0";
+  readers[0].batch = 16;
+  readers[1].device = "cpu:1";
+  readers[1].batch = 10;
+  ASSERT_NO_FATAL_FAILURE(ReadAll(name, readers));
+  for (const Reader& r : readers) {
+    SCOPED_TRACE(r.device);
+    EXPECT_EQ(r.error, "");
+    EXPECT_EQ(r.mismatches, 0);
+    ASSERT_EQ(r.epochs.size(), 2u);
+    for (const std::vector<int64_t>& e : r.epochs) {
+      EXPECT_EQ(std::set<int64_t>(e.begin(), e.end()), All());
+      EXPECT_EQ(e.size(), kSamples);
+    }
+    EXPECT_GT(r.zero_copy, 0);
+    EXPECT_LT(r.zero_copy, r.batches) << "nothing was copied from the other ring";
+  }
+  const json stats = json::parse(server->StatsJson());
+  ASSERT_EQ(stats["rings"].size(), 2u);
+  const json& rings = stats["rings"];
+  EXPECT_EQ(
+      rings[0]["samples_decoded"].get<uint64_t>() + rings[1]["samples_decoded"].get<uint64_t>(),
+      2 * kSamples)
+      << "each sample decoded once";
+  EXPECT_GT(rings[0]["samples_decoded"].get<uint64_t>(), 0u);
+  EXPECT_GT(rings[1]["samples_decoded"].get<uint64_t>(), 0u);
+  EXPECT_GT(rings[1]["peer_bytes"].get<uint64_t>(), 0u);
+  EXPECT_EQ(rings[1]["device"], "cpu");
+}
+
+// A group with a rank on each ring and B equal to the producer batch: one
+// group, an exact split, every batch read zero-copy from the rank's own ring.
+TEST(HostRings, AGroupAcrossRingsSplitsExactlyWithoutCopies) {
+  const std::string name = UniqueName("ringgroup");
+  auto server = StartTwoRings(name, 2, 2);
+  ASSERT_TRUE(server);
+  std::vector<Reader> readers(2);
+  for (uint32_t r = 0; r < 2; ++r) {
+    readers[r].device = "cpu:" + std::to_string(r);
+    readers[r].group = "ddp";
+    readers[r].rank = r;
+    readers[r].world = 2;
+  }
+  ASSERT_NO_FATAL_FAILURE(ReadAll(name, readers));
+  for (const Reader& r : readers) {
+    EXPECT_EQ(r.error, "");
+    EXPECT_EQ(r.mismatches, 0);
+    EXPECT_EQ(r.zero_copy, r.batches) << r.device << " read from the other ring";
+  }
+  EXPECT_EQ(readers[0].batches, readers[1].batches);
+  ASSERT_EQ(readers[0].epochs.size(), 2u);
+  ASSERT_EQ(readers[1].epochs.size(), 2u);
+  for (size_t e = 0; e < 2; ++e) {
+    std::set<int64_t> both(readers[0].epochs[e].begin(), readers[0].epochs[e].end());
+    both.insert(readers[1].epochs[e].begin(), readers[1].epochs[e].end());
+    EXPECT_EQ(both, All()) << "epoch " << e;
+  }
+  const json stats = json::parse(server->StatsJson());
+  EXPECT_EQ(stats["rings"][0]["peer_bytes"], 0);
+  EXPECT_EQ(stats["rings"][1]["peer_bytes"], 0);
+}
+
+}  // namespace
+}  // namespace batchcast

@@ -1,0 +1,311 @@
+// Unit tests of Note [Placement] (server/src/scheduler.h): one Scheduler for
+// a server of several rings; the next producer batch goes round robin over
+// the rings that have readers, all to the one ring with readers, or to the
+// ring of the group rank predicted to read it; placed batches committed out
+// of order are published in order; counts (min/max consumers, groups) are
+// the server's; per-ring stats.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "scheduler_fixture.h"
+
+namespace batchcast {
+namespace {
+
+using namespace scheduler_test;
+
+class PlacementTest : public SchedulerTest {
+ protected:
+  // Window 8 x batch 4, epochs of 16, `rings` rings.
+  static TestConfig Rings(uint32_t rings) {
+    TestConfig t;
+    t.window = 8;
+    t.rings = rings;
+    t.sample_bytes = 10;
+    return t;
+  }
+  JoinOptions On(uint32_t ring) {
+    JoinOptions o;
+    o.ring = ring;
+    return o;
+  }
+  JoinOptions Rank(uint32_t rank, uint32_t ring, uint32_t batch = 4, uint32_t world = 2) {
+    JoinOptions o = On(ring);
+    o.group = "g";
+    o.rank = rank;
+    o.world_size = world;
+    o.batch = batch;
+    return o;
+  }
+
+  // What each consumer read: its batches (first seq, the ring of each
+  // segment) and its dataset indices, until every one of `ids` got
+  // OutOfRange or nothing moves.
+  struct Read {
+    std::vector<proto::Batch> batches;
+    std::vector<int64_t> indices;
+    bool ended = false;
+  };
+  std::map<std::string, Read> DriveToEnd(const std::vector<std::string>& ids) {
+    std::map<std::string, Read> read;
+    std::map<std::string, bool> asked;
+    for (int turn = 0; turn < 2000; ++turn) {
+      bool moved = false;
+      bool all_ended = true;
+      for (const std::string& id : ids) {
+        Read& r = read[id];
+        if (r.ended) continue;
+        all_ended = false;
+        if (!asked[id]) {
+          s_->Next(id, ++request_id_);
+          asked[id] = true;
+        }
+        for (const proto::Message& m : Replies(id)) {
+          moved = true;
+          asked[id] = false;
+          if (const auto* b = std::get_if<proto::Batch>(&m)) {
+            r.batches.push_back(*b);
+            r.indices.insert(r.indices.end(), b->indices.begin(), b->indices.end());
+            Release(id, *b);
+          } else if (const auto* e = std::get_if<proto::Error>(&m)) {
+            EXPECT_EQ(e->code, StatusCode::kOutOfRange) << id << ": " << e->message;
+            r.ended = true;
+          }
+        }
+      }
+      if (all_ended) break;
+      if (!moved && Pump() == 0) {
+        ADD_FAILURE() << "stuck";
+        break;
+      }
+    }
+    return read;
+  }
+  // Every segment of `r`'s batches lies on `ring`.
+  static bool AllOn(const Read& r, uint32_t ring) {
+    for (const proto::Batch& b : r.batches) {
+      for (const Segment& s : b.segments) {
+        if (s.ring != ring) return false;
+      }
+    }
+    return true;
+  }
+};
+
+TEST_F(PlacementTest, RoundRobinOverTheRingsWithReaders) {
+  Make(Rings(3));
+  MustJoin("a", On(0));
+  MustJoin("c", On(2));
+  EXPECT_EQ(Pump(), 8);
+  EXPECT_EQ(placements, (std::vector<uint32_t>{0, 2, 0, 2, 0, 2, 0, 2}));
+  // Each consumer reads the whole stream: half zero-copy from its own ring.
+  const proto::Batch b0 = NextBatch("a");
+  const proto::Batch b1 = NextBatch("a");
+  ASSERT_EQ(b0.segments.size(), 1u);
+  EXPECT_EQ(b0.segments[0].ring, 0u);
+  EXPECT_EQ(b1.segments[0].ring, 2u);
+  const nlohmann::json rings = Stats()["rings"];
+  ASSERT_EQ(rings.size(), 3u);
+  EXPECT_EQ(rings[0]["batches_written"], 4);
+  EXPECT_EQ(rings[1]["batches_written"], 0);
+  EXPECT_EQ(rings[2]["batches_written"], 4);
+  EXPECT_EQ(rings[0]["samples_decoded"], 16);
+  EXPECT_EQ(rings[0]["batches_local"], 1);
+  EXPECT_EQ(rings[0]["batches_from_peers"], 1);
+  EXPECT_EQ(rings[0]["peer_bytes"], 4 * 10);
+  EXPECT_EQ(ConsumerStats("c")["ring"], 2);
+}
+
+TEST_F(PlacementTest, AProducersReadAheadIsItsOwnRingsNextBatch) {
+  Make(Rings(2));
+  MustJoin("a", On(0));
+  MustJoin("b", On(1));
+  // Batches of 4: the stream's next is ring 0's (seq 0), then ring 1's (4).
+  EXPECT_EQ(s_->PredictNextBatch(0), std::optional<uint64_t>(0));
+  EXPECT_EQ(s_->PredictNextBatch(1), std::optional<uint64_t>(4));
+  ASSERT_TRUE(Produce().has_value());  // seq 0 on ring 0
+  EXPECT_EQ(s_->PredictNextBatch(0), std::optional<uint64_t>(8));
+  EXPECT_EQ(s_->PredictNextBatch(1), std::optional<uint64_t>(4));
+  // With readers on ring 1 only, ring 0 has no batch in sight.
+  Make(Rings(2));
+  MustJoin("b", On(1));
+  EXPECT_EQ(s_->PredictNextBatch(0), std::nullopt);
+  EXPECT_EQ(s_->PredictNextBatch(1), std::optional<uint64_t>(0));
+}
+
+TEST_F(PlacementTest, DecodeFollowsReadersOnOneRing) {
+  Make(Rings(2));
+  MustJoin("a", On(1));
+  MustJoin("b", On(1));
+  EXPECT_EQ(Pump(), 8);
+  EXPECT_EQ(placements, std::vector<uint32_t>(8, 1));
+  // The producer of ring 0 waits: the next batch is ring 1's.
+  Result<SlotGrant> g = s_->BeginPlacedBatch(0, Clock::time_point::min());
+  EXPECT_EQ(g.status().code(), StatusCode::kDeadlineExceeded);
+  const proto::Batch b = NextBatch("a");
+  ASSERT_EQ(b.segments.size(), 1u);
+  EXPECT_EQ(b.segments[0].ring, 1u);
+  EXPECT_EQ(Stats()["rings"][1]["batches_local"], 1);
+  EXPECT_EQ(Stats()["rings"][1]["peer_bytes"], 0);
+}
+
+TEST_F(PlacementTest, EverySampleOnceAndEveryConsumerGetsTheWholeStream) {
+  TestConfig t = Rings(2);
+  t.stream_end = 32;
+  Make(t);
+  MustJoin("a", On(0));
+  MustJoin("b", On(1));
+  std::map<std::string, Read> read = DriveToEnd({"a", "b"});
+  std::vector<int64_t> want;
+  for (uint64_t seq = 0; seq < 32; ++seq) want.push_back(IndexOf(seq));
+  EXPECT_EQ(read["a"].indices, want);
+  EXPECT_EQ(read["b"].indices, want);
+  const nlohmann::json rings = Stats()["rings"];
+  EXPECT_EQ(
+      rings[0]["samples_decoded"].get<uint64_t>() + rings[1]["samples_decoded"].get<uint64_t>(),
+      32u);
+  EXPECT_EQ(rings[0]["samples_decoded"], 16);
+  EXPECT_EQ(Stats()["batches_written"], 8);
+}
+
+// Batches the placed producers commit out of order are published in order.
+TEST_F(PlacementTest, OutOfOrderCommitsPublishInOrder) {
+  Make(Rings(2));
+  MustJoin("a", On(0));
+  MustJoin("b", On(1));
+  Result<SlotGrant> first = s_->BeginPlacedBatch(0, Clock::time_point::min());
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  Result<SlotGrant> second = s_->BeginPlacedBatch(1, Clock::time_point::min());
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(first->first_seq, 0u);
+  EXPECT_EQ(second->first_seq, 4u);
+  for (uint32_t i = 0; i < 4; ++i) {
+    first->indices[i] = IndexOf(i);
+    second->indices[i] = IndexOf(4 + i);
+  }
+  ASSERT_TRUE(s_->Commit(second->slot).ok());
+  EXPECT_TRUE(Next("a").empty()) << "seq 0 is not published yet";
+  ASSERT_TRUE(s_->Commit(first->slot).ok());
+  std::vector<proto::Message> r = Replies("a");
+  ASSERT_EQ(r.size(), 1u) << Describe(r);
+  EXPECT_EQ(Describe(r), "0+4");
+  EXPECT_EQ(Describe(NextBatch("a")), "4+4");
+  EXPECT_TRUE(Next("a").empty()) << "nothing beyond seq 8 yet";
+}
+
+// A DDP job with a rank per GPU and B equal to the producer batch: one group
+// for the server, an exact split with equal counts, and every rank fed only
+// from its own ring.
+TEST_F(PlacementTest, GroupRanksOnTwoRingsReadOnlyTheirOwnRing) {
+  TestConfig t = Rings(2);
+  t.stream_end = 48;
+  Make(t);
+  MustJoin("r0", Rank(0, 0));
+  MustJoin("r1", Rank(1, 1));
+  std::map<std::string, Read> read = DriveToEnd({"r0", "r1"});
+  EXPECT_EQ(read["r0"].batches.size(), 6u);
+  EXPECT_EQ(read["r1"].batches.size(), 6u);
+  EXPECT_TRUE(AllOn(read["r0"], 0));
+  EXPECT_TRUE(AllOn(read["r1"], 1));
+  std::set<int64_t> all(read["r0"].indices.begin(), read["r0"].indices.end());
+  all.insert(read["r1"].indices.begin(), read["r1"].indices.end());
+  EXPECT_EQ(all.size(), 48u) << "the ranks split the stream exactly";
+  const nlohmann::json rings = Stats()["rings"];
+  EXPECT_EQ(rings[0]["batches_from_peers"], 0);
+  EXPECT_EQ(rings[1]["batches_from_peers"], 0);
+  EXPECT_EQ(rings[0]["peer_bytes"], 0);
+  EXPECT_EQ(rings[0]["samples_decoded"], 24);
+  EXPECT_EQ(rings[1]["samples_decoded"], 24);
+}
+
+// With B smaller than the producer batch a rank also reads from the other
+// ring, through copies; the split stays exact.
+TEST_F(PlacementTest, GroupWithSmallerBatchesStaysExact) {
+  TestConfig t = Rings(2);
+  t.stream_end = 48;
+  Make(t);
+  MustJoin("r0", Rank(0, 0, 2));
+  MustJoin("r1", Rank(1, 1, 2));
+  std::map<std::string, Read> read = DriveToEnd({"r0", "r1"});
+  EXPECT_EQ(read["r0"].batches.size(), read["r1"].batches.size());
+  std::vector<int64_t> all = read["r0"].indices;
+  all.insert(all.end(), read["r1"].indices.begin(), read["r1"].indices.end());
+  std::sort(all.begin(), all.end());
+  std::vector<int64_t> want;
+  for (uint64_t seq = 0; seq < 48; ++seq) want.push_back(IndexOf(seq));
+  EXPECT_EQ(all, want);
+}
+
+// Two DDP jobs on the same two rings: each gets the whole stream, from one decode.
+TEST_F(PlacementTest, TwoGroupsEachGetTheWholeStreamFromOneDecode) {
+  TestConfig t = Rings(2);
+  t.stream_end = 32;
+  Make(t);
+  MustJoin("a0", Rank(0, 0));
+  MustJoin("a1", Rank(1, 1));
+  JoinOptions b0 = Rank(0, 0);
+  b0.group = "h";
+  JoinOptions b1 = Rank(1, 1);
+  b1.group = "h";
+  MustJoin("b0", b0);
+  MustJoin("b1", b1);
+  std::map<std::string, Read> read = DriveToEnd({"a0", "a1", "b0", "b1"});
+  for (const char* job : {"a", "b"}) {
+    std::set<int64_t> all(read[std::string(job) + "0"].indices.begin(),
+                          read[std::string(job) + "0"].indices.end());
+    all.insert(read[std::string(job) + "1"].indices.begin(),
+               read[std::string(job) + "1"].indices.end());
+    EXPECT_EQ(all.size(), 32u) << job;
+  }
+  EXPECT_EQ(Stats()["batches_written"], 8) << "one decode for both jobs";
+}
+
+TEST_F(PlacementTest, MinConsumersCountsTheServersConsumers) {
+  TestConfig t = Rings(2);
+  t.min_consumers = 2;
+  Make(t);
+  MustJoin("a", On(0));
+  EXPECT_EQ(Pump(), 0) << "one consumer of 2";
+  MustJoin("b", On(1));
+  EXPECT_EQ(Pump(), 8);
+}
+
+TEST_F(PlacementTest, MaxConsumersCountsTheServersConsumers) {
+  TestConfig t = Rings(2);
+  t.max_consumers = 2;
+  Make(t);
+  MustJoin("a", On(0));
+  MustJoin("b", On(1));
+  Result<Scheduler::Admission> c = Join("c", On(0));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kResourceExhausted);
+}
+
+TEST_F(PlacementTest, AGroupLargerThanMaxConsumersIsRefused) {
+  TestConfig t = Rings(2);
+  t.max_consumers = 2;
+  Make(t);
+  Result<Scheduler::Admission> a = Join("r0", Rank(0, 0, 1, 3));
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(a.status().message().find("cannot form"), std::string::npos) << a.status().message();
+}
+
+TEST_F(PlacementTest, PlacedProducersStopAtTheStreamEnd) {
+  TestConfig t = Rings(2);
+  t.stream_end = 16;
+  Make(t);
+  MustJoin("a", On(0));
+  EXPECT_EQ(Pump(), 4);
+  for (uint32_t ring : {0u, 1u}) {
+    Result<SlotGrant> g = s_->BeginPlacedBatch(ring, Clock::time_point::min());
+    EXPECT_EQ(g.status().code(), StatusCode::kOutOfRange);
+  }
+}
+
+}  // namespace
+}  // namespace batchcast
