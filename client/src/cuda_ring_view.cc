@@ -20,6 +20,22 @@
 // server/src/scheduler.h) is gathered into M's memory by peer copies K to M
 // queued on the delivery stream, which first waits (with M current) for the
 // slot events of K.
+//
+// Note [Peer rings]
+// With a ring per GPU (Note [Placement], server/src/scheduler.h) a consumer
+// whose home ring is on GPU H reads batches placed on GPU K's ring by a copy
+// onto H. Where H can access K's memory (NVLink or PCIe peer access,
+// cudaDeviceCanAccessPeer), K's allocation and slot events are opened in H's
+// context (cudaIpcOpenMemHandle with cudaIpcMemLazyEnablePeerAccess maps it
+// there): the copy is an ordinary device-to-device copy on H, and the
+// consumer's process makes no context on K. A context there would share K's
+// GPU by time slices with the training process that runs on K (without MPS
+// contexts of different processes do not run at once), which costs that
+// trainer as much as a second job on its GPU. Without peer access the ring
+// is opened in K's context and copied with cudaMemcpyPeerAsync (through the
+// host). The mapping cache (cuda/src/ipc_memory.cc) opens a handle once per
+// process: a view copies with the context its mapping was opened in
+// (mapped_in()).
 // A CUDA error here is the library's or the driver's, never the caller's:
 // it is reported as Internal (or its own code: ResourceExhausted, ...),
 // never as InvalidArgument, with CUDA's text.
@@ -92,11 +108,13 @@ class CudaRingView final : public RingView {
   CudaRingView(int device, std::shared_ptr<cuda::IpcMapping> mapping,
                std::vector<cuda::Event> slot_events)
       : device_(device),
+        mapped_in_(mapping->device()),
         mapping_(std::move(mapping)),
         slot_events_(std::move(slot_events)),
         events_(std::make_shared<EventPool>(device)) {}
 
   Device device() const override { return Device::Cuda(device_); }
+  int mapped_in() const override { return mapped_in_; }
   const uint8_t* data() const override { return mapping_->data(); }
 
   // With the stream's device current (a slot event of another device may
@@ -136,9 +154,11 @@ class CudaRingView final : public RingView {
       uint8_t* dst = static_cast<uint8_t*>(*buffer) + c.dst;
       const RingView& from = c.from != nullptr ? *c.from : *this;
       const uint8_t* src = from.data() + c.src;
-      Status s = from.device() == device()
+      // Note [Peer rings]: a mapping in this device's context is read by an
+      // ordinary copy (peer access), one in another device's by a peer copy.
+      Status s = from.mapped_in() == device_
                      ? cuda::CopyAsync(dst, src, c.bytes, stream)
-                     : cuda::CopyPeerAsync(dst, device_, src, from.device().index, c.bytes, stream);
+                     : cuda::CopyPeerAsync(dst, device_, src, from.mapped_in(), c.bytes, stream);
       if (!s.ok()) {
         // The copies already queued may still read the ring: wait for them.
         (void)cuda::SynchronizeStream(stream);
@@ -192,7 +212,8 @@ class CudaRingView final : public RingView {
     return e.BlockStream(stream);
   }
 
-  const int device_;  // the producer's device, which the mapping lives on
+  const int device_;     // the producer's device, which the memory lives on
+  const int mapped_in_;  // the device whose context maps it (Note [Peer rings])
   std::shared_ptr<cuda::IpcMapping> mapping_;
   std::vector<cuda::Event> slot_events_;  // one per slot, opened from WELCOME
   std::shared_ptr<EventPool> events_;     // shared with the tokens, which may outlive the view
@@ -200,8 +221,8 @@ class CudaRingView final : public RingView {
 
 }  // namespace
 
-Result<std::unique_ptr<RingView>> MapCudaRing(const proto::Allocation& allocation,
-                                              uint32_t window) {
+Result<std::unique_ptr<RingView>> MapCudaRing(const proto::Allocation& allocation, uint32_t window,
+                                              int open_in) {
   const int device = allocation.device_index;
   const std::string where = "cuda:" + std::to_string(device);
   if (!cuda::BuiltWithCuda()) {
@@ -212,9 +233,16 @@ Result<std::unique_ptr<RingView>> MapCudaRing(const proto::Allocation& allocatio
     return InternalError("the server sent " + std::to_string(allocation.event_handles.size()) +
                          " slot events for a window of " + std::to_string(window));
   }
+  // Note [Peer rings]: in the consumer's GPU's context where it has peer
+  // access to the ring's.
+  int context = device;
+  if (open_in >= 0 && open_in != device) {
+    Result<bool> peer = cuda::CanAccessPeer(open_in, device);
+    if (peer.ok() && *peer) context = open_in;
+  }
   // Note [CUDA IPC lifetimes]: mapped once, kept until the session ends.
   Result<std::shared_ptr<cuda::IpcMapping>> mapping =
-      cuda::OpenIpcMemory(allocation.mem_handle, device);
+      cuda::OpenIpcMemory(allocation.mem_handle, context);
   if (!mapping.ok()) {
     return RingFailure(mapping.status(),
                        "cannot map the server's CUDA ring on " + where +
@@ -223,7 +251,7 @@ Result<std::unique_ptr<RingView>> MapCudaRing(const proto::Allocation& allocatio
   }
   std::vector<cuda::Event> slot_events;
   for (const proto::IpcHandle& h : allocation.event_handles) {
-    Result<cuda::Event> e = cuda::Event::OpenIpc(h, device);
+    Result<cuda::Event> e = cuda::Event::OpenIpc(h, context);
     if (!e.ok()) return RingFailure(e.status(), "cannot open the ring's slot events");
     slot_events.push_back(std::move(*e));
   }

@@ -25,8 +25,8 @@ Result<MappedRing> MappedRing::Map(const proto::Welcome& welcome) {
   return ring;
 }
 
-Result<MappedRing::Views> MappedRing::MapRing(
-    const std::vector<proto::Allocation>& allocations) const {
+Result<MappedRing::Views> MappedRing::MapRing(const std::vector<proto::Allocation>& allocations,
+                                              int open_in) const {
   Views views;
   for (const proto::Allocation& a : allocations) {
     const size_t expected = layout_.allocation_bytes(a.kind);
@@ -35,7 +35,7 @@ Result<MappedRing::Views> MappedRing::MapRing(
                            " bytes, layout needs " + std::to_string(expected));
     }
     Result<std::unique_ptr<RingView>> view =
-        a.kind == MemoryKind::kHost ? MapHostRing(a) : MapCudaRing(a, window_);
+        a.kind == MemoryKind::kHost ? MapHostRing(a) : MapCudaRing(a, window_, open_in);
     if (!view.ok()) return view.status();
     views.push_back(std::move(*view));
   }
@@ -63,7 +63,10 @@ Result<const RingView*> MappedRing::view(uint32_t ring, MemoryKind kind) const {
     MutexLock lock(&peers_->mu);
     Views& views = peers_->views[ring];
     if (views.empty()) {
-      Result<Views> mapped = MapRing(allocations_[ring]);
+      // Note [Peer rings]: in the home GPU's context where peer access allows.
+      const RingView* home_cuda = Find(views_, MemoryKind::kCuda);
+      Result<Views> mapped =
+          MapRing(allocations_[ring], home_cuda != nullptr ? home_cuda->device().index : -1);
       if (!mapped.ok()) {
         return mapped.status().WithContext("cannot map ring " + std::to_string(ring) +
                                            " of the server (a batch placed there)");

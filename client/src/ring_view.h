@@ -58,6 +58,10 @@ class RingView {
 
   // Where the allocation lives: {kHost, -1} or {kCuda, N}.
   virtual Device device() const = 0;
+  // The device whose context maps it (Note [Peer rings], cuda_ring_view.cc):
+  // device().index, or the consumer's own device for another GPU's ring
+  // mapped through peer access; -1 for host memory.
+  virtual int mapped_in() const { return device().index; }
   // The first byte of the mapped allocation (a device pointer for kCuda).
   virtual const uint8_t* data() const = 0;
 
@@ -89,8 +93,11 @@ class RingView {
 // Maps a host ring allocation (host_ring_view.cc).
 Result<std::unique_ptr<RingView>> MapHostRing(const proto::Allocation& allocation);
 // Maps a CUDA ring allocation and opens its `window` slot events
-// (cuda_ring_view.cc). InvalidArgument in a build without CUDA.
-Result<std::unique_ptr<RingView>> MapCudaRing(const proto::Allocation& allocation, uint32_t window);
+// (cuda_ring_view.cc), in the context of device `open_in` when it is another
+// device with peer access to the ring's (Note [Peer rings]), else in the
+// ring's device's. InvalidArgument in a build without CUDA.
+Result<std::unique_ptr<RingView>> MapCudaRing(const proto::Allocation& allocation, uint32_t window,
+                                              int open_in = -1);
 
 // The server's rings as this client sees them: the layout (the same on every
 // ring) and, per ring, one view per allocation (per memory kind) that
@@ -130,8 +137,9 @@ class MappedRing {
     std::vector<Views> views BC_GUARDED_BY(mu);
   };
   MappedRing(RingLayout layout, uint32_t window) : layout_(std::move(layout)), window_(window) {}
-  // Maps `allocations` (one ring's) for this layout.
-  Result<Views> MapRing(const std::vector<proto::Allocation>& allocations) const;
+  // Maps `allocations` (one ring's) for this layout; CUDA ones in the
+  // context of `open_in` where peer access allows (MapCudaRing).
+  Result<Views> MapRing(const std::vector<proto::Allocation>& allocations, int open_in = -1) const;
   static const RingView* Find(const Views& views, MemoryKind kind);
 
   RingLayout layout_;

@@ -21,6 +21,12 @@ Status CopyAsync(void* dst, const void* src, size_t bytes, CudaStreamRef stream)
   return BATCHCAST_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, Raw(stream)));
 }
 
+Result<bool> CanAccessPeer(int device, int peer) {
+  int can = 0;
+  BATCHCAST_RETURN_IF_ERROR(BATCHCAST_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, device, peer)));
+  return can != 0;
+}
+
 Status CopyPeerAsync(void* dst, int dst_device, const void* src, int src_device, size_t bytes,
                      CudaStreamRef stream) {
   if (bytes == 0) return Status::Ok();

@@ -36,8 +36,8 @@ namespace batchcast::cuda {
 // The mapping is opened with the exporter's device (the ring's) current, and
 // used only with that device current (Note [Consumers on another GPU],
 // client/src/cuda_ring_view.cc), whatever device the consumer computes on;
-// a server with a ring per GPU exports one allocation per GPU and a consumer
-// maps only its own ring's.
+// with a ring per GPU, another GPU's ring is opened in the context of the
+// consumer's GPU where it has peer access (Note [Peer rings]).
 // A server that exits (even by SIGKILL) while consumers still map the ring
 // does not invalidate their mappings: the driver frees the memory when the
 // last process that maps it closes it or exits.

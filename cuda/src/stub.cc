@@ -57,6 +57,7 @@ Result<PinnedBuffer> PinnedBuffer::Create(size_t) { return NoCuda(); }
 Result<std::shared_ptr<IpcMapping>> OpenIpcMemory(const IpcHandle&, int) { return NoCuda(); }
 
 Status CopyAsync(void*, const void*, size_t, CudaStreamRef) { return NoCuda(); }
+Result<bool> CanAccessPeer(int, int) { return NoCuda(); }
 Status CopyPeerAsync(void*, int, const void*, int, size_t, CudaStreamRef) { return NoCuda(); }
 Status Copy(void*, const void*, size_t) { return NoCuda(); }
 Status MemsetAsync(void*, int, size_t, CudaStreamRef) { return NoCuda(); }

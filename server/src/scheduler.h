@@ -142,7 +142,9 @@
 //  - a live group whose ranks sit on more than one ring: the rank that reads
 //    the batch's first seq is predicted from the group's round arithmetic
 //    (a round is world_size x B samples from the group's epoch start; rank =
-//    offset in the round / B) and the batch goes to that rank's home ring.
+//    offset in the round / B) and the batch goes to that rank's home ring
+//    (rank r's that has not joined yet is taken to be ring r mod rings: one
+//    rank per GPU, and the producer may start before every rank joined).
 //    Holes shift the real chunks, so the prediction may miss: a miss costs a
 //    copy, never correctness. With one rank per GPU and B equal to the
 //    producer batch (and no holes) every rank reads only its own ring;
@@ -435,6 +437,9 @@ class Scheduler {
   // The end of the producer batch that starts at `seq`: batch_size seqs, cut
   // at its producer epoch's end and at the stream end.
   uint64_t NextBatchEndLocked(uint64_t seq) const BC_REQUIRES(mu_);
+  // The home ring of `rank` of `g`; for a rank that has not joined yet, ring
+  // rank mod rings (Note [Placement]).
+  uint32_t RankRingLocked(const ConsumerGroup& g, uint32_t rank) const BC_REQUIRES(mu_);
   // The home ring of the rank of a live group with ranks on several rings
   // that is predicted to read seq `seq`, if there is such a group.
   std::optional<uint32_t> GroupPlacementLocked(uint64_t seq) const BC_REQUIRES(mu_);

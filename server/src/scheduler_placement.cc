@@ -6,6 +6,11 @@
 
 namespace batchcast {
 
+uint32_t Scheduler::RankRingLocked(const ConsumerGroup& g, uint32_t rank) const {
+  const Consumer* c = RankConsumerLocked(g, rank);
+  return c != nullptr ? c->home_ring : rank % config_.rings;
+}
+
 std::optional<uint32_t> Scheduler::GroupPlacementLocked(uint64_t seq) const {
   const uint64_t L = config_.epoch_len;
   for (const auto& [_, g] : groups_) {
@@ -13,20 +18,15 @@ std::optional<uint32_t> Scheduler::GroupPlacementLocked(uint64_t seq) const {
     const uint32_t world = g->spec().world_size;
     const uint32_t B = g->spec().batch_size;
     bool several = false;
-    std::optional<uint32_t> first_ring;
-    for (uint32_t r = 0; r < world && !several; ++r) {
-      const Consumer* c = RankConsumerLocked(*g, r);
-      if (c == nullptr) continue;
-      if (first_ring && *first_ring != c->home_ring) several = true;
-      if (!first_ring) first_ring = c->home_ring;
+    for (uint32_t r = 1; r < world && !several; ++r) {
+      several = RankRingLocked(*g, r) != RankRingLocked(*g, 0);
     }
     if (!several) continue;
     // The round arithmetic of Note [Consumer groups], holes ignored.
     const uint64_t in_epoch = (seq - g->start()) % L;
     const uint64_t round = uint64_t{world} * B;
     if (in_epoch >= g->rounds_per_epoch() * round) continue;  // the dropped remainder
-    const auto rank = static_cast<uint32_t>(in_epoch % round / B);
-    if (const Consumer* c = RankConsumerLocked(*g, rank); c != nullptr) return c->home_ring;
+    return RankRingLocked(*g, static_cast<uint32_t>(in_epoch % round / B));
   }
   return std::nullopt;
 }

@@ -31,9 +31,10 @@ Result<Message> DecodeBytes(const Bytes& frame) {
 
 template <typename T>
 void PutLE(Bytes& out, T v) {
-  uint8_t b[sizeof(T)];
-  std::memcpy(b, &v, sizeof(T));  // the test machines are little-endian, like the wire
-  out.insert(out.end(), b, b + sizeof(T));
+  const size_t at = out.size();
+  out.resize(at + sizeof(T));
+  std::memcpy(out.data() + at, &v,
+              sizeof(T));  // the test machines are little-endian, like the wire
 }
 
 template <typename T>

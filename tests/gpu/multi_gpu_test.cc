@@ -81,7 +81,9 @@ Seen ReadAndCheck(Consumer* c, int batches, Device want, uint32_t batch_size,
     for (const char* field : {"image", "label"}) {
       auto f = b->field(field);
       EXPECT_TRUE(f.ok());
-      if (f.ok()) EXPECT_EQ(f->device, want) << field;
+      if (f.ok()) {
+        EXPECT_EQ(f->device, want) << field;
+      }
     }
     if (!b->zero_copy()) ++gathered;
     out.indices.insert(out.indices.end(), b->indices().begin(), b->indices().end());

@@ -224,6 +224,22 @@ TEST_F(PlacementTest, GroupRanksOnTwoRingsReadOnlyTheirOwnRing) {
 
 // With B smaller than the producer batch a rank also reads from the other
 // ring, through copies; the split stays exact.
+TEST_F(PlacementTest, ARankNotJoinedYetHasItsBatchesOnItsExpectedRing) {
+  TestConfig t = Rings(2);
+  t.stream_end = 48;
+  Make(t);
+  // The producer starts with rank 0 alone (min_consumers 1): rank 1's
+  // batches go to ring 1, where rank 1 of a rank-per-GPU job will be.
+  MustJoin("r0", Rank(0, 0));
+  EXPECT_EQ(Pump(), 8);
+  EXPECT_EQ(placements, (std::vector<uint32_t>{0, 1, 0, 1, 0, 1, 0, 1}));
+  MustJoin("r1", Rank(1, 1));
+  std::map<std::string, Read> read = DriveToEnd({"r0", "r1"});
+  EXPECT_TRUE(AllOn(read["r0"], 0));
+  EXPECT_TRUE(AllOn(read["r1"], 1));
+  EXPECT_EQ(Stats()["rings"][1]["peer_bytes"], 0);
+}
+
 TEST_F(PlacementTest, GroupWithSmallerBatchesStaysExact) {
   TestConfig t = Rings(2);
   t.stream_end = 48;

@@ -244,15 +244,19 @@ class IpcMapping {
 };
 
 // Maps the allocation behind `handle` (cudaIpcOpenMemHandle with
-// cudaIpcMemLazyEnablePeerAccess, in the context of `device`, the exporter's
-// device). Mappings are cached per process: opening the same handle again
-// returns the same mapping while any holder keeps it; it is closed
+// cudaIpcMemLazyEnablePeerAccess, in the context of `device`: the exporter's
+// device, or one with peer access to it). IpcMapping::device() is the device
+// it was opened in (the first opener's when the cache returns it). Mappings are cached per process:
+// opening the same handle again returns the same mapping while any holder keeps it; it is closed
 // (cudaIpcCloseMemHandle) when the last holder drops it.
 // See Note [CUDA IPC lifetimes].
 Result<std::shared_ptr<IpcMapping>> OpenIpcMemory(const IpcHandle& handle, int device);
 
 // cudaMemcpyAsync with cudaMemcpyDefault (unified addressing picks the direction).
 Status CopyAsync(void* dst, const void* src, size_t bytes, CudaStreamRef stream);
+// Whether `device` can read memory of `peer` directly (cudaDeviceCanAccessPeer:
+// NVLink or PCIe peer access).
+Result<bool> CanAccessPeer(int device, int peer);
 // cudaMemcpyPeerAsync: `bytes` from `src` on device `src_device` to `dst` on
 // `dst_device`, in the order of `stream`; works with or without peer access
 // between the devices (through the host when there is none).
