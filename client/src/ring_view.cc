@@ -7,8 +7,10 @@
 namespace batchcast::internal {
 
 Result<MappedRing> MappedRing::Map(const proto::Welcome& welcome) {
-  BATCHCAST_ASSIGN_OR_RETURN(RingLayout layout, RingLayout::Make(welcome.fields, welcome.window,
-                                                                 welcome.producer_batch_size));
+  // The resume lane's slots follow the window's (Note [Resume]).
+  const uint32_t slots = welcome.window + welcome.resume_slots;
+  BATCHCAST_ASSIGN_OR_RETURN(RingLayout layout,
+                             RingLayout::Make(welcome.fields, slots, welcome.producer_batch_size));
   MappedRing ring(std::move(layout));
   for (const proto::Allocation& a : welcome.allocations) {
     const size_t expected = ring.layout_.allocation_bytes(a.kind);
@@ -17,7 +19,7 @@ Result<MappedRing> MappedRing::Map(const proto::Welcome& welcome) {
                            " bytes, layout needs " + std::to_string(expected));
     }
     Result<std::unique_ptr<RingView>> view =
-        a.kind == MemoryKind::kHost ? MapHostRing(a) : MapCudaRing(a, welcome.window);
+        a.kind == MemoryKind::kHost ? MapHostRing(a) : MapCudaRing(a, slots);
     if (!view.ok()) return view.status();
     ring.views_.push_back(std::move(*view));
   }

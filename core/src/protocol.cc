@@ -58,6 +58,14 @@ template <>
 constexpr MessageType TypeOf<StatsReply>() {
   return MessageType::kStatsReply;
 }
+template <>
+constexpr MessageType TypeOf<Resume>() {
+  return MessageType::kResume;
+}
+template <>
+constexpr MessageType TypeOf<Resumed>() {
+  return MessageType::kResumed;
+}
 
 // ---- bodies: Write ----
 
@@ -117,6 +125,9 @@ void Write(Writer& w, const Welcome& m) {
   w.Put(m.batches_per_epoch);
   w.Put(m.heartbeat_interval_ms);
   w.Put(m.heartbeat_timeout_ms);
+  w.PutString(m.stream);
+  w.Put(m.resume_slots);
+  w.Put(m.start);
 }
 
 void Write(Writer& w, const Next& m) {
@@ -133,6 +144,8 @@ void Write(Writer& w, const Batch& m) {
   w.Put(m.skipped);
   WriteList(w, m.segments);
   w.PutArray(m.indices);
+  w.Put(m.epoch_start);
+  w.Put(m.next_seq);
 }
 
 void Write(Writer& w, const EndOfEpoch& m) {
@@ -140,6 +153,8 @@ void Write(Writer& w, const EndOfEpoch& m) {
   w.Put(m.epoch);
   w.Put(m.batches);
   w.Put(m.skipped);
+  w.Put(m.next_epoch_start);
+  w.Put(m.next_seq);
 }
 
 void Write(Writer& w, const Error& m) {
@@ -154,6 +169,16 @@ void Write(Writer&, const Heartbeat&) {}
 void Write(Writer& w, const Bye& m) { w.PutArray(m.kept_leases); }
 void Write(Writer&, const Stats&) {}
 void Write(Writer& w, const StatsReply& m) { w.PutString(m.json); }
+void Write(Writer& w, const Resume& m) {
+  w.PutString(m.stream);
+  w.Put(m.epoch);
+  w.Put(m.step);
+  w.Put(m.epoch_start);
+  w.Put(m.next_seq);
+  w.Put(m.skipped);
+  w.Put(m.world_size);
+}
+void Write(Writer& w, const Resumed& m) { w.Put(m.next_seq); }
 
 // ---- bodies: Read ----
 
@@ -242,6 +267,12 @@ bool ReadList(Reader& r, std::vector<T>& list, size_t max, size_t min_elem_bytes
   return true;
 }
 
+// The window and the resume slots together are ring slots too.
+bool CheckSlots(Reader& r, const Welcome& m) {
+  if (uint64_t{m.window} + m.resume_slots > kMaxWindow) return r.Fail("bad resume slot count");
+  return true;
+}
+
 bool Read(Reader& r, Welcome& m) {
   if (!r.Get(m.consumer_id) || !r.Get(m.server_pid) || !r.GetString(m.server_name, kMaxString) ||
       !r.Get(m.window) || !r.Get(m.producer_batch_size)) {
@@ -256,7 +287,8 @@ bool Read(Reader& r, Welcome& m) {
   return ReadList(r, m.fields, kMaxFields, 10, "field") &&
          ReadList(r, m.allocations, kMaxAllocations, 13 + kIpcHandleBytes, "allocation") &&
          r.Get(m.epoch_len) && r.Get(m.batches_per_epoch) && r.Get(m.heartbeat_interval_ms) &&
-         r.Get(m.heartbeat_timeout_ms);
+         r.Get(m.heartbeat_timeout_ms) && r.GetString(m.stream, kMaxString) &&
+         r.Get(m.resume_slots) && r.Get(m.start) && CheckSlots(r, m);
 }
 
 bool Read(Reader& r, Next& m) {
@@ -273,11 +305,12 @@ bool Read(Reader& r, Batch& m) {
   for (const Segment& s : m.segments) total += s.count;
   if (!r.GetArray(m.indices, kMaxBatch, "index")) return false;
   if (m.indices.size() != total) return r.Fail("index count does not match the segments");
-  return true;
+  return r.Get(m.epoch_start) && r.Get(m.next_seq);
 }
 
 bool Read(Reader& r, EndOfEpoch& m) {
-  return r.Get(m.request_id) && r.Get(m.epoch) && r.Get(m.batches) && r.Get(m.skipped);
+  return r.Get(m.request_id) && r.Get(m.epoch) && r.Get(m.batches) && r.Get(m.skipped) &&
+         r.Get(m.next_epoch_start) && r.Get(m.next_seq);
 }
 
 bool Read(Reader& r, Error& m) {
@@ -296,6 +329,19 @@ bool Read(Reader&, Heartbeat&) { return true; }
 bool Read(Reader& r, Bye& m) { return r.GetArray(m.kept_leases, kMaxReleases, "lease"); }
 bool Read(Reader&, Stats&) { return true; }
 bool Read(Reader& r, StatsReply& m) { return r.GetString(m.json, kMaxJson); }
+bool Read(Reader& r, Resume& m) {
+  if (!r.GetString(m.stream, kMaxString) || !r.Get(m.epoch) || !r.Get(m.step) ||
+      !r.Get(m.epoch_start) || !r.Get(m.next_seq) || !r.Get(m.skipped) || !r.Get(m.world_size)) {
+    return false;
+  }
+  if (m.world_size > kMaxWorldSize) {
+    return r.Fail("world_size " + std::to_string(m.world_size) + " exceeds the limit " +
+                  std::to_string(kMaxWorldSize));
+  }
+  if (m.next_seq < m.epoch_start) return r.Fail("a position before its epoch's start");
+  return true;
+}
+bool Read(Reader& r, Resumed& m) { return r.Get(m.next_seq); }
 
 template <typename T>
 Result<Message> DecodeBody(Reader& r) {
@@ -315,8 +361,8 @@ Result<Message> DecodeBody(Reader& r) {
 
 std::string_view MessageName(const Message& message) {
   static constexpr std::string_view kNames[] = {
-      "HELLO",   "WELCOME",   "NEXT", "BATCH", "END_OF_EPOCH", "ERROR",
-      "RELEASE", "HEARTBEAT", "BYE",  "STATS", "STATS_REPLY"};
+      "HELLO",     "WELCOME", "NEXT",  "BATCH",       "END_OF_EPOCH", "ERROR",  "RELEASE",
+      "HEARTBEAT", "BYE",     "STATS", "STATS_REPLY", "RESUME",       "RESUMED"};
   return kNames[message.index()];
 }
 
@@ -381,6 +427,10 @@ Result<Message> Decode(std::span<const uint8_t> frame) {
       return DecodeBody<Stats>(r);
     case MessageType::kStatsReply:
       return DecodeBody<StatsReply>(r);
+    case MessageType::kResume:
+      return DecodeBody<Resume>(r);
+    case MessageType::kResumed:
+      return DecodeBody<Resumed>(r);
   }
   return InvalidArgumentError("malformed message: unknown type " + std::to_string(frame[4]));
 }

@@ -84,6 +84,86 @@ py::tuple FieldTuple(const FieldSpec& f) {
   return py::make_tuple(f.name, std::string(DTypeName(f.dtype)), shape);
 }
 
+// Note [Resume]: a ConsumerPosition as the dict Loader.state_dict() returns
+// (ints and strings, which torch.save keeps), and back.
+constexpr const char* kStateKeys =
+    "format, stream, epoch, step, epoch_start, next_seq, skipped, batch_size, world_size, rank, "
+    "check";
+
+py::dict PositionToDict(const ConsumerPosition& p) {
+  py::dict d;
+  d["format"] = ConsumerPosition::kFormat;
+  d["stream"] = p.stream;
+  d["epoch"] = p.epoch;
+  d["step"] = p.step;
+  d["epoch_start"] = p.epoch_start;
+  d["next_seq"] = p.next_seq;
+  d["skipped"] = p.skipped;
+  d["batch_size"] = p.batch_size;
+  d["world_size"] = p.world_size;
+  d["rank"] = p.rank;
+  d["check"] = p.Check();
+  return d;
+}
+
+Result<ConsumerPosition> PositionFromDict(const py::handle& state) {
+  auto bad = [](const std::string& why) {
+    return InvalidArgumentError("state_dict: " + why + " (a batchcast.Loader state holds " +
+                                kStateKeys + ")");
+  };
+  if (!py::isinstance<py::dict>(state)) {
+    return bad("expected a dict, got " + std::string(py::str(state.get_type().attr("__name__"))));
+  }
+  const py::dict d = py::reinterpret_borrow<py::dict>(state);
+  auto item = [&](const char* key) -> Result<py::handle> {
+    if (!d.contains(key)) return bad(std::string("no '") + key + "'");
+    return py::handle(d[key]);
+  };
+  auto integer = [&](const char* key, auto& out) -> Status {
+    BATCHCAST_ASSIGN_OR_RETURN(py::handle v, item(key));
+    if (!py::isinstance<py::int_>(v) || py::isinstance<py::bool_>(v)) {
+      return bad(std::string("'") + key + "' must be an int");
+    }
+    try {
+      out = v.cast<std::remove_reference_t<decltype(out)>>();
+    } catch (const py::cast_error&) {
+      return bad(std::string("'") + key + "' is out of range");
+    }
+    return Status::Ok();
+  };
+  auto text = [&](const char* key, std::string& out) -> Status {
+    BATCHCAST_ASSIGN_OR_RETURN(py::handle v, item(key));
+    if (!py::isinstance<py::str>(v)) return bad(std::string("'") + key + "' must be a str");
+    out = v.cast<std::string>();
+    return Status::Ok();
+  };
+  uint64_t format = 0;
+  BATCHCAST_RETURN_IF_ERROR(integer("format", format));
+  if (format > ConsumerPosition::kFormat) {
+    return InvalidArgumentError("state_dict: the state is of format " + std::to_string(format) +
+                                ", newer than this batchcast's (" +
+                                std::to_string(ConsumerPosition::kFormat) +
+                                "): load it with the batchcast release that saved it, or newer");
+  }
+  ConsumerPosition p;
+  std::string check;
+  BATCHCAST_RETURN_IF_ERROR(text("stream", p.stream));
+  BATCHCAST_RETURN_IF_ERROR(integer("epoch", p.epoch));
+  BATCHCAST_RETURN_IF_ERROR(integer("step", p.step));
+  BATCHCAST_RETURN_IF_ERROR(integer("epoch_start", p.epoch_start));
+  BATCHCAST_RETURN_IF_ERROR(integer("next_seq", p.next_seq));
+  BATCHCAST_RETURN_IF_ERROR(integer("skipped", p.skipped));
+  BATCHCAST_RETURN_IF_ERROR(integer("batch_size", p.batch_size));
+  BATCHCAST_RETURN_IF_ERROR(integer("world_size", p.world_size));
+  BATCHCAST_RETURN_IF_ERROR(integer("rank", p.rank));
+  BATCHCAST_RETURN_IF_ERROR(text("check", check));
+  if (check != p.Check()) {
+    return InvalidArgumentError(
+        "state_dict: the state is corrupt: its 'check' does not match its contents");
+  }
+  return p;
+}
+
 class PyConsumer {
  public:
   PyConsumer(const std::string& endpoint, uint32_t batch_size, bool drop_last,
@@ -172,6 +252,18 @@ class PyConsumer {
     consumer_.reset();
   }
 
+  py::dict Position() { return PositionToDict(get().position()); }
+  void Resume(const py::handle& state) {
+    Consumer& c = get();
+    const ConsumerPosition place = Unwrap(PositionFromDict(state));
+    std::optional<Status> s;
+    {
+      py::gil_scoped_release nogil;
+      s.emplace(c.Resume(place));
+    }
+    ThrowIfError(*s);
+  }
+
   bool closed() const { return !consumer_; }
   py::list fields() {
     py::list out;
@@ -224,6 +316,10 @@ void RegisterConsumer(py::module_& m) {
            "cuda_stream: delivery stream (int cudaStream_t) for CUDA rings")
       .def("stats", &PyConsumer::Stats, "the server's stats as JSON text")
       .def("close", &PyConsumer::Close)
+      .def("position", &PyConsumer::Position,
+           "the place after the last batch or end-of-epoch marker, as a state dict")
+      .def("resume", &PyConsumer::Resume, py::arg("state"),
+           "moves the consumer, before its first batch, to a place from position()")
       .def_property_readonly("closed", &PyConsumer::closed)
       .def_property_readonly("batches_per_epoch",
                              [](PyConsumer& c) { return c.get().batches_per_epoch(); })

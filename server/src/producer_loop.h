@@ -1,13 +1,16 @@
 // ProducerLoop: the server's producer thread when a Source fills the ring:
-// walks the sampler's order epoch by epoch, cuts it into producer batches,
-// asks the Scheduler for a slot for each (waiting while the window is full,
-// Note [Leases]), has the SlotPublisher say where the samples go, calls
-// Source::FillBatch with a read-ahead hint (the next batch's samples, across
-// epoch ends too), and publishes the slot with the samples the source wrote
-// (a dropped file leaves a hole: Note [Holes], slot_table.h; every producer
-// epoch still spans epoch_len seqs). After the last epoch (--epochs) it ends
-// the stream. An epoch in which every sample was dropped stops the producer
-// with DataLoss: a stream of empty epochs is an error, never a success.
+// asks the Scheduler what to write next (Scheduler::BeginWork: the shared
+// stream's next producer batch, waiting while the window is full (Note
+// [Leases]), or a batch of the resume lane, Note [Resume]), takes its
+// samples from the sampler's order of that seq's producer epoch, has the
+// SlotPublisher say where they go, calls Source::FillBatch with a read-ahead
+// hint (the following batch's samples, across epoch ends too), and
+// publishes the slot with the samples the source wrote (a dropped file
+// leaves a hole: Note [Holes], slot_table.h; every producer epoch still
+// spans epoch_len seqs). After the shared stream's last batch (--epochs) it
+// ends the stream and goes on serving the lane. A whole epoch in which every
+// sample was dropped stops the producer with DataLoss: a stream of empty
+// epochs is an error, never a success.
 //
 // Thread-safety: Run is the entry point of one thread and owns everything it
 // touches except the Scheduler (thread-safe) and the Source (used by this
@@ -15,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <vector>
 
@@ -32,27 +36,35 @@ class ProducerLoop {
   ProducerLoop(Sampler sampler, Source* source, Scheduler* scheduler, SlotPublisher* publisher,
                uint32_t batch_size, uint64_t epochs);
 
-  // Runs until the stream's last batch is published and the stream ended
-  // (OK), until Scheduler::Stop (Cancelled), or until a step failed (that
+  // Runs until Scheduler::Stop (Cancelled) or until a step failed (that
   // error; the caller stops the server with it).
   Status Run();
 
  private:
-  // The order of producer epoch `epoch`; one computed ahead is reused.
-  std::vector<int64_t> TakeOrder(uint64_t epoch);
-  // The samples after those at [off, off + n) of `order` (epoch `epoch`).
-  ReadAhead NextSamples(const std::vector<int64_t>& order, uint64_t epoch, uint64_t off, size_t n);
-  // Writes and publishes one batch; how many samples the source wrote.
-  Result<uint32_t> WriteBatch(uint32_t epoch, std::span<const int64_t> indices,
-                              const ReadAhead& next);
+  // The order of producer epoch `epoch`, kept for a few epochs (the shared
+  // stream's and the lane's may differ). The reference lives until the
+  // next call with another epoch at least.
+  const std::vector<int64_t>& Order(uint64_t epoch);
+  // The producer batch after the one of seqs [first, end), as a hint.
+  ReadAhead NextSamples(uint64_t end);
+  // Writes and publishes `work`'s batch; how many samples the source wrote.
+  Result<uint32_t> WriteBatch(const Scheduler::Work& work);
+  // DataLoss when the shared stream's batch `work` ends a whole epoch whose
+  // every sample was dropped; counts its `valid` samples.
+  Status CountSharedBatch(const Scheduler::Work& work, uint32_t valid);
 
   const Sampler sampler_;
   Source* const source_;
   Scheduler* const scheduler_;
   SlotPublisher* const publisher_;
   const uint32_t batch_size_;
-  const uint64_t epochs_;
-  std::vector<int64_t> next_order_;  // the order of the next epoch, once computed
+  const uint64_t stream_end_;                        // epochs x epoch_len, or UINT64_MAX
+  std::map<uint64_t, std::vector<int64_t>> orders_;  // by producer epoch, at most kOrders
+  // The shared stream's current epoch: its samples written so far, and
+  // whether it was written from its first batch on.
+  uint64_t shared_epoch_ = UINT64_MAX;
+  uint64_t shared_written_ = 0;
+  bool shared_whole_ = false;
 };
 
 }  // namespace batchcast
