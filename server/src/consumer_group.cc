@@ -232,12 +232,7 @@ void ConsumerGroup::Delivered(uint32_t rank) {
 }
 
 bool ConsumerGroup::Starved(const SlotTable& slots) const {
-  const SlotTable::Counts counts = slots.Count();
-  if (counts.free != 0 || counts.writing != 0) return false;
-  for (uint32_t i = 0; i < slots.window(); ++i) {
-    if (slots.slot(i).end() <= frontier_.position()) return false;
-  }
-  return true;
+  return slots.FullFrom(frontier_.position());
 }
 
 uint64_t ConsumerGroup::PassOver(const SlotTable& slots, uint64_t stream_end) {

@@ -38,7 +38,9 @@ uint32_t Lane::BatchCount(uint64_t first, uint64_t epoch_len, uint32_t batch_siz
 }
 
 uint64_t Lane::SlotsFor(uint64_t samples, uint32_t batch_size) {
-  return (samples + batch_size - 1) / batch_size + 1;
+  // Its first batch may hold one sample of it, and it may cross the end of
+  // a producer epoch, whose last batch may be short.
+  return (samples + batch_size - 1) / batch_size + 2;
 }
 
 }  // namespace batchcast

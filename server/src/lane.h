@@ -63,8 +63,9 @@ class Lane {
   static uint32_t BatchCount(uint64_t first, uint64_t epoch_len, uint32_t batch_size,
                              uint64_t stream_end);
   // Slots a run of `samples` consecutive samples may span when it starts
-  // anywhere in a producer batch (what the lane must hold at once for a
-  // consumer batch, or a group's round).
+  // anywhere in a producer batch and crosses a producer epoch's end (what
+  // the lane must hold at once for a consumer batch, or a group's round):
+  // ceil(samples / batch_size) + 2.
   static uint64_t SlotsFor(uint64_t samples, uint32_t batch_size);
 
   // Stats.

@@ -209,12 +209,7 @@ void Scheduler::SettleLocked(Consumer& c, const SlotTable& t) {
 }
 
 bool Scheduler::StarvedLocked(const Consumer& c, const SlotTable& t) const {
-  const SlotTable::Counts counts = t.Count();
-  if (counts.free != 0 || counts.writing != 0) return false;
-  for (uint32_t i = 0; i < t.window(); ++i) {
-    if (t.slot(t.first_slot() + i).end() <= c.cursor.position()) return false;
-  }
-  return true;
+  return t.FullFrom(c.cursor.position());
 }
 
 bool Scheduler::AnswerHoardingLocked(Consumer& c, const SlotTable& t) {

@@ -172,6 +172,13 @@ void SlotTable::Unpin(const std::vector<uint32_t>& slots) {
   }
 }
 
+bool SlotTable::FullFrom(uint64_t seq) const {
+  for (const Slot& s : slots_) {
+    if (s.state != State::kReady || s.end() <= seq) return false;
+  }
+  return true;
+}
+
 SlotTable::Counts SlotTable::Count() const {
   Counts c;
   for (const Slot& s : slots_) {

@@ -149,6 +149,10 @@ class SlotTable {
   // Ends a lease on each of `slots` (as returned by Lease).
   void Unpin(const std::vector<uint32_t>& slots);
 
+  // Every slot is ready and still holds seqs at or after `seq`: none may be
+  // rewritten for a reader at `seq` (Note [Consumer epochs]: a starved one).
+  bool FullFrom(uint64_t seq) const;
+
   struct Counts {
     int free = 0, writing = 0, ready = 0, leased = 0;
   };

@@ -163,6 +163,7 @@ std::vector<Message> EdgeMessages() {
   out.push_back(w);  // no fields, no allocations
   Welcome big = SampleWelcome();
   big.window = kMaxWindow;
+  big.resume_slots = 0;  // the window and resume slots together are at most kMaxWindow
   big.producer_batch_size = kMaxBatch;
   out.push_back(big);
   out.push_back(Next{});

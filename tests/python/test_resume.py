@@ -15,7 +15,6 @@ Run: BATCHCAST_BUILD_DIR=build /usr/bin/python3 -m pytest tests/python/test_resu
 """
 import hashlib
 import importlib.util
-import json
 import multiprocessing
 import os
 import signal
@@ -102,6 +101,11 @@ def read_in_thread(loader, epochs, out, pause=0.0):
     return t
 
 
+# A process killed with SIGKILL may die holding its queue's write lock (its
+# feeder thread between sending and releasing): the processes started after a
+# kill report on a queue of their own.
+
+
 def wait_for(queue, kind, timeout=60):
     msg = queue.get(timeout=timeout)
     assert msg[0] == kind, msg
@@ -143,10 +147,11 @@ def test_a_killed_loader_resumes_exactly_while_another_reads(tmp_path, after):
             kill(victim)
             while len(seen_other) < 2 * SAMPLES // BATCH:  # the stream moves on
                 time.sleep(0.05)
+            results = CTX.Queue()
             resumer = CTX.Process(target=resumer_main,
-                                  args=(name, BATCH, state, last_epoch, queue))
+                                  args=(name, BATCH, state, last_epoch, results))
             resumer.start()
-            _, after_records, final = wait_for(queue, "done", timeout=120)
+            _, after_records, final = wait_for(results, "done", timeout=120)
             resumer.join(10)
             reader.join(120)
             lane = server.stats()["resume_lane"]
@@ -189,13 +194,14 @@ def test_a_group_of_two_resumes_every_rank_at_its_saved_round(tmp_path, monkeypa
                 time.sleep(0.05)
             # torchrun restarts the job: a new group name; every rank loads
             # rank 0's checkpoint (the group's place).
+            results = CTX.Queue()
             resumed = [CTX.Process(target=resumer_main,
-                                   args=(name, BATCH, states[0], last_epoch, queue,
+                                   args=(name, BATCH, states[0], last_epoch, results,
                                          ("job-restart-1", r, 2)))
                        for r in range(2)]
             for p in resumed:
                 p.start()
-            after = [wait_for(queue, "done", timeout=120) for _ in range(2)]
+            after = [wait_for(results, "done", timeout=120) for _ in range(2)]
             for p in resumed:
                 p.join(10)
             reader.join(120)
@@ -241,11 +247,12 @@ def test_a_server_restarted_with_the_same_options_continues_exactly(tmp_path):
             reference = []
             read_in_thread(ref_loader, 3, reference).join(60)
     with H.server_process(name, *args):
-        resumer = CTX.Process(target=resumer_main, args=(name, BATCH, state, 2, queue))
+        results = CTX.Queue()
+        resumer = CTX.Process(target=resumer_main, args=(name, BATCH, state, 2, results))
         resumer.start()
-        _, after, _ = wait_for(queue, "done", timeout=120)
+        _, after, _ = wait_for(results, "done", timeout=120)
         resumer.join(10)
-        stats = json.loads(batchcast.query_stats(name))
+        stats = batchcast.query_stats(name)
     assert before + after == reference
     assert stats["stream_moves"] >= 1  # its stream went to where the job resumed
 
@@ -272,9 +279,10 @@ def test_a_dataset_of_jpegs_resumes_with_the_same_pixels(tmp_path):
             kill(victim)
             while len(seen_other) < 24:
                 time.sleep(0.05)
-            resumer = CTX.Process(target=resumer_main, args=(name, 4, state, 2, queue))
+            results = CTX.Queue()
+            resumer = CTX.Process(target=resumer_main, args=(name, 4, state, 2, results))
             resumer.start()
-            _, after, _ = wait_for(queue, "done", timeout=120)
+            _, after, _ = wait_for(results, "done", timeout=120)
             resumer.join(10)
             reader.join(120)
         finally:

@@ -246,7 +246,6 @@ TEST_F(ResumeTest, AResumeRightAfterAnEpochEndAndOneInTheLastBatch) {
 
 TEST_F(ResumeTest, AnotherBatchSizeContinuesFromTheSameSample) {
   MakeReplay();
-  MustJoin("a", {});
   MustJoin("b", {});
   proto::Message last;
   Read("b", 2, &last);  // seqs 0..7
