@@ -37,7 +37,7 @@ Result<std::vector<uint32_t>> CheckSegments(const RingLayout& layout,
   std::vector<uint32_t> slots;
   uint64_t samples = 0;
   for (const Segment& s : segments) {
-    if (s.slot >= layout.window() || s.offset + uint64_t{s.count} > layout.batch_size()) {
+    if (s.slot >= layout.slots() || s.offset + uint64_t{s.count} > layout.batch_size()) {
       return InternalError("server sent a segment outside the ring");
     }
     samples += s.count;

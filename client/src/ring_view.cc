@@ -8,9 +8,10 @@ namespace batchcast::internal {
 
 Result<MappedRing> MappedRing::Map(const proto::Welcome& welcome) {
   // The resume lane's slots follow the window's (Note [Resume]).
-  const uint32_t slots = welcome.window + welcome.resume_slots;
   BATCHCAST_ASSIGN_OR_RETURN(RingLayout layout,
-                             RingLayout::Make(welcome.fields, slots, welcome.producer_batch_size));
+                             RingLayout::Make(welcome.fields, welcome.window,
+                                              welcome.producer_batch_size, welcome.resume_slots));
+  const uint32_t slots = layout.slots();
   MappedRing ring(std::move(layout));
   for (const proto::Allocation& a : welcome.allocations) {
     const size_t expected = ring.layout_.allocation_bytes(a.kind);

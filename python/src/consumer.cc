@@ -85,82 +85,46 @@ py::tuple FieldTuple(const FieldSpec& f) {
 }
 
 // Note [Resume]: a ConsumerPosition as the dict Loader.state_dict() returns
-// (ints and strings, which torch.save keeps), and back.
-constexpr const char* kStateKeys =
-    "format, stream, epoch, step, epoch_start, next_seq, skipped, batch_size, world_size, rank, "
-    "check";
-
+// (ints and strings, which torch.save keeps): "format", "stream", its
+// integer fields and "check"; and back, with ConsumerPosition's checks.
 py::dict PositionToDict(const ConsumerPosition& p) {
   py::dict d;
   d["format"] = ConsumerPosition::kFormat;
   d["stream"] = p.stream;
-  d["epoch"] = p.epoch;
-  d["step"] = p.step;
-  d["epoch_start"] = p.epoch_start;
-  d["next_seq"] = p.next_seq;
-  d["skipped"] = p.skipped;
-  d["batch_size"] = p.batch_size;
-  d["world_size"] = p.world_size;
-  d["rank"] = p.rank;
+  for (const auto& [name, value] : p.Integers()) d[py::str(std::string(name))] = value;
   d["check"] = p.Check();
   return d;
 }
 
 Result<ConsumerPosition> PositionFromDict(const py::handle& state) {
-  auto bad = [](const std::string& why) {
-    return InvalidArgumentError("state_dict: " + why + " (a batchcast.Loader state holds " +
-                                kStateKeys + ")");
-  };
+  auto bad = [](const std::string& why) { return InvalidArgumentError("state_dict: " + why); };
   if (!py::isinstance<py::dict>(state)) {
-    return bad("expected a dict, got " + std::string(py::str(state.get_type().attr("__name__"))));
+    return bad("expected a dict (a batchcast.Loader's state_dict()), got " +
+               std::string(py::str(state.get_type().attr("__name__"))));
   }
-  const py::dict d = py::reinterpret_borrow<py::dict>(state);
-  auto item = [&](const char* key) -> Result<py::handle> {
-    if (!d.contains(key)) return bad(std::string("no '") + key + "'");
-    return py::handle(d[key]);
-  };
-  auto integer = [&](const char* key, auto& out) -> Status {
-    BATCHCAST_ASSIGN_OR_RETURN(py::handle v, item(key));
-    if (!py::isinstance<py::int_>(v) || py::isinstance<py::bool_>(v)) {
-      return bad(std::string("'") + key + "' must be an int");
+  std::optional<uint64_t> format;
+  std::map<std::string, std::string, std::less<>> fields;
+  for (const auto& [k, v] : py::reinterpret_borrow<py::dict>(state)) {
+    if (!py::isinstance<py::str>(k)) return bad("a key that is not a str");
+    const std::string key = k.cast<std::string>();
+    const bool text = key == "stream" || key == "check";
+    if (text ? !py::isinstance<py::str>(v)
+             : !py::isinstance<py::int_>(v) || py::isinstance<py::bool_>(v)) {
+      return bad("'" + key + "' must be " + (text ? "a str" : "an int"));
     }
-    try {
-      out = v.cast<std::remove_reference_t<decltype(out)>>();
-    } catch (const py::cast_error&) {
-      return bad(std::string("'") + key + "' is out of range");
+    if (key == "format") {
+      try {
+        format = v.cast<uint64_t>();
+      } catch (const py::cast_error&) {
+        return bad("'format' is out of range");
+      }
+      continue;
     }
-    return Status::Ok();
-  };
-  auto text = [&](const char* key, std::string& out) -> Status {
-    BATCHCAST_ASSIGN_OR_RETURN(py::handle v, item(key));
-    if (!py::isinstance<py::str>(v)) return bad(std::string("'") + key + "' must be a str");
-    out = v.cast<std::string>();
-    return Status::Ok();
-  };
-  uint64_t format = 0;
-  BATCHCAST_RETURN_IF_ERROR(integer("format", format));
-  if (format > ConsumerPosition::kFormat) {
-    return InvalidArgumentError("state_dict: the state is of format " + std::to_string(format) +
-                                ", newer than this batchcast's (" +
-                                std::to_string(ConsumerPosition::kFormat) +
-                                "): load it with the batchcast release that saved it, or newer");
+    fields.emplace(key, py::str(v).cast<std::string>());
   }
-  ConsumerPosition p;
-  std::string check;
-  BATCHCAST_RETURN_IF_ERROR(text("stream", p.stream));
-  BATCHCAST_RETURN_IF_ERROR(integer("epoch", p.epoch));
-  BATCHCAST_RETURN_IF_ERROR(integer("step", p.step));
-  BATCHCAST_RETURN_IF_ERROR(integer("epoch_start", p.epoch_start));
-  BATCHCAST_RETURN_IF_ERROR(integer("next_seq", p.next_seq));
-  BATCHCAST_RETURN_IF_ERROR(integer("skipped", p.skipped));
-  BATCHCAST_RETURN_IF_ERROR(integer("batch_size", p.batch_size));
-  BATCHCAST_RETURN_IF_ERROR(integer("world_size", p.world_size));
-  BATCHCAST_RETURN_IF_ERROR(integer("rank", p.rank));
-  BATCHCAST_RETURN_IF_ERROR(text("check", check));
-  if (check != p.Check()) {
-    return InvalidArgumentError(
-        "state_dict: the state is corrupt: its 'check' does not match its contents");
-  }
+  if (!format) return bad("no 'format'");
+  Result<ConsumerPosition> p = ConsumerPosition::FromFields(*format, std::move(fields));
+  if (!p.ok()) return p.status().WithContext("state_dict");
   return p;
 }
 

@@ -105,7 +105,7 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
   // Note [Resume]: the lane's slots follow the window's.
   const uint32_t resume_slots = replay ? options.resume_slots : 0;
   BATCHCAST_ASSIGN_OR_RETURN(
-      RingLayout l2, RingLayout::Make(specs, options.window + resume_slots, options.batch_size));
+      RingLayout l2, RingLayout::Make(specs, options.window, options.batch_size, resume_slots));
   layout.emplace(std::move(l2));
 
   SchedulerConfig sc;

@@ -69,6 +69,12 @@ class ResumeTest : public SchedulerTest {
     return Describe(m);
   }
 
+  // A place of kStream.
+  static proto::Resume Place(uint32_t epoch, uint32_t step, uint64_t epoch_start,
+                             uint64_t next_seq) {
+    return proto::Resume{kStream, epoch, step, epoch_start, next_seq, 0, 0};
+  }
+
   // The place after a reply, as the client computes it (Consumer::Next).
   static proto::Resume PlaceAfter(const proto::Message& m, uint32_t world_size = 0) {
     proto::Resume r;
@@ -208,13 +214,7 @@ TEST_F(ResumeTest, NobodyElseReadsSoTheStreamMovesToTheResumedPlace) {
   // A restarted server: nothing written yet; a job resumes in epoch 2.
   MakeReplay();
   MustJoin("b", {.confirm = false});
-  proto::Resume place;
-  place.stream = kStream;
-  place.epoch = 2;
-  place.step = 1;
-  place.epoch_start = 32;
-  place.next_seq = 36;
-  ASSERT_TRUE(Resume("b", place).ok());
+  ASSERT_TRUE(Resume("b", Place(2, 1, 32, 36)).ok());
   EXPECT_EQ(ConsumerStats("b")["resumed"], "stream");
   EXPECT_EQ(Stats()["stream_moves"], 1);
   EXPECT_EQ(Work(), "S36");
@@ -301,12 +301,7 @@ TEST_F(ResumeTest, WrongPlacesAreRefusedNamingWhatIsWrongAndNothingMoves) {
   MustJoin("a", {});
   Read("a", 2);
   MustJoin("b", {.confirm = false});
-  proto::Resume good;
-  good.stream = kStream;
-  good.epoch = 0;
-  good.step = 1;
-  good.epoch_start = 0;
-  good.next_seq = 4;
+  const proto::Resume good = Place(0, 1, 0, 4);
   auto refused = [&](proto::Resume place, std::string_view text) {
     const Status s = Resume("b", place);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
@@ -338,10 +333,7 @@ TEST_F(ResumeTest, APlaceTheServerCannotServeIsRefused) {
   MustJoin("a", {});
   Read("a", 30);
   MustJoin("b", {.confirm = false});
-  proto::Resume place;
-  place.stream = kStream;
-  place.next_seq = 4;
-  place.step = 1;
+  const proto::Resume place = Place(0, 1, 0, 4);
   Status s = Resume("b", place);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("--resume-slots 0"), std::string::npos) << s.message();
@@ -361,10 +353,7 @@ TEST_F(ResumeTest, AnExternalProducerCannotReplay) {
   MustJoin("a", {});
   ReadToEnd("a", 40);
   MustJoin("b", {.confirm = false});
-  proto::Resume place;
-  place.stream = kStream;
-  place.next_seq = 4;
-  place.step = 1;
+  const proto::Resume place = Place(0, 1, 0, 4);
   const Status s = Resume("b", place);
   EXPECT_NE(s.message().find("cannot write it again"), std::string::npos) << s.message();
 }

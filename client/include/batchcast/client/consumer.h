@@ -46,10 +46,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "batchcast/client/batch.h"
@@ -97,6 +100,13 @@ struct ConsumerPosition {
   // A digest of every field (16 hex digits), which ToString writes and
   // Parse checks: a state changed or cut on its way back is refused.
   std::string Check() const;
+
+  // For bindings (batchcast.Loader's state dict): the integer fields by name,
+  // in the text's order; and a position from text values by name (those of
+  // ToString: the integers, "stream" and "check"), checked as Parse checks.
+  std::vector<std::pair<std::string_view, uint64_t>> Integers() const;
+  static Result<ConsumerPosition> FromFields(
+      uint64_t format, std::map<std::string, std::string, std::less<>> fields);
 };
 
 struct ConsumerOptions {
