@@ -53,7 +53,8 @@ class CMakeBuild(build_ext):
         suffix = os.path.basename(self.get_ext_filename(ext.name.split(".")[-1]))
         built = os.path.join(built_dir, suffix)
         if not os.path.exists(built):
-            raise RuntimeError(f"CMake did not produce {built}: files there: {os.listdir(built_dir)}")
+            raise RuntimeError(
+                f"CMake did not produce {built}: files there: {os.listdir(built_dir)}")
         dest = self.get_ext_fullpath(ext.name)
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         shutil.copyfile(built, dest)

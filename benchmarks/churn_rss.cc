@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
   const std::string stats = batchcast::proto::Encode(batchcast::proto::Stats{});
   const std::string hello = batchcast::proto::Encode(
       batchcast::proto::Hello{"churn-silent", static_cast<uint32_t>(getpid()), 16, true,
-                              batchcast::JoinPolicy::kImmediate, 2, ""});
+                              batchcast::JoinPolicy::kImmediate, 2, /*device=*/"", /*group=*/""});
   long first_anon = -1;
   auto t0 = std::chrono::steady_clock::now();
   std::printf("%8s %12s %12s %10s\n", "cycle", "VmRSS KiB", "RssAnon KiB", "cycles/s");

@@ -3,7 +3,7 @@
 
     BATCHCAST_BUILD_DIR=build PYTHONPATH=build/python /usr/bin/python3 \\
         benchmarks/cpu_pipeline_vs_dataloader.py [--images 2000] [--workers 1 2] \\
-        [--rounds 3] [--epochs 2] [--data DIR]
+        [--rounds 3] [--epochs 2] [--data DIR] [--format jpeg|png]
 
 Both sides run torchvision's ImageNet train transform (RandomResizedCrop(224),
 RandomHorizontalFlip(), ToTensor(), Normalize(ImageNet mean/std): float32
@@ -34,7 +34,12 @@ schedstat): near 0 the side is CPU-bound, high it stalls; and "others", the
 cores that processes other than this benchmark kept busy meanwhile (from
 /proc/stat), which is the load that was sharing the machine.
 
-The JPEGs are read from the page cache (the dataset is small; a second run
+--format png serves the same folder as 8-bit RGB PNGs (each JPEG decoded and
+written as a PNG, DIR-png next to DIR): the formats other than JPEG take
+batchcast's whole-image decode (libpng) and the crop, resize and output pass of
+the JPEG path, while the DataLoader's PIL decodes them as it does any file.
+
+The files are read from the page cache (the dataset is small; a second run
 finds it there), as for any dataset that fits in memory. Neither side caches
 decoded images: batchcast's CPU path decodes every sample of every epoch
 (the device cache exists only on the GPU path), so the rates hold for
@@ -52,6 +57,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_files import make_dataset, torch_dataloader, warm_page_cache  # noqa: E402
 from bench_proc import cpu_seconds  # noqa: E402
 from bench_server import ServerProcess, find_build, server_bin  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "tools"))
+from dataset_maker.formats import encode  # noqa: E402
 
 BUILD = find_build()
 TICK = os.sysconf("SC_CLK_TCK")
@@ -151,6 +160,23 @@ def bench_dataloader(data, workers, epochs):
         del loader
 
 
+def png_copy(src, dst):
+    """dst: the ImageFolder tree src with every image as an 8-bit RGB PNG (unless it exists)."""
+    if os.path.isdir(dst):
+        return
+    from PIL import Image
+    tmp = dst + ".tmp"
+    for root, _dirs, files in os.walk(src):
+        out = os.path.join(tmp, os.path.relpath(root, src))
+        os.makedirs(out, exist_ok=True)
+        for name in files:
+            with Image.open(os.path.join(root, name)) as img:
+                data, ext = encode("png", img)
+            with open(os.path.join(out, os.path.splitext(name)[0] + ext), "wb") as f:
+                f.write(data)
+    os.rename(tmp, dst)
+
+
 def fmt(r):
     return (f"{r['rate']:6.0f} img/s {r['cpu_ms']:5.2f} cpu-ms/img, workers asleep "
             f"{100 * r['idle']:.0f}%")
@@ -164,15 +190,20 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--epochs", type=int, default=2, help="measured epochs per run")
     p.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "batchcast-bench-cpu"))
+    p.add_argument("--format", choices=("jpeg", "png"), default="jpeg",
+                   help="png: serve the folder as PNGs (DIR-png)")
     args = p.parse_args()
     import torch
     import torchvision
     import PIL
     torch.set_num_threads(1)  # this process only iterates
     make_dataset(args.data, args.images, classes=10)
+    if args.format == "png":
+        png_copy(args.data, args.data + "-png")
+        args.data += "-png"
     size = warm_page_cache(args.data)
-    print(f"dataset {args.data}: {size / 2**20:.0f} MiB, read once so that it is in the page "
-          f"cache; machine: {os.cpu_count()} cores; "
+    print(f"dataset {args.data} ({args.format}): {size / 2**20:.0f} MiB, read once so that it "
+          f"is in the page cache; machine: {os.cpu_count()} cores; "
           f"torch {torch.__version__}, torchvision {torchvision.__version__}, "
           f"Pillow {PIL.__version__}; load avg {os.getloadavg()[0]:.2f}", flush=True)
     sides = {"batchcast": bench_batchcast, "DataLoader": bench_dataloader}

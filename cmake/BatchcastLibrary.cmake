@@ -23,18 +23,15 @@ function(batchcast_library name)
   add_library(${t} STATIC ${ARG_SOURCES})
   add_library(batchcast::${name} ALIAS ${t})
   set_target_properties(${t} PROPERTIES EXPORT_NAME ${name} OUTPUT_NAME ${t})
-  if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/include)
-    target_include_directories(${t} PUBLIC
-      $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
-      $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
-    if(NOT ARG_INTERNAL)
-      install(DIRECTORY include/batchcast DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-    endif()
+  target_include_directories(${t} PUBLIC
+    $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  if(NOT ARG_INTERNAL)
+    install(DIRECTORY include/batchcast DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
   endif()
   target_include_directories(${t} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
   target_link_libraries(${t} PUBLIC ${ARG_PUBLIC}
     PRIVATE ${ARG_PRIVATE} $<BUILD_INTERFACE:batchcast_internal>)
-  target_compile_options(${t} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>)
   # The public headers are C++20: so are the programs that include them.
   target_compile_features(${t} PUBLIC cxx_std_20)
   install(TARGETS ${t} EXPORT batchcast-${ARG_COMPONENT}

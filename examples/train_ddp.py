@@ -115,7 +115,8 @@ def start_server(args, batchcast, job):
     if args.shared:
         return None
     # A producer batch per round of the node's ranks (a round must fit half the ring).
-    local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("SLURM_NTASKS_PER_NODE", 1)))
+    local_ranks = int(
+        os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("SLURM_NTASKS_PER_NODE", 1)))
     options = dict(name=f"ddp-{job}"[:64], device=args.server_device, size=args.size,
                    batch_size=args.batch_size * local_ranks, window=8, shard_from_env=True)
     if args.synthetic:
@@ -181,7 +182,8 @@ def main():
                     else None, after_step=lambda step, epoch=epoch: checkpoint(epoch, step))
             checkpoint(epoch + 1)
             print(f"[rank {rank}] epoch {epoch}: {steps} batches, "
-                  f"{epoch_figures(images_seen, elapsed, loss_sum / max(steps, 1), wait)}", flush=True)
+                  f"{epoch_figures(images_seen, elapsed, loss_sum / max(steps, 1), wait)}",
+                  flush=True)
             report(epoch, steps, images_seen, elapsed, seen, args.check_split, rank, world, device)
     finally:
         loader.close()

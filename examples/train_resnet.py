@@ -25,6 +25,10 @@ Usage:
 
 Options: --device cpu|cuda, --steps N (steps per epoch; 0 = whole epochs),
 --epochs E, --batch-size B, --size S (input size), --lr, --num-classes,
+--log-every N (steps between "input-bound N%" lines: the share of the time
+since the previous line that the loop waited for data; a batchcast Loader
+measures it itself, Loader.stats(server=False), which is the one line to
+send to TensorBoard or W&B),
 --checkpoint PATH (saved after every epoch, and every --checkpoint-every N
 steps: the model, the optimizer and, from batchcast, the loader's
 state_dict()), --resume PATH (continues from such a checkpoint: a batchcast
@@ -74,6 +78,8 @@ def parse_args():
                    help="default: the ImageFolder's class count, else 1000")
     p.add_argument("--join", default="immediate", choices=["immediate", "next_epoch"],
                    help="batchcast join policy (--shared)")
+    p.add_argument("--log-every", type=int, default=10, metavar="N",
+                   help="steps between 'input-bound N%%' lines (0 = none)")
     add_checkpoint_args(p)
     return p.parse_args()
 
@@ -115,8 +121,8 @@ def import_batchcast():
         # Not installed: try the build tree (BATCHCAST_BUILD_DIR, else build-py/).
         repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         build = os.environ.get("BATCHCAST_BUILD_DIR", os.path.join(repo, "build-py"))
-        sys.path.insert(0, os.path.join(build if os.path.isabs(build) else os.path.join(repo, build),
-                                        "python"))
+        build = build if os.path.isabs(build) else os.path.join(repo, build)
+        sys.path.insert(0, os.path.join(build, "python"))
         import batchcast
     return batchcast
 
@@ -149,22 +155,52 @@ def epoch_figures(images, elapsed, loss, wait):
             f"loss {loss:.3f}, waiting for data {100 * wait / max(elapsed, 1e-9):.0f}%")
 
 
+class InputBound:
+    """The share of the time since the previous take() that the loop waited for
+    data. A batchcast Loader measures it itself (one line, what a training
+    script sends to TensorBoard or W&B); for a DataLoader the loop's own
+    timing (waited()) is used."""
+
+    def __init__(self, batches):
+        self._loader = batches if hasattr(batches, "stats") else None  # batchcast.Loader
+        self._wait, self._since = 0.0, time.perf_counter()
+
+    def waited(self, seconds):
+        self._wait += seconds
+
+    def take(self):
+        if self._loader is not None:
+            return self._loader.stats(server=False)["loader"]["wait_fraction"]
+        now = time.perf_counter()
+        share = min(1.0, self._wait / max(now - self._since, 1e-9))
+        self._wait, self._since = 0.0, now
+        return share
+
+
 def train_epoch(batches, model, opt, loss_fn, device, num_classes, mean, std, max_steps=0,
-                on_batch=None, after_step=None):
+                on_batch=None, after_step=None, input_bound=None, log_every=0, epoch=0):
     """One pass over `batches`: (steps, images, loss sum, seconds waiting for data,
     elapsed seconds). `on_batch()` is called before each batch is used,
-    `after_step(steps)` after each step."""
+    `after_step(steps)` after each step. Every `log_every` steps it prints the
+    loss and how input-bound the loop was (`input_bound`: an InputBound)."""
     images_seen, steps, wait, loss_sum = 0, 0, 0.0, 0.0
     start = t_wait = time.perf_counter()
     for images, labels in batches:
-        wait += time.perf_counter() - t_wait
+        waited = time.perf_counter() - t_wait
+        wait += waited
+        if input_bound is not None:
+            input_bound.waited(waited)
         if on_batch is not None:
             on_batch()
         x, labels = model_input(images, labels, device, num_classes, mean, std)
         del images  # a batchcast batch's lease ends with its last tensor
-        loss_sum += sgd_step(model, opt, loss_fn, x, labels)
+        loss = sgd_step(model, opt, loss_fn, x, labels)
+        loss_sum += loss
         images_seen += labels.shape[0]
         steps += 1
+        if input_bound is not None and log_every and steps % log_every == 0:
+            print(f"epoch {epoch} step {steps}: loss {loss:.3f}, "
+                  f"input-bound {100 * input_bound.take():.0f}%", flush=True)
         if after_step is not None:
             after_step(steps)
         t_wait = time.perf_counter()
@@ -223,6 +259,8 @@ def main():
     print(f"ResNet-18, {num_classes} classes, device {device}, batch {args.batch_size}, "
           f"{torch.get_num_threads()} threads")
     start = load_checkpoint(args.resume, model, opt, batches, device) if args.resume else 0
+    input_bound = InputBound(batches)
+    input_bound.take()  # the first interval starts with the training, not at connection
     try:
         for epoch in range(start, args.epochs):
             model.train()
@@ -233,11 +271,13 @@ def main():
 
             steps, images_seen, loss_sum, wait, elapsed = train_epoch(
                 batches, model, opt, loss_fn, device, num_classes, mean, std, args.steps,
+                input_bound=input_bound, log_every=args.log_every, epoch=epoch,
                 after_step=after_step)
             if args.checkpoint:
                 save_checkpoint(args.checkpoint, model, opt, epoch + 1, batches)
             print(f"epoch {epoch}: {steps} steps, "
-                  f"{epoch_figures(images_seen, elapsed, loss_sum / max(steps, 1), wait)}", flush=True)
+                  f"{epoch_figures(images_seen, elapsed, loss_sum / max(steps, 1), wait)}",
+                  flush=True)
     finally:
         cleanup()
 

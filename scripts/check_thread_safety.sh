@@ -5,7 +5,9 @@
 # benchmarks; no optimization) with -Wthread-safety -Werror=thread-safety and
 # builds the libraries and the tools only, so it stays quick. Fails on any
 # finding: a guarded field used without its mutex, a REQUIRES not met, a lock
-# order broken. Called by scripts/test.sh; needs clang (scripts/install-deps.sh).
+# order broken. BATCHCAST_WERROR=ON (scripts/test.sh sets it) makes clang's
+# other warnings (-Wall -Wextra) errors too. Called by scripts/test.sh; needs
+# clang (scripts/install-deps.sh).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build}
@@ -21,6 +23,7 @@ if command -v ccache >/dev/null; then LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=cc
 cmake -S "$ROOT" -B "$CLANG_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_CXX_COMPILER="$CLANGXX" -DCMAKE_CXX_FLAGS_DEBUG=-O0 \
   -DCMAKE_CXX_FLAGS="-Wthread-safety -Werror=thread-safety" "${LAUNCHER[@]}" \
+  -DBATCHCAST_WERROR="${BATCHCAST_WERROR:-OFF}" \
   -DBATCHCAST_WITH_CUDA=OFF -DBATCHCAST_BUILD_PYTHON=OFF -DBATCHCAST_BUILD_BENCHMARKS=OFF \
   -DBATCHCAST_BUILD_TESTS=OFF >/dev/null
 cmake --build "$CLANG_BUILD_DIR" -j "$JOBS" --target \

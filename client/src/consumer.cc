@@ -5,10 +5,13 @@
 #include "batch_state.h"
 #include "core/src/catch_all.h"
 #include "session.h"
+#include "wait_clock.h"
 
 namespace batchcast {
 
-Consumer::Consumer(std::shared_ptr<internal::Session> session) : session_(std::move(session)) {}
+Consumer::Consumer(std::shared_ptr<internal::Session> session)
+    : session_(std::move(session)),
+      wait_(std::make_unique<internal::WaitClock>(std::chrono::steady_clock::now())) {}
 
 Consumer::~Consumer() {
   if (session_) session_->Detach();
@@ -39,12 +42,9 @@ Result<std::unique_ptr<Consumer>> Consumer::Connect(ConsumerOptions options) {
 
 Result<Batch> Consumer::Next() {
   return CatchAll("Consumer::Next", [this]() -> Result<Batch> {
-    const auto start = std::chrono::steady_clock::now();
+    wait_->Begin(std::chrono::steady_clock::now());
     Result<proto::Message> waited = session_->NextReply();
-    wait_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                           std::chrono::steady_clock::now() - start)
-                           .count(),
-                       std::memory_order_relaxed);
+    wait_->End(std::chrono::steady_clock::now());
     BATCHCAST_ASSIGN_OR_RETURN(proto::Message reply, std::move(waited));
     if (auto* e = std::get_if<proto::Error>(&reply)) return proto::ToStatus(*e);
     // Note [Resume]: the place after what the user now gets.
@@ -82,9 +82,8 @@ Status Consumer::Resume(const ConsumerPosition& place) {
   });
 }
 
-double Consumer::wait_seconds() const {
-  return static_cast<double>(wait_ns_.load(std::memory_order_relaxed)) * 1e-9;
-}
+double Consumer::wait_seconds() const { return wait_->Total(std::chrono::steady_clock::now()); }
+WaitShare Consumer::TakeWaitShare() { return wait_->Take(std::chrono::steady_clock::now()); }
 void Consumer::set_cuda_stream(CudaStreamRef cuda_stream) { cuda_stream_.store(cuda_stream); }
 uint64_t Consumer::batches_per_epoch() const { return session_->welcome().batches_per_epoch; }
 uint64_t Consumer::epoch_len() const { return session_->welcome().epoch_len; }

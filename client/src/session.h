@@ -130,7 +130,7 @@ class Session {
   bool detached_ BC_GUARDED_BY(sock_mu_) = false;
   Status fatal_ BC_GUARDED_BY(sock_mu_);
   std::optional<std::string> stats_reply_ BC_GUARDED_BY(sock_mu_);
-  Status stats_error_ BC_GUARDED_BY(sock_mu_);  // a STATS the server refused
+  Status stats_error_ BC_GUARDED_BY(sock_mu_);                   // a STATS the server refused
   std::optional<Status> resume_answer_ BC_GUARDED_BY(sock_mu_);  // RESUMED, or its refusal
   std::chrono::steady_clock::time_point last_heard_ BC_GUARDED_BY(sock_mu_);
   std::chrono::steady_clock::time_point last_sent_ BC_GUARDED_BY(sock_mu_);

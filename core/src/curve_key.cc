@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "core/src/file_mode.h"
 #include "core/src/runtime_dir.h"
 
 namespace batchcast {
@@ -34,12 +34,6 @@ std::string_view Trim(std::string_view t) {
     t.remove_suffix(1);
   }
   return t;
-}
-
-std::string Octal(mode_t mode) {
-  char buf[8];
-  std::snprintf(buf, sizeof(buf), "%04o", static_cast<unsigned>(mode & 07777));
-  return buf;
 }
 
 Status NotAvailable() {
@@ -105,7 +99,7 @@ Result<std::string> ReadSmallFile(const std::string& path) {
     bad = InvalidArgumentError("key file " + path + " is not a regular file");
   } else if ((st.st_mode & 077) != 0) {
     bad = PermissionDeniedError(
-        "key file " + path + " may be read by other users (mode " + Octal(st.st_mode) +
+        "key file " + path + " may be read by other users (mode " + FileModeText(st.st_mode) +
         "): whoever reads it can connect to your servers; `chmod 600 " + path +
         "` (and, if others may have read it, `batchcast-server key --new " + path + "`)");
   } else if (static_cast<size_t>(st.st_size) > kMaxKeyFileBytes) {

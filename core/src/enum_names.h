@@ -1,6 +1,7 @@
 // EnumNames: the text names of an option-like enum, declared once as a table,
 // with the Parse/Name pair every such enum offers (LagPolicy, JoinPolicy,
-// DecodeMode, ...). Private to the project: "core/src/enum_names.h".
+// DecodeMode, ...), or only the Name of any enum (StatusCode, ...). Private to
+// the project: "core/src/enum_names.h".
 //
 //   constexpr EnumNames<LagPolicy, 3> kLagPolicyNames{"lag_policy", {{
 //       {LagPolicy::kBlock, "block"}, {LagPolicy::kSkip, "skip"}, {LagPolicy::kEvict, "evict"}}}};
@@ -37,12 +38,12 @@ struct EnumNames {
     return InvalidArgumentError(std::string(option) + " must be " + choices + ", got '" +
                                 std::string(text) + "'");
   }
-  // "?" for a value outside the table (a corrupt enum).
-  std::string_view Name(E value) const {
+  // `unknown` for a value outside the table (a corrupt enum).
+  constexpr std::string_view Name(E value, std::string_view unknown = "?") const {
     for (const auto& [v, name] : names) {
       if (v == value) return name;
     }
-    return "?";
+    return unknown;
   }
 };
 

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/src/file_mode.h"
+
 namespace batchcast {
 
 namespace bip = boost::interprocess;
@@ -35,12 +37,6 @@ Status CheckShmSpace(size_t bytes) {
   return ResourceExhaustedError("needs " + GiB(bytes) + " (" + std::to_string(bytes) +
                                 " bytes) of shared memory, but " + kShmDir + " has " +
                                 GiB(free_bytes) + " free (of " + GiB(total) + ")");
-}
-
-std::string Octal(unsigned mode) {
-  char buf[16];
-  std::snprintf(buf, sizeof(buf), "%04o", mode);
-  return buf;
 }
 
 }  // namespace
@@ -94,10 +90,12 @@ Result<std::unique_ptr<HostSharedMemory>> HostSharedMemory::Create(const std::st
     struct stat st {};
     const std::string path = std::string(kShmDir) + "/" + name;
     if (e.get_error_code() == bip::already_exists_error && lstat(path.c_str(), &st) == 0) {
-      // Remove() could not take the name: it is not ours to take.
+      // Remove() could not take the name (another user's file, or not a
+      // shared memory object at all): it is not the server's to take.
       return PermissionDeniedError(
-          path + " already exists and is not this user's to replace (owner uid " +
-          std::to_string(st.st_uid) + ", mode " + Octal(st.st_mode & 07777) +
+          path + " already exists and cannot be replaced (" +
+          (S_ISREG(st.st_mode) ? std::string("a file") : std::string("not a regular file")) +
+          " of uid " + std::to_string(st.st_uid) + ", mode " + FileModeText(st.st_mode) +
           "): pick another server name, or have its owner remove it");
     }
     Remove(name);

@@ -1,5 +1,9 @@
 #include "core/src/protocol.h"
 
+#include <array>
+#include <type_traits>
+#include <utility>
+
 #include "wire.h"
 
 namespace batchcast::proto {
@@ -12,99 +16,40 @@ constexpr uint8_t kMagic0 = 'B';
 constexpr uint8_t kMagic1 = 'C';
 constexpr size_t kHeaderBytes = 6;
 
-template <typename T>
-constexpr MessageType TypeOf();
-template <>
-constexpr MessageType TypeOf<Hello>() {
-  return MessageType::kHello;
-}
-template <>
-constexpr MessageType TypeOf<Welcome>() {
-  return MessageType::kWelcome;
-}
-template <>
-constexpr MessageType TypeOf<Next>() {
-  return MessageType::kNext;
-}
-template <>
-constexpr MessageType TypeOf<Batch>() {
-  return MessageType::kBatch;
-}
-template <>
-constexpr MessageType TypeOf<EndOfEpoch>() {
-  return MessageType::kEndOfEpoch;
-}
-template <>
-constexpr MessageType TypeOf<Error>() {
-  return MessageType::kError;
-}
-template <>
-constexpr MessageType TypeOf<Release>() {
-  return MessageType::kRelease;
-}
-template <>
-constexpr MessageType TypeOf<Heartbeat>() {
-  return MessageType::kHeartbeat;
-}
-template <>
-constexpr MessageType TypeOf<Bye>() {
-  return MessageType::kBye;
-}
-template <>
-constexpr MessageType TypeOf<Stats>() {
-  return MessageType::kStats;
-}
-template <>
-constexpr MessageType TypeOf<StatsReply>() {
-  return MessageType::kStatsReply;
-}
-template <>
-constexpr MessageType TypeOf<Resume>() {
-  return MessageType::kResume;
-}
-template <>
-constexpr MessageType TypeOf<Resumed>() {
-  return MessageType::kResumed;
-}
+// Message lists the messages in MessageType order: alternative i has wire
+// type i + 1 (tests/core/protocol_test.cc pins every type byte).
+static_assert(std::variant_size_v<Message> == static_cast<size_t>(MessageType::kResumed));
+static_assert(std::is_same_v<std::variant_alternative_t<0, Message>, Hello>);
+
+MessageType TypeOf(const Message& message) { return static_cast<MessageType>(message.index() + 1); }
 
 // ---- bodies: Write ----
 
 void Write(Writer& w, const Hello& m) {
   w.PutString(m.name);
-  w.Put(m.pid);
-  w.Put(m.batch_size);
-  w.Put<uint8_t>(m.drop_last ? 1 : 0);
-  w.Put(static_cast<uint8_t>(m.join));
-  w.Put(m.prefetch);
+  w.PutAll(m.pid, m.batch_size, static_cast<uint8_t>(m.drop_last ? 1 : 0),
+           static_cast<uint8_t>(m.join), m.prefetch);
   w.PutString(m.device);
   w.PutString(m.group);
-  w.Put(m.rank);
-  w.Put(m.world_size);
+  w.PutAll(m.rank, m.world_size);
 }
 
 void Write(Writer& w, const FieldSpec& f) {
   w.PutString(f.name);
-  w.Put(static_cast<uint8_t>(f.dtype));
-  w.Put(static_cast<uint8_t>(f.memory));
-  w.Put(static_cast<uint32_t>(f.shape.size()));
+  w.PutAll(static_cast<uint8_t>(f.dtype), static_cast<uint8_t>(f.memory),
+           static_cast<uint32_t>(f.shape.size()));
   for (int64_t d : f.shape) w.Put(d);
 }
 
 void Write(Writer& w, const Allocation& a) {
-  w.Put(static_cast<uint8_t>(a.kind));
-  w.Put(a.bytes);
+  w.PutAll(static_cast<uint8_t>(a.kind), a.bytes);
   w.PutString(a.shm_name);
   w.Put(a.device_index);
   w.PutBytes(a.mem_handle.data(), a.mem_handle.size());
   w.PutArray(a.event_handles);
 }
 
-void Write(Writer& w, const Segment& s) {
-  w.Put(s.slot);
-  w.Put(s.offset);
-  w.Put(s.count);
-  w.Put(s.producer_epoch);
-}
+void Write(Writer& w, const Segment& s) { w.PutAll(s.slot, s.offset, s.count, s.producer_epoch); }
 
 // A u32 count, then each element (FieldSpec, Allocation, Segment).
 template <typename T>
@@ -114,20 +59,14 @@ void WriteList(Writer& w, const std::vector<T>& list) {
 }
 
 void Write(Writer& w, const Welcome& m) {
-  w.Put(m.consumer_id);
-  w.Put(m.server_pid);
+  w.PutAll(m.consumer_id, m.server_pid);
   w.PutString(m.server_name);
-  w.Put(m.window);
-  w.Put(m.producer_batch_size);
+  w.PutAll(m.window, m.producer_batch_size);
   WriteList(w, m.fields);
   WriteList(w, m.allocations);
-  w.Put(m.epoch_len);
-  w.Put(m.batches_per_epoch);
-  w.Put(m.heartbeat_interval_ms);
-  w.Put(m.heartbeat_timeout_ms);
+  w.PutAll(m.epoch_len, m.batches_per_epoch, m.heartbeat_interval_ms, m.heartbeat_timeout_ms);
   w.PutString(m.stream);
-  w.Put(m.resume_slots);
-  w.Put(m.start);
+  w.PutAll(m.resume_slots, m.start);
 }
 
 void Write(Writer& w, const Next& m) {
@@ -136,30 +75,18 @@ void Write(Writer& w, const Next& m) {
 }
 
 void Write(Writer& w, const Batch& m) {
-  w.Put(m.request_id);
-  w.Put(m.lease_id);
-  w.Put(m.epoch);
-  w.Put(m.step);
-  w.Put(m.first_seq);
-  w.Put(m.skipped);
+  w.PutAll(m.request_id, m.lease_id, m.epoch, m.step, m.first_seq, m.skipped);
   WriteList(w, m.segments);
   w.PutArray(m.indices);
-  w.Put(m.epoch_start);
-  w.Put(m.next_seq);
+  w.PutAll(m.epoch_start, m.next_seq);
 }
 
 void Write(Writer& w, const EndOfEpoch& m) {
-  w.Put(m.request_id);
-  w.Put(m.epoch);
-  w.Put(m.batches);
-  w.Put(m.skipped);
-  w.Put(m.next_epoch_start);
-  w.Put(m.next_seq);
+  w.PutAll(m.request_id, m.epoch, m.batches, m.skipped, m.next_epoch_start, m.next_seq);
 }
 
 void Write(Writer& w, const Error& m) {
-  w.Put(m.request_id);
-  w.Put(static_cast<uint8_t>(m.code));
+  w.PutAll(m.request_id, static_cast<uint8_t>(m.code));
   w.PutString(m.message);
 }
 
@@ -171,12 +98,7 @@ void Write(Writer&, const Stats&) {}
 void Write(Writer& w, const StatsReply& m) { w.PutString(m.json); }
 void Write(Writer& w, const Resume& m) {
   w.PutString(m.stream);
-  w.Put(m.epoch);
-  w.Put(m.step);
-  w.Put(m.epoch_start);
-  w.Put(m.next_seq);
-  w.Put(m.skipped);
-  w.Put(m.world_size);
+  w.PutAll(m.epoch, m.step, m.epoch_start, m.next_seq, m.skipped, m.world_size);
 }
 void Write(Writer& w, const Resumed& m) { w.Put(m.next_seq); }
 
@@ -357,6 +279,14 @@ Result<Message> DecodeBody(Reader& r) {
   return Message(std::move(m));
 }
 
+// DecodeBody of each message, by wire type - 1.
+template <size_t... I>
+constexpr auto MakeDecoders(std::index_sequence<I...>) {
+  return std::array<Result<Message> (*)(Reader&), sizeof...(I)>{
+      &DecodeBody<std::variant_alternative_t<I, Message>>...};
+}
+constexpr auto kDecoders = MakeDecoders(std::make_index_sequence<std::variant_size_v<Message>>());
+
 }  // namespace
 
 std::string_view MessageName(const Message& message) {
@@ -370,12 +300,8 @@ void EncodeTo(const Message& message, std::string& out) {
   Writer w(out);
   std::visit(
       [&](const auto& m) {
-        using T = std::decay_t<decltype(m)>;
-        w.Put(kMagic0);
-        w.Put(kMagic1);
-        w.Put(kProtocolVersion);
-        w.Put(static_cast<uint8_t>(TypeOf<T>()));
-        w.Put<uint8_t>(0);
+        w.PutAll(kMagic0, kMagic1, kProtocolVersion, static_cast<uint8_t>(TypeOf(message)),
+                 uint8_t{0});
         Write(w, m);
       },
       message);
@@ -404,34 +330,8 @@ Result<Message> Decode(std::span<const uint8_t> frame) {
                                 "; use the same batchcast release on both sides");
   }
   Reader r(frame.subspan(kHeaderBytes));
-  switch (static_cast<MessageType>(frame[4])) {
-    case MessageType::kHello:
-      return DecodeBody<Hello>(r);
-    case MessageType::kWelcome:
-      return DecodeBody<Welcome>(r);
-    case MessageType::kNext:
-      return DecodeBody<Next>(r);
-    case MessageType::kBatch:
-      return DecodeBody<Batch>(r);
-    case MessageType::kEndOfEpoch:
-      return DecodeBody<EndOfEpoch>(r);
-    case MessageType::kError:
-      return DecodeBody<Error>(r);
-    case MessageType::kRelease:
-      return DecodeBody<Release>(r);
-    case MessageType::kHeartbeat:
-      return DecodeBody<Heartbeat>(r);
-    case MessageType::kBye:
-      return DecodeBody<Bye>(r);
-    case MessageType::kStats:
-      return DecodeBody<Stats>(r);
-    case MessageType::kStatsReply:
-      return DecodeBody<StatsReply>(r);
-    case MessageType::kResume:
-      return DecodeBody<Resume>(r);
-    case MessageType::kResumed:
-      return DecodeBody<Resumed>(r);
-  }
+  const uint8_t type = frame[4];
+  if (type >= 1 && type <= kDecoders.size()) return kDecoders[type - 1](r);
   return InvalidArgumentError("malformed message: unknown type " + std::to_string(frame[4]));
 }
 

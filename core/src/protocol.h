@@ -211,6 +211,7 @@ struct Resumed {
   bool operator==(const Resumed&) const = default;
 };
 
+// In MessageType order: alternative i is wire type i + 1 (never reorder).
 using Message = std::variant<Hello, Welcome, Next, Batch, EndOfEpoch, Error, Release, Heartbeat,
                              Bye, Stats, StatsReply, Resume, Resumed>;
 

@@ -1,34 +1,26 @@
 #include "batchcast/core/status.h"
 
+#include "core/src/enum_names.h"
+
 namespace batchcast {
 
-std::string_view StatusCodeName(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk:
-      return "OK";
-    case StatusCode::kInvalidArgument:
-      return "InvalidArgument";
-    case StatusCode::kNotFound:
-      return "NotFound";
-    case StatusCode::kUnavailable:
-      return "Unavailable";
-    case StatusCode::kDeadlineExceeded:
-      return "DeadlineExceeded";
-    case StatusCode::kResourceExhausted:
-      return "ResourceExhausted";
-    case StatusCode::kCancelled:
-      return "Cancelled";
-    case StatusCode::kInternal:
-      return "Internal";
-    case StatusCode::kOutOfRange:
-      return "OutOfRange";
-    case StatusCode::kDataLoss:
-      return "DataLoss";
-    case StatusCode::kPermissionDenied:
-      return "PermissionDenied";
-  }
-  return "Unknown";
-}
+namespace {
+constexpr EnumNames<StatusCode, 11> kCodeNames{
+    "status code",
+    {{{StatusCode::kOk, "OK"},
+      {StatusCode::kInvalidArgument, "InvalidArgument"},
+      {StatusCode::kNotFound, "NotFound"},
+      {StatusCode::kUnavailable, "Unavailable"},
+      {StatusCode::kDeadlineExceeded, "DeadlineExceeded"},
+      {StatusCode::kResourceExhausted, "ResourceExhausted"},
+      {StatusCode::kCancelled, "Cancelled"},
+      {StatusCode::kInternal, "Internal"},
+      {StatusCode::kOutOfRange, "OutOfRange"},
+      {StatusCode::kDataLoss, "DataLoss"},
+      {StatusCode::kPermissionDenied, "PermissionDenied"}}}};
+}  // namespace
+
+std::string_view StatusCodeName(StatusCode code) { return kCodeNames.Name(code, "Unknown"); }
 
 Status::Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {
   if (code_ == StatusCode::kOk) message_.clear();

@@ -24,6 +24,11 @@ class Writer {
     std::memcpy(bytes, &value, sizeof(T));  // x86-64 and aarch64 are little-endian
     out_.append(bytes, sizeof(T));
   }
+  // Put of each value, in order: a run of fixed-size fields.
+  template <typename... T>
+  void PutAll(T... values) {
+    (Put(values), ...);
+  }
   void PutBytes(const void* data, size_t n) { out_.append(static_cast<const char*>(data), n); }
   void PutString(std::string_view s) {
     Put<uint32_t>(static_cast<uint32_t>(s.size()));

@@ -166,6 +166,25 @@ void Launch(bool nchw, dim3 grid, dim3 block, cudaStream_t stream, const Augment
   }
 }
 
+// The launch of the kernel that writes `dtype`; null for a dtype it does not
+// write.
+using LaunchFn = void (*)(bool nchw, dim3 grid, dim3 block, cudaStream_t stream,
+                          const AugmentSample* samples, int count, const KernelParams& p);
+LaunchFn LaunchFor(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return &Launch<float>;
+    case DType::kFloat16:
+      return &Launch<__half>;
+    case DType::kBFloat16:
+      return &Launch<__nv_bfloat16>;
+    case DType::kUInt8:
+      return &Launch<uint8_t>;
+    default:
+      return nullptr;
+  }
+}
+
 }  // namespace
 
 Status AugmentAsync(const AugmentSample* device_samples, int count, const AugmentParams& params,
@@ -182,22 +201,11 @@ Status AugmentAsync(const AugmentSample* device_samples, int count, const Augmen
   const dim3 block(256);
   const dim3 grid((pixels + 255) / 256, count < 65535 ? count : 65535);
   auto s = static_cast<cudaStream_t>(stream.handle());
-  switch (params.dtype) {
-    case DType::kFloat32:
-      Launch<float>(params.nchw, grid, block, s, device_samples, count, p);
-      break;
-    case DType::kFloat16:
-      Launch<__half>(params.nchw, grid, block, s, device_samples, count, p);
-      break;
-    case DType::kBFloat16:
-      Launch<__nv_bfloat16>(params.nchw, grid, block, s, device_samples, count, p);
-      break;
-    case DType::kUInt8:
-      Launch<uint8_t>(params.nchw, grid, block, s, device_samples, count, p);
-      break;
-    default:
-      return InvalidArgumentError("augment: dtype must be float32, float16, bfloat16 or uint8");
+  const LaunchFn launch = LaunchFor(params.dtype);
+  if (launch == nullptr) {
+    return InvalidArgumentError("augment: dtype must be float32, float16, bfloat16 or uint8");
   }
+  launch(params.nchw, grid, block, s, device_samples, count, p);
   return BATCHCAST_CUDA_CHECK(cudaGetLastError());
 }
 

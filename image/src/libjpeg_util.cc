@@ -3,6 +3,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "batchcast/image/image_format.h"
+
 namespace batchcast::image {
 namespace {
 
@@ -60,25 +62,10 @@ void SetMessage(ErrorManager* err, const char* message) {
 }
 
 std::string DescribeNonJpeg(std::span<const uint8_t> b) {
-  auto starts_with = [&](std::string_view magic, size_t offset = 0) {
-    return b.size() >= offset + magic.size() &&
-           std::memcmp(b.data() + offset, magic.data(), magic.size()) == 0;
-  };
-  const char* format = nullptr;
-  if (starts_with("\x89PNG\r\n\x1a\n")) {
-    format = "PNG";
-  } else if (starts_with("GIF87a") || starts_with("GIF89a")) {
-    format = "GIF";
-  } else if (starts_with("RIFF") && starts_with("WEBP", 8)) {
-    format = "WebP";
-  } else if (starts_with(std::string_view("II*\0", 4)) ||
-             starts_with(std::string_view("MM\0*", 4))) {
-    format = "TIFF";
-  } else if (starts_with("BM")) {
-    format = "BMP";
-  }
-  if (format != nullptr) {
-    return std::string("not a JPEG: the data is a ") + format + " image";
+  const ImageFormat format = SniffImageFormat(b);
+  if (format != ImageFormat::kUnknown && format != ImageFormat::kJpeg) {
+    return std::string("not a JPEG: the data is a ") + std::string(ImageFormatTitle(format)) +
+           " image";
   }
   char buf[96];
   if (b.size() == 1) {

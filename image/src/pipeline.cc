@@ -9,6 +9,7 @@
 
 #include "batchcast/core/check.h"
 #include "batchcast/image/crop_planner.h"
+#include "batchcast/image/image_format.h"
 #include "sample_writer.h"
 
 namespace batchcast::image {
@@ -39,50 +40,69 @@ CpuImagePipeline::~CpuImagePipeline() = default;
 CpuImagePipeline::CpuImagePipeline(CpuImagePipeline&&) noexcept = default;
 CpuImagePipeline& CpuImagePipeline::operator=(CpuImagePipeline&&) noexcept = default;
 
-Status CpuImagePipeline::Process(std::span<const uint8_t> jpeg, uint32_t epoch, int64_t index,
+Status CpuImagePipeline::Process(std::span<const uint8_t> bytes, uint32_t epoch, int64_t index,
                                  void* out, CropParams* crop_used) {
-  return Run(jpeg, nullptr, epoch, index, out, crop_used);
+  return Run(bytes, nullptr, epoch, index, out, crop_used);
 }
 
-Status CpuImagePipeline::ProcessWithCrop(std::span<const uint8_t> jpeg, const CropParams& crop,
+Status CpuImagePipeline::ProcessWithCrop(std::span<const uint8_t> bytes, const CropParams& crop,
                                          void* out) {
-  return Run(jpeg, &crop, 0, 0, out, nullptr);
+  return Run(bytes, &crop, 0, 0, out, nullptr);
 }
 
-Status CpuImagePipeline::Run(std::span<const uint8_t> jpeg, const CropParams* fixed_crop,
+Status CpuImagePipeline::Run(std::span<const uint8_t> bytes, const CropParams* fixed_crop,
                              uint32_t epoch, int64_t index, void* out, CropParams* crop_used) {
   BATCHCAST_CHECK(out != nullptr);
-  BATCHCAST_ASSIGN_OR_RETURN(JpegInfo info,
-                             decoder_.ReadHeader(jpeg, EffectiveMaxPixels(options_)));
+  // Note [Image formats]: JPEG by its bytes; any other format is decoded whole.
+  // Unknown bytes go to the JPEG decoder too, which says what they are.
+  const ImageFormat format = SniffImageFormat(bytes);
+  const bool jpeg = format == ImageFormat::kJpeg || format == ImageFormat::kUnknown;
+  const uint64_t max_pixels = EffectiveMaxPixels(options_);
+  int width = 0, height = 0;
+  if (jpeg) {
+    BATCHCAST_ASSIGN_OR_RETURN(const JpegInfo info, decoder_.ReadHeader(bytes, max_pixels));
+    width = info.width;
+    height = info.height;
+  } else {
+    BATCHCAST_ASSIGN_OR_RETURN(const ImageHeader hdr, ReadImageHeader(bytes, max_pixels));
+    width = hdr.width;
+    height = hdr.height;
+  }
+  const bool dct_scaling = jpeg && tuning_.allow_dct_scaling;
   const int size = options_.size;
   CropPlan planned;
   if (fixed_crop != nullptr) {
     const CropParams& c = *fixed_crop;
-    if (c.w < 1 || c.h < 1 || c.x < 0 || c.y < 0 || c.x + c.w > info.width ||
-        c.y + c.h > info.height) {
+    if (c.w < 1 || c.h < 1 || c.x < 0 || c.y < 0 || c.x + c.w > width || c.y + c.h > height) {
       return InvalidArgumentError("crop " + std::to_string(c.w) + "x" + std::to_string(c.h) + "+" +
                                   std::to_string(c.x) + "+" + std::to_string(c.y) +
-                                  " is not inside the " + std::to_string(info.width) + "x" +
-                                  std::to_string(info.height) + " image");
+                                  " is not inside the " + std::to_string(width) + "x" +
+                                  std::to_string(height) + " image");
     }
     planned.crop = c;
-    planned.decode = PlanDecode(info.width, info.height, c, size, tuning_.allow_dct_scaling);
+    planned.decode = PlanDecode(width, height, c, size, dct_scaling);
   } else {
-    planned = PlanCrop(options_, epoch, index, info.width, info.height, tuning_.allow_dct_scaling);
+    planned = PlanCrop(options_, epoch, index, width, height, dct_scaling);
   }
   const CropParams& crop = planned.crop;
   const DecodePlan& plan = planned.decode;
   if (crop_used != nullptr) *crop_used = crop;
-  PixelRect decode_rect = plan.rect;
-  if (!tuning_.allow_cropped_decode) {
-    decode_rect = PixelRect{0, 0, ScaledDimension(info.width, plan.scale_denom),
-                            ScaledDimension(info.height, plan.scale_denom)};
-  }
-  BATCHCAST_ASSIGN_OR_RETURN(DecodedImage image,
-                             decoder_.Decode(plan.scale_denom, decode_rect, false));
-  const uint8_t* base = image.data;
-  if (!tuning_.allow_cropped_decode) {
-    base += image.stride * plan.rect.y + static_cast<size_t>(plan.rect.x) * image.channels;
+  DecodedImage image;
+  const uint8_t* base = nullptr;
+  if (!jpeg) {
+    // The whole image, then its crop (plan.rect, at scale 1).
+    BATCHCAST_ASSIGN_OR_RETURN(image, other_.Decode(bytes, max_pixels, /*gray_as_rgb=*/false));
+    base =
+        image.data + image.stride * plan.rect.y + static_cast<size_t>(plan.rect.x) * image.channels;
+  } else if (tuning_.allow_cropped_decode) {
+    BATCHCAST_ASSIGN_OR_RETURN(image, decoder_.Decode(plan.scale_denom, plan.rect, false));
+    base = image.data;
+  } else {
+    const PixelRect whole{0, 0, ScaledDimension(width, plan.scale_denom),
+                          ScaledDimension(height, plan.scale_denom)};
+    BATCHCAST_ASSIGN_OR_RETURN(image, decoder_.Decode(plan.scale_denom, whole, false));
+    base =
+        image.data + image.stride * plan.rect.y + static_cast<size_t>(plan.rect.x) * image.channels;
   }
   const int channels = image.channels;
   const cv::Mat decoded(plan.rect.h, plan.rect.w, CV_8UC(channels), const_cast<uint8_t*>(base),

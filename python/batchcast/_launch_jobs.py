@@ -3,8 +3,8 @@
 Each job runs in its own process group with an environment of its own
 (job_environment); its stdout and stderr are streamed line by line with a
 ``[job k]`` prefix through one Console, which keeps the status line (the
-server's rate and each job's, from the server's stats: Rates, status_text)
-at the bottom of a terminal.
+server's rate, each job's and each job's wait for data, from the server's
+stats: Rates, status_text) at the bottom of a terminal.
 """
 from __future__ import annotations
 
@@ -138,13 +138,14 @@ def _pump(pipe: IO[bytes], prefix: str, console: Console, stream: IO[str]) -> No
 
 
 class Rates:
-    """Samples/s of the server and of each job, from successive server stats.
-    A consumer belongs to the job whose process it is or descends from."""
+    """Samples/s of the server and of each job, and each job's wait for data,
+    from successive server stats. A consumer belongs to the job whose process
+    it is or descends from."""
 
     def __init__(self, jobs: Sequence[Job]) -> None:
         self._jobs = {j.pid: j.index for j in jobs}
         self._owner: Dict[int, Optional[int]] = {}
-        self._last: Optional[Tuple[float, int, Dict[int, Tuple[int, int]]]] = None
+        self._last: Optional[Tuple[float, int, Dict[int, Tuple[int, int, float]]]] = None
 
     def _job_of(self, pid: int) -> Optional[int]:
         if pid not in self._owner:
@@ -152,32 +153,47 @@ class Rates:
             self._owner[pid] = None if root is None else self._jobs[root]
         return self._owner[pid]
 
-    def update(self, stats: Dict[str, Any], now: float) -> Tuple[Optional[float], Dict[int, float]]:
-        """(server samples/s, {job: samples/s}) since the previous update (None at first)."""
+    def update(self, stats: Dict[str, Any],
+               now: float) -> Tuple[Optional[float], Dict[int, float], Dict[int, float]]:
+        """(server samples/s, {job: samples/s}, {job: wait}) since the previous
+        update (None, {}, {} at first). A job's wait is the share of the
+        interval its consumers waited for data, the server's per-consumer
+        ``wait_s`` (docs/stats.md), averaged over them: near 1, the job is
+        input-bound."""
         published = int(stats.get("samples_published", 0))
-        consumers = {int(c["id"]): (int(c.get("pid", 0)), int(c.get("samples", 0)))
+        consumers = {int(c["id"]): (int(c.get("pid", 0)), int(c.get("samples", 0)),
+                                    float(c.get("wait_s", 0.0)))
                      for c in stats.get("consumers", []) if c.get("attached", True)}
         last, self._last = self._last, (now, published, consumers)
         if last is None or now <= last[0]:
-            return None, {}
+            return None, {}, {}
         dt = now - last[0]
-        jobs: Dict[int, float] = {}
-        for cid, (pid, samples) in consumers.items():
+        rates: Dict[int, float] = {}
+        waits: Dict[int, List[float]] = {}
+        for cid, (pid, samples, wait_s) in consumers.items():
             job = self._job_of(pid)
             if job is not None and cid in last[2]:
-                jobs[job] = jobs.get(job, 0.0) + (samples - last[2][cid][1]) / dt
-        return (published - last[1]) / dt, jobs
+                _, last_samples, last_wait = last[2][cid]
+                rates[job] = rates.get(job, 0.0) + (samples - last_samples) / dt
+                waits.setdefault(job, []).append(min(1.0, max(0.0, (wait_s - last_wait) / dt)))
+        return ((published - last[1]) / dt, rates,
+                {job: sum(w) / len(w) for job, w in waits.items()})
 
 
 def status_text(elapsed: float, server_rate: Optional[float], job_rates: Dict[int, float],
-                jobs: Sequence[Job], mps_on: bool) -> str:
+                jobs: Sequence[Job], mps_on: bool,
+                job_waits: Optional[Dict[int, float]] = None) -> str:
+    """The status line: the server's rate, and per job its rate and the share
+    of the interval it waited for data (``wait``)."""
     m, s = divmod(int(elapsed), 60)
     parts = []
+    waits = job_waits or {}
     for j in jobs:
         if j.poll() is not None:
             parts.append(f"{j.index} exit {j.exit_status}")
         elif j.index in job_rates:
-            parts.append(f"{j.index} {job_rates[j.index]:,.0f}")
+            wait = f" wait {100 * waits[j.index]:.0f}%" if j.index in waits else ""
+            parts.append(f"{j.index} {job_rates[j.index]:,.0f}{wait}")
         else:
             parts.append(f"{j.index} -")
     rate = "-" if server_rate is None else f"{server_rate:,.0f}"

@@ -133,10 +133,11 @@ def supervise(jobs: List[Job], stopper: Stopper, server: Any, console: Console,
         if now >= next_status:
             next_status = now + interval
             try:
-                server_rate, job_rates = rates.update(server.stats(), now)
+                server_rate, job_rates, job_waits = rates.update(server.stats(), now)
             except Exception:  # noqa: BLE001 - a stopped server has no stats
-                server_rate, job_rates = None, {}
-            console.status(status_text(now - start, server_rate, job_rates, jobs, how.mps_on))
+                server_rate, job_rates, job_waits = None, {}, {}
+            console.status(status_text(now - start, server_rate, job_rates, jobs, how.mps_on,
+                                       job_waits))
         time.sleep(0.05)
     console.clear()
     for j in jobs:

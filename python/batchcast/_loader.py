@@ -319,9 +319,34 @@ class Loader:
         "_ring_device", str,
         "Where the tensors are: 'cpu' or 'cuda:N', the ring serving this loader.")
 
-    def stats(self) -> Dict[str, Any]:
-        """The server's stats (the JSON of ``batchcast-server stat NAME --json``) as a dict."""
-        return json.loads(self._core.stats())
+    def stats(self, server: bool = True) -> Dict[str, Any]:
+        """The server's stats (the JSON of ``batchcast-server stat NAME --json``) as a dict,
+        with this Loader's own figures under ``"loader"``.
+
+        ``stats()["loader"]`` is measured in this process, since the previous
+        ``stats()`` call (the first: since the Loader connected), a wait in
+        progress included:
+
+        - ``wait_s``: seconds iteration waited for the server's batches;
+        - ``wall_s``: the interval's length in seconds;
+        - ``wait_fraction``: ``wait_s / wall_s``, from 0 to 1: the share of the
+          time this job was input-bound.
+
+        So a training loop logs its stall in one line every log interval::
+
+            writer.add_scalar("input_bound", loader.stats(server=False)["loader"]["wait_fraction"],
+                              step)
+
+        Each call starts a new interval. ``server=False`` asks no server: the
+        dict then holds ``"loader"`` only (cheap; no round trip). The server's
+        own view of this consumer's wait is its ``consumers`` entry's
+        ``wait_s`` (docs/stats.md).
+        """
+        server = _check.boolean("server", server)
+        out: Dict[str, Any] = json.loads(self._core.stats()) if server else {}
+        wait_s, wall_s, fraction = self._core.take_wait_share()
+        out["loader"] = {"wait_s": wait_s, "wall_s": wall_s, "wait_fraction": fraction}
+        return out
 
     # ---- resume (docs/semantics.md, "Resume") ----
 

@@ -35,7 +35,9 @@ job joins the launcher's consumer group by mistake (a job that runs torchrun
 itself still makes its own group). Their output is streamed line
 by line with a ``[job k]`` prefix (stdout to stdout, stderr to stderr). A
 status line shows the server's rate and each job's (samples/s, from the
-server's stats of its consumers): refreshed in place on a terminal,
+server's stats of its consumers) with the share of the interval each job
+waited for data (``wait 40%``: the server had no batch for it that long;
+near 100 %, the job is input-bound): refreshed in place on a terminal,
 printed as plain lines every ``--status-interval`` seconds otherwise.
 
 It ends when every job has ended, with exit status 0 if all succeeded,
@@ -207,6 +209,9 @@ def run(args: argparse.Namespace, command: List[str]) -> int:
                          f"{server.epoch_len} samples per epoch, device "
                          f"{stats.get('device', '?')}, endpoint {server.endpoint}; MPS {mps.note}",
                          sys.stderr)
+            if "metrics_endpoint" in stats:
+                console.line(f"{PREFIX} metrics for Prometheus on {stats['metrics_endpoint']}",
+                             sys.stderr)
             advice = mps_advice(stats)
             if advice is not None:
                 console.line(advice, sys.stderr)

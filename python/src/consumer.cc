@@ -293,6 +293,14 @@ void RegisterConsumer(py::module_& m) {
                              [](PyConsumer& c) { return c.get().producer_batch_size(); })
       .def_property_readonly("window", [](PyConsumer& c) { return c.get().window(); })
       .def_property_readonly("wait_s", [](PyConsumer& c) { return c.get().wait_seconds(); })
+      .def(
+          "take_wait_share",
+          [](PyConsumer& c) {
+            const WaitShare share = c.get().TakeWaitShare();
+            return py::make_tuple(share.wait_s, share.wall_s, share.fraction());
+          },
+          "(seconds next() waited, wall seconds, their ratio) since the previous call (the "
+          "first: since connecting); Consumer::TakeWaitShare")
       .def_property_readonly("fields", &PyConsumer::fields,
                              "[(name, dtype name, per-sample shape)] in ring order")
       .def_property_readonly("on_cuda", &PyConsumer::on_cuda,

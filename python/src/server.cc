@@ -42,8 +42,10 @@ std::string OptionText(const ServerOption& opt, const py::handle& value) {
       if (!py::isinstance<py::bool_>(value)) throw wrong("True or False");
       return value.cast<bool>() ? "true" : "false";
     case OptionType::kInteger:
+      if (opt.takes_text && py::isinstance<py::str>(value)) return value.cast<std::string>();
       if (py::isinstance<py::bool_>(value) || !py::isinstance<py::int_>(value)) {
-        throw wrong("a non-negative integer");
+        throw wrong(opt.takes_text ? "a non-negative integer or a string"
+                                   : "a non-negative integer");
       }
       return py::str(value).cast<std::string>();
     case OptionType::kSeconds:

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <vector>
 
+#include "core/src/enum_names.h"
+
 namespace batchcast {
 namespace {
 
@@ -47,16 +49,10 @@ MpsProbeRoots MpsProbeRoots::FromEnvironment() {
   return roots;
 }
 
-const char* MpsState::name() const {
-  switch (kind) {
-    case Kind::kOn:
-      return "on";
-    case Kind::kOff:
-      return "off";
-    case Kind::kUnknown:
-      break;
-  }
-  return "unknown";
+std::string_view MpsState::name() const {
+  static constexpr EnumNames<Kind, 3> kNames{
+      "mps", {{{Kind::kOff, "off"}, {Kind::kOn, "on"}, {Kind::kUnknown, "unknown"}}}};
+  return kNames.Name(kind, "unknown");
 }
 
 MpsState ProbeMps(const MpsProbeRoots& roots) {

@@ -21,6 +21,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace batchcast {
 
@@ -40,7 +41,7 @@ struct MpsState {
   std::string reason;  // one line for people: what was found
 
   // "on", "off" or "unknown".
-  const char* name() const;
+  std::string_view name() const;
 };
 
 MpsState ProbeMps(const MpsProbeRoots& roots = MpsProbeRoots::FromEnvironment());

@@ -1,5 +1,7 @@
 #include "batchcast/server/option_table.h"
 
+#include <arpa/inet.h>
+
 #include <charconv>
 #include <cmath>
 #include <iterator>
@@ -138,104 +140,112 @@ using V = std::string_view;
 
 using G = OptionGroup;
 
-template <auto... Path>
-ServerOption Text(V name, G group, V value_name, V help) {
+// An option of the field at Path: `parse(text, field)` sets the field,
+// `print(field)` gives its text ("" when unset). Both are captureless.
+template <auto... Path, typename Parse, typename Print>
+ServerOption FieldOption(V name, G group, OptionType type, V value_name, V help, Parse, Print) {
   return {name,
           group,
-          OptionType::kText,
+          type,
           value_name,
           help,
-          [](O& o, V t) {
-            Field<Path...>(o) = std::string(t);
-            return Status::Ok();
-          },
-          [](const O& o) { return std::string(Field<Path...>(o)); }};
+          [](O& o, V t) -> Status { return Parse{}(t, Field<Path...>(o)); },
+          [](const O& o) -> std::string { return Print{}(Field<Path...>(o)); }};
+}
+
+template <auto... Path>
+ServerOption Text(V name, G group, V value_name, V help) {
+  auto parse = [](V t, auto& v) {
+    v = std::string(t);
+    return Status::Ok();
+  };
+  auto print = [](const auto& v) { return std::string(v); };
+  return FieldOption<Path...>(name, group, OptionType::kText, value_name, help, parse, print);
 }
 
 template <auto... Path>
 ServerOption Integer(V name, G group, V help) {
-  return {name,
-          group,
-          OptionType::kInteger,
-          "N",
-          help,
-          [](O& o, V t) { return ParseInteger(t, Field<Path...>(o)); },
-          [](const O& o) { return std::to_string(Field<Path...>(o)); }};
+  auto parse = [](V t, auto& v) { return ParseInteger(t, v); };
+  auto print = [](const auto& v) { return std::to_string(v); };
+  return FieldOption<Path...>(name, group, OptionType::kInteger, "N", help, parse, print);
 }
 
 // An integer that may stay unset (its default is derived): prints "" then.
 template <auto... Path>
 ServerOption OptionalInteger(V name, G group, V help) {
-  return {name,
-          group,
-          OptionType::kInteger,
-          "N",
-          help,
-          [](O& o, V t) {
-            uint32_t v = 0;
-            BATCHCAST_RETURN_IF_ERROR(ParseInteger(t, v));
-            Field<Path...>(o) = v;
-            return Status::Ok();
-          },
-          [](const O& o) {
-            const auto& v = Field<Path...>(o);
-            return v ? std::to_string(*v) : std::string();
-          }};
+  auto parse = [](V t, auto& out) {
+    uint32_t v = 0;
+    BATCHCAST_RETURN_IF_ERROR(ParseInteger(t, v));
+    out = v;
+    return Status::Ok();
+  };
+  auto print = [](const auto& v) { return v ? std::to_string(*v) : std::string(); };
+  return FieldOption<Path...>(name, group, OptionType::kInteger, "N", help, parse, print);
 }
 
 // `zero_is_unset`: a zero duration prints as "" (its default is derived).
 template <bool zero_is_unset, auto... Path>
 ServerOption SecondsOption(V name, G group, V help) {
-  return {name,
-          group,
-          OptionType::kSeconds,
-          "SECONDS",
-          help,
-          [](O& o, V t) { return ParseSeconds(t, Field<Path...>(o)); },
-          [](const O& o) {
-            const auto ms = Field<Path...>(o);
-            return zero_is_unset && ms.count() == 0 ? std::string() : Seconds(ms);
-          }};
+  auto parse = [](V t, auto& v) { return ParseSeconds(t, v); };
+  auto print = [](auto ms) {
+    return zero_is_unset && ms.count() == 0 ? std::string() : Seconds(ms);
+  };
+  return FieldOption<Path...>(name, group, OptionType::kSeconds, "SECONDS", help, parse, print);
 }
 
 template <auto... Path>
 ServerOption TripleOption(V name, G group, V help) {
-  return {name,
-          group,
-          OptionType::kTriple,
-          "R,G,B",
-          help,
-          [](O& o, V t) { return ParseTriple(t, Field<Path...>(o)); },
-          [](const O& o) { return Triple(Field<Path...>(o)); }};
+  auto parse = [](V t, auto& v) { return ParseTriple(t, v); };
+  auto print = [](const auto& v) { return Triple(v); };
+  return FieldOption<Path...>(name, group, OptionType::kTriple, "R,G,B", help, parse, print);
 }
 
 template <auto... Path>
 ServerOption Flag(V name, G group, V help) {
-  return {name,
-          group,
-          OptionType::kFlag,
-          "",
-          help,
-          [](O& o, V t) { return ParseFlag(t, Field<Path...>(o)); },
-          [](const O& o) { return std::string(Field<Path...>(o) ? "true" : "false"); }};
+  auto parse = [](V t, auto& v) { return ParseFlag(t, v); };
+  auto print = [](const auto& v) { return std::string(v ? "true" : "false"); };
+  return FieldOption<Path...>(name, group, OptionType::kFlag, "", help, parse, print);
 }
 
 // One of an enum's names, through its Parse and Name functions.
 template <auto Parse, auto Name, auto... Path>
 ServerOption Choice(V name, G group, V value_name, V help) {
-  return {name,
-          group,
-          OptionType::kText,
-          value_name,
-          help,
-          [](O& o, V t) { return ParseChoice(t, Field<Path...>(o), Parse); },
-          [](const O& o) { return std::string(Name(Field<Path...>(o))); }};
+  auto parse = [](V t, auto& v) { return ParseChoice(t, v, Parse); };
+  auto print = [](const auto& v) { return std::string(Name(v)); };
+  return FieldOption<Path...>(name, group, OptionType::kText, value_name, help, parse, print);
 }
 
 Status ParseDTypeOption(V t, std::optional<DType>& out) {
   DType d{};
   BATCHCAST_RETURN_IF_ERROR(ParseChoice(t, d, ParseDType));
   out = d;
+  return Status::Ok();
+}
+
+// metrics_port's "[HOST:]PORT": PORT a number (0 alone = off) or "any";
+// HOST an IPv4 address, "localhost" or "*" (every interface, 0.0.0.0).
+Status ParseMetricsAddress(V text, O& o) {
+  text = Trim(text);
+  const size_t colon = text.rfind(':');
+  const V port_text = colon == V::npos ? text : text.substr(colon + 1);
+  const V host = colon == V::npos ? V() : text.substr(0, colon);
+  uint32_t port = ServerOptions::kAnyMetricsPort;
+  if (port_text != "any" &&
+      (!ParseInteger(port_text, port).ok() || port > 65535 || (port == 0 && colon != V::npos))) {
+    const std::string expected = "expected a port (1..65535; 0 alone = off), 'any', or HOST:PORT";
+    return InvalidArgumentError(expected + ", got " + Quote(text));
+  }
+  std::string address(host);
+  if (host == "localhost") address = "127.0.0.1";
+  if (host == "*") address = "0.0.0.0";
+  in_addr v4{};
+  if (colon != V::npos && inet_pton(AF_INET, address.c_str(), &v4) != 1) {
+    const std::string expected =
+        "expected [HOST:]PORT with HOST an IPv4 address, 'localhost' or '*'";
+    return InvalidArgumentError(expected + ", got " + Quote(text));
+  }
+  o.metrics_port = port;
+  o.metrics_host = port == 0 ? std::string() : address;
   return Status::Ok();
 }
 
@@ -267,7 +277,16 @@ const ServerOption kOptions[] = {
       "tcp:// only: the CURVE key file to serve with; consumers need a copy (default: "
       "$BATCHCAST_KEY_FILE, else your key in the runtime directory, made at first use)"),
   Flag<&O::allow_remote>("allow_remote", G::kRing,
-      "tcp:// only: let the endpoint bind beyond loopback (tcp://*:PORT, a LAN address)"),
+      "let the endpoint (tcp://*:PORT, a LAN address) and the metrics endpoint "
+      "(--metrics-port HOST:PORT) listen beyond loopback"),
+  {"metrics_port", G::kRing, OptionType::kInteger, "[HOST:]PORT",
+   "serve Prometheus metrics over HTTP, GET /metrics (docs/metrics.md), on this port of "
+   "127.0.0.1 (0 = off; any = a free port, which the log and the stats' metrics_endpoint name); "
+   "HOST:PORT listens on that IPv4 address instead (0.0.0.0 or *: every interface, with "
+   "--allow-remote)",
+   [](O& o, V t) { return ParseMetricsAddress(t, o); },
+   [](const O& o) { return o.metrics_address(); },
+   /*cuda_only=*/false, /*takes_text=*/true},
   {"device", G::kRing, OptionType::kText, "cpu|cuda:N|cuda:N,M,...|cuda:all",
    "where the ring lives: cpu (host shared memory) or cuda:N (GPU memory; JPEGs are then "
    "decoded on that GPU too); several GPUs (cuda:0,1 or cuda:all, every visible one): a ring "
@@ -276,7 +295,7 @@ const ServerOption kOptions[] = {
    [](const O& o) { return DeviceOptionName(o); }},
   Integer<&O::batch_size>("batch_size", G::kRing,
       "the producer's batch: the samples of one ring slot (consumers read at batch sizes of "
-      "their own); with GPU decode each batch is one nvJPEG call, and 256 to 512 suit it"),
+      "their own); with GPU decode each batch is one nvJPEG call, and 256 suits it"),
   Integer<&O::window>("window", G::kRing,
       "ring slots: how many batches the fastest consumer may run ahead of the slowest"),
   Integer<&O::resume_slots>("resume_slots", G::kRing,

@@ -1,6 +1,7 @@
 // Server: the public API (server.h) over Server::Impl (server_impl.h), which
 // wires the scheduler, the control loop, the slot publisher and the producer
-// loop together (Note [Server threads]).
+// loop together (Note [Server threads]): the server's lifecycle. Its stats
+// are built in server_stats.cc.
 #include "batchcast/server/server.h"
 
 #include <unistd.h>
@@ -20,8 +21,10 @@
 #include "core/src/stream_identity.h"
 #include "core/src/thread_name.h"
 #include "device_list.h"
+#include "metrics_render.h"
 #include "open_file_limit.h"
 #include "server_impl.h"
+#include "server_stats.h"
 
 namespace batchcast {
 namespace {
@@ -131,11 +134,11 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
   co.curve_key = std::move(curve_key);
   co.server_name = options.name;
   co.heartbeat_period = options.heartbeat_period();
-  // Note [Admission]: an unconfirmed consumer gets half the heartbeat
-  // timeout (four heartbeat intervals by default) to say something while
-  // others wait; it pins nothing meanwhile, so any consumer may be one.
-  co.peer_limits.probation =
-      std::max(options.heartbeat_timeout / 2, 2 * options.heartbeat_period());
+  // Note [Admission]: an unconfirmed consumer gets the heartbeat timeout to
+  // say something while others wait, as any consumer does to stay (a real
+  // client confirms at once, but a loaded machine may hold it back); it
+  // pins nothing meanwhile, so any consumer may be one.
+  co.peer_limits.probation = options.heartbeat_timeout;
   co.peer_limits.max_unconfirmed = options.max_consumers;
   proto::Welcome w;
   w.server_pid = static_cast<uint32_t>(getpid());
@@ -173,7 +176,7 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
     cr.welcome = w;
     cr.welcome.allocations = ring.memory->allocations();
   }
-  co.stats_json = [this] { return StatsJson(); };
+  co.stats_json = [this] { return ServerStatsJson(*this); };
   co.finish = [this](Status s) { Finish(std::move(s)); };
   BATCHCAST_ASSIGN_OR_RETURN(control, ControlLoop::Create(std::move(co)));
   endpoint = control->endpoint();  // tcp:// port 0 or *: the port it got
@@ -181,6 +184,21 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
 }
 
 Status Server::Impl::StartThreads(SlotWriter writer, std::optional<Sampler> sampler) {
+  if (options.metrics_port != 0) {
+    // Note [Metrics endpoint]: rendered from the stats object, on its own
+    // threads; everything it reads is set by now.
+    const uint32_t port =
+        options.metrics_port == ServerOptions::kAnyMetricsPort ? 0 : options.metrics_port;
+    BATCHCAST_ASSIGN_OR_RETURN(
+        metrics, MetricsEndpoint::Start(
+                     options.metrics_host.empty() ? "127.0.0.1" : options.metrics_host, port));
+    metrics->Serve([this] {  // `metrics` is set: ServerStats reads its url
+      return CatchAll("the metrics", [this]() -> Result<std::string> {
+        return RenderMetrics(ServerStats(*this));
+      });
+    });
+    BC_LOG_INFO("metrics for Prometheus on {}", metrics->url());
+  }
   for (Ring& ring : rings) {
     BATCHCAST_ASSIGN_OR_RETURN(
         ring.publisher, MakeSlotPublisher(*ring.memory, *layout, fields, *ring.scheduler, writer,
@@ -250,92 +268,12 @@ bool Server::Impl::WaitDone(Clock::time_point deadline) {
 
 void Server::Impl::Shutdown() {
   MutexLock l(&shutdown_mu);
+  if (metrics) metrics->Stop();  // before what it reads goes
   if (!rings.empty() && control) Finish(Status::Ok());
   for (std::thread& t : producer_threads) {
     if (t.joinable()) t.join();
   }
   if (control_thread.joinable()) control_thread.join();
-}
-
-// Text in the stats (consumer names, the dataset path) may be any bytes:
-// invalid UTF-8 is replaced (U+FFFD) when dumped, never a throw.
-std::string Server::Impl::StatsJson() const {
-  constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
-  Result<std::string> r = CatchAll("the stats", [this]() -> Result<std::string> {
-    // One ring's counters, its source's included.
-    auto ring_stats = [](const Ring& ring) {
-      nlohmann::json j = ring.scheduler->Stats();
-      if (ring.source) {
-        j["source"] = ring.source->description();
-        nlohmann::json counters = nlohmann::json::object();
-        for (const auto& [k, v] : ring.source->counters()) counters[k] = v;
-        j["source_counters"] = counters;
-        // docs/stats.md producer_stage_s: the source's stages, then the wait
-        // for a free slot (the scheduler's producer_blocked_s).
-        nlohmann::json stages = nlohmann::json::object();
-        nlohmann::json threads = nlohmann::json::object();
-        for (const StageTime& t : ring.source->stage_times()) {
-          stages[t.name] = t.seconds;
-          threads[t.name] = t.threads;
-        }
-        stages["slot_wait"] = j.value("producer_blocked_s", 0.0);
-        threads["slot_wait"] = 1;
-        j["producer_stage_s"] = stages;
-        j["producer_stage_threads"] = threads;
-      }
-      return j;
-    };
-    nlohmann::json j = ring_stats(rings.front());
-    if (rings.size() > 1) {
-      // Note [Rings per GPU]: every consumer at the top level, each ring's own.
-      nlohmann::json all_consumers = nlohmann::json::array();
-      nlohmann::json per_ring = nlohmann::json::array();
-      for (const Ring& ring : rings) {
-        nlohmann::json rj = ring_stats(ring);
-        const std::string device = DeviceName(Device::Cuda(ring.device));
-        rj["device"] = device;
-        if (rj.contains("consumers")) {
-          for (nlohmann::json c : rj["consumers"]) {
-            c["device"] = device;
-            all_consumers.push_back(std::move(c));
-          }
-        }
-        per_ring.push_back(std::move(rj));
-      }
-      j["consumers"] = std::move(all_consumers);
-      j["rings"] = std::move(per_ring);
-    }
-    j["name"] = options.name;
-    j["endpoint"] = endpoint;
-    j["device"] = DeviceName(options.source.device);
-    if (rings.size() > 1) {
-      ServerOptions listed = options;
-      listed.all_gpus = false;
-      listed.gpus.clear();
-      for (const Ring& ring : rings) listed.gpus.push_back(ring.device);
-      j["device"] = DeviceOptionName(listed);  // "cuda:0,1", also for cuda:all
-    }
-    j["pid"] = getpid();
-    j["refused_connections"] = control->refused_connections();
-    j["handshakes_cut"] = control->handshakes_cut();
-    if (mps) {
-      // docs/stats.md: true / false, or "unknown"; mps_detail says why.
-      if (mps->kind == MpsState::Kind::kUnknown) {
-        j["mps"] = "unknown";
-      } else {
-        j["mps"] = mps->kind == MpsState::Kind::kOn;
-      }
-      j["mps_detail"] = mps->reason;
-    }
-    if (shard) {
-      j["shard"] = {{"rank", shard->rank}, {"num_shards", shard->count}, {"source", shard->source}};
-    }
-    return j.dump(-1, ' ', false, kReplace);
-  });
-  if (r.ok()) return *std::move(r);
-  nlohmann::json error = {
-      {"name", options.name}, {"pid", getpid()}, {"error", r.status().message()}};
-  return error.dump(-1, ' ', false, kReplace);
 }
 
 // ---- Server ----
@@ -513,7 +451,7 @@ Result<std::unique_ptr<Server>> Server::StartExternal(ServerOptions options,
 const std::string& Server::endpoint() const { return impl_->endpoint; }
 const ServerOptions& Server::options() const { return impl_->options; }
 uint64_t Server::epoch_len() const { return impl_->scheduler().config().epoch_len; }
-std::string Server::StatsJson() const { return impl_->StatsJson(); }
+std::string Server::StatsJson() const { return ServerStatsJson(*impl_); }
 
 Result<SlotView> Server::BeginBatch(uint32_t epoch, std::span<const int64_t> indices,
                                     std::chrono::milliseconds timeout) {

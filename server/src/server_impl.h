@@ -22,6 +22,11 @@
 // user        | Server::Stop, WaitFor | nothing                    | Impl::Finish; done_mu guards
 // threads     | status, StatsJson     |                            | the outcome; Stop joins the
 //             |                       |                            | threads under shutdown_mu
+// metrics     | MetricsEndpoint       | its listening socket and   | ServerStats (each Scheduler's
+// (--metrics- | (civetweb's threads:  | connections, the last      | lock while its part is read),
+// port)       | metrics_endpoint.h)   | rendering                  | at most 10 times a second
+//             |                       |                            | (Note [Metrics endpoint]);
+//             |                       |                            | stopped first by Shutdown
 // Shared state: the Scheduler (its own mutex, Note [Leases]); the outcome
 // (done, final_status) under done_mu; everything else in Impl is set before
 // the threads start and immutable afterwards. Locks are never nested across
@@ -49,6 +54,7 @@
 #include "core/src/mutex.h"
 #include "core/src/ring_layout.h"
 #include "core/src/runtime_dir.h"
+#include "metrics_endpoint.h"
 #include "mps_probe.h"
 #include "producer_loop.h"
 #include "ring_memory.h"
@@ -94,7 +100,6 @@ struct Server::Impl {
   bool WaitDone(Clock::time_point deadline) BC_EXCLUDES(done_mu);
   // Finish(OK) if not finished, then joins the threads. Idempotent.
   void Shutdown() BC_EXCLUDES(shutdown_mu, done_mu);
-  std::string StatsJson() const;
   // The first ring's Scheduler (the only one of a one-device server).
   Scheduler& scheduler() const { return *rings.front().scheduler; }
 
@@ -108,6 +113,9 @@ struct Server::Impl {
   std::vector<Ring> rings;  // at least one once Init succeeded
   std::unique_ptr<ControlLoop> control;
   std::optional<MpsState> mps;  // probed at start for a CUDA ring (mps_probe.h)
+  // --metrics-port: started by StartThreads before the other threads;
+  // Shutdown stops it (the object stays, for its url).
+  std::unique_ptr<MetricsEndpoint> metrics;
 
   Mutex shutdown_mu BC_ACQUIRED_BEFORE(done_mu);
   std::thread control_thread BC_GUARDED_BY(shutdown_mu);

@@ -23,6 +23,13 @@ std::chrono::milliseconds ServerOptions::heartbeat_period() const {
   return std::max(std::chrono::milliseconds(10), heartbeat_timeout / 8);
 }
 
+std::string ServerOptions::metrics_address() const {
+  if (metrics_port == 0) return "0";
+  const std::string port =
+      metrics_port == kAnyMetricsPort ? std::string("any") : std::to_string(metrics_port);
+  return metrics_host.empty() ? port : metrics_host + ":" + port;
+}
+
 Result<ServerOptions::ShardChoice> ServerOptions::Shard() const {
   ShardChoice c{shard_rank.value_or(0), num_shards.value_or(1),
                 shard_rank || num_shards ? "options" : "default"};
@@ -63,6 +70,16 @@ Status ServerOptions::Validate() const {
                " accepts connections from other machines; pass allow_remote (--allow-remote) "
                "to mean it, or bind tcp://127.0.0.1:PORT (tcp:// is always authenticated and "
                "encrypted with CURVE: README \"Security\")");
+  }
+  // The metrics endpoint has no authentication: beyond loopback only when
+  // asked for (docs/metrics.md). Its host is an IPv4 address (the option
+  // table checks it), loopback as IsLoopbackTcp reads it.
+  if (metrics_port != 0 && !allow_remote && !metrics_host.empty() &&
+      !IsLoopbackTcp("tcp://" + metrics_host + ":1")) {
+    return bad("metrics_port (--metrics-port) " + metrics_address() +
+               " serves the metrics to other machines, without authentication; pass "
+               "allow_remote (--allow-remote) to mean it, or give the port alone (it then "
+               "listens on 127.0.0.1)");
   }
   if (!key_file.empty() && !tcp) {
     return bad(

@@ -8,8 +8,8 @@
 //
 // Decoding: at start every file's header is read; a file goes to the GPU when
 // it is baseline JPEG that nvJPEG's batched decoder accepts
-// (NvJpegDecoder::Supports) and ends with an EOI marker (a truncated file goes
-// to the CPU decoder, which reports it). The others (progressive, CMYK, ...)
+// (NvJpegDecoder::Supports) and ends with an EOI marker (eoi_probe.h: a
+// truncated file goes to the CPU decoder, which reports it). The others (progressive, CMYK, ...)
 // are decoded on the CPU: whole, once, into Note [CPU-decoded file cache]
 // while it has room, else their DCT-scaled crop every time, as the CPU path
 // does. Each sample's DecodeRoute (decode_route.h) says which. If nvJPEG
@@ -24,6 +24,12 @@
 // alternate (cuda_batch_buffers.h). The server records the slot's event after
 // FillBatch returns (Note [Device ring ordering], server/src/slot_publisher.h), so every
 // write here must be queued on SlotView::stream.
+//
+// Parts (sources/src): the pipeline (FillBatch and its buffer sets) in
+// cuda_image_source.cc; the nvJPEG hardware batch and its page-locked
+// staging in nvjpeg_batch.h; the upload of CPU decodes and the augment
+// kernel's launch in augment_launch.h; the EOI probe of the scan in
+// eoi_probe.h.
 //
 // Thread-safety: as Source.
 #pragma once

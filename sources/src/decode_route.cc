@@ -9,12 +9,15 @@
 namespace batchcast {
 namespace {
 
-// Copies a decoded RGB image into `out` as packed rows (width * 3 bytes each).
-void PackRgb(const image::DecodedImage& img, std::vector<uint8_t>& out) {
-  const size_t row = static_cast<size_t>(img.width) * 3;
-  out.resize(row * static_cast<size_t>(img.height));
-  for (int y = 0; y < img.height; ++y) {
-    std::memcpy(out.data() + row * y, img.data + img.stride * y, row);
+// Copies `rect` of a decoded RGB image into `out` as packed rows
+// (rect.w * 3 bytes each). REQUIRES: rect inside the image.
+void PackRgb(const image::DecodedImage& img, const image::PixelRect& rect,
+             std::vector<uint8_t>& out) {
+  const size_t row = static_cast<size_t>(rect.w) * 3;
+  out.resize(row * static_cast<size_t>(rect.h));
+  for (int y = 0; y < rect.h; ++y) {
+    std::memcpy(out.data() + row * y,
+                img.data + img.stride * (rect.y + y) + static_cast<size_t>(rect.x) * 3, row);
   }
 }
 
@@ -88,43 +91,62 @@ Status SampleRouter::RouteOnce(int worker, uint32_t epoch, int64_t index, FileBu
     sample.plan = PlanFromScan(epoch, index);
     return Status::Ok();
   }
-  image::JpegDecoder& decoder = decoders_[static_cast<size_t>(worker)];
-  return cacheable ? DecodeFull(decoder, epoch, index, file, sample)
-                   : DecodeCrop(decoder, epoch, index, file, sample);
+  Decoders& decoders = decoders_[static_cast<size_t>(worker)];
+  return cacheable ? DecodeFull(decoders, epoch, index, file, sample)
+                   : DecodeCrop(decoders, epoch, index, file, sample);
 }
 
 image::CropPlan SampleRouter::PlanFromScan(uint32_t epoch, int64_t index) const {
-  const image::JpegInfo& info = dataset_.file(index).info;
-  return image::PlanCrop(dataset_.transform(), epoch, index, info.width, info.height);
+  const ImageDataset::File& f = dataset_.file(index);
+  // Note [Other formats on the GPU path]: box 1 for formats decoded whole.
+  return image::PlanCrop(dataset_.transform(), epoch, index, f.info.width, f.info.height,
+                         /*allow_dct_scaling=*/f.format == image::ImageFormat::kJpeg);
 }
 
-Status SampleRouter::DecodeFull(image::JpegDecoder& decoder, uint32_t epoch, int64_t index,
+Status SampleRouter::DecodeFull(Decoders& decoders, uint32_t epoch, int64_t index,
                                 const FileBuffer& file, GpuSample& sample) {
-  const image::JpegInfo& info = dataset_.file(index).info;
+  const ImageDataset::File& f = dataset_.file(index);
+  const uint64_t max_pixels = image::EffectiveMaxPixels(dataset_.transform());
   Result<image::DecodedImage> img =
-      decoder.DecodeRgb(file.bytes, image::EffectiveMaxPixels(dataset_.transform()));
-  if (img.ok() && (img->width != info.width || img->height != info.height || img->channels != 3)) {
+      f.format == image::ImageFormat::kJpeg
+          ? decoders.jpeg.DecodeRgb(file.bytes, max_pixels)
+          : decoders.other.Decode(file.bytes, max_pixels, /*gray_as_rgb=*/true);
+  if (img.ok() &&
+      (img->width != f.info.width || img->height != f.info.height || img->channels != 3)) {
     img = DataLossError("decoded size differs from the header's");
   }
   BATCHCAST_RETURN_IF_ERROR(img.status());
-  PackRgb(*img, sample.decoded);
+  PackRgb(*img, {0, 0, img->width, img->height}, sample.decoded);
   sample.route = DecodeRoute::kCpuFullForCache;
   sample.plan = PlanFromScan(epoch, index);
   return Status::Ok();
 }
 
-Status SampleRouter::DecodeCrop(image::JpegDecoder& decoder, uint32_t epoch, int64_t index,
+Status SampleRouter::DecodeCrop(Decoders& decoders, uint32_t epoch, int64_t index,
                                 const FileBuffer& file, GpuSample& sample) {
   const image::TransformOptions& t = dataset_.transform();
-  BATCHCAST_ASSIGN_OR_RETURN(image::JpegInfo info,
-                             decoder.ReadHeader(file.bytes, image::EffectiveMaxPixels(t)));
-  sample.plan = image::PlanCrop(t, epoch, index, info.width, info.height);
-  BATCHCAST_ASSIGN_OR_RETURN(image::DecodedImage img,
-                             decoder.Decode(sample.plan.decode.scale_denom, sample.plan.decode.rect,
-                                            /*gray_as_rgb=*/true));
-  PackRgb(img, sample.decoded);
-  sample.decoded_w = img.width;
-  sample.decoded_h = img.height;
+  const uint64_t max_pixels = image::EffectiveMaxPixels(t);
+  image::DecodedImage img;
+  image::PixelRect rect;
+  if (dataset_.file(index).format == image::ImageFormat::kJpeg) {
+    BATCHCAST_ASSIGN_OR_RETURN(image::JpegInfo info,
+                               decoders.jpeg.ReadHeader(file.bytes, max_pixels));
+    sample.plan = image::PlanCrop(t, epoch, index, info.width, info.height);
+    BATCHCAST_ASSIGN_OR_RETURN(
+        img, decoders.jpeg.Decode(sample.plan.decode.scale_denom, sample.plan.decode.rect,
+                                  /*gray_as_rgb=*/true));
+    rect = {0, 0, img.width, img.height};
+  } else {
+    // Note [Other formats on the GPU path]: decoded whole, its crop uploaded.
+    BATCHCAST_ASSIGN_OR_RETURN(img, decoders.other.Decode(file.bytes, max_pixels,
+                                                          /*gray_as_rgb=*/true));
+    sample.plan = image::PlanCrop(t, epoch, index, img.width, img.height,
+                                  /*allow_dct_scaling=*/false);
+    rect = sample.plan.decode.rect;
+  }
+  PackRgb(img, rect, sample.decoded);
+  sample.decoded_w = rect.w;
+  sample.decoded_h = rect.h;
   sample.route = DecodeRoute::kCpuCropped;
   return Status::Ok();
 }

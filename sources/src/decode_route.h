@@ -14,13 +14,29 @@
 //                    its place and the sample turns kCachedFullImage.
 //   kCpuCropped      any other file (and every file of a batch nvJPEG
 //                    rejected): its crop is decoded on the CPU, DCT-scaled as
-//                    the CPU path does, and uploaded for this batch only.
+//                    the CPU path does, and uploaded for this batch only
+//                    (formats other than JPEG: Note [Other formats on the
+//                    GPU path]).
 //   kDropped         the file failed (now or in an earlier batch) and
 //                    on_error=skip: no sample (Note [Dropped files],
 //                    image_dataset.h); the kernel writes nothing for it.
 // The kernel reads kNvJpeg and kCachedFullImage samples from a full-size
 // image (scaled by averaging box x box blocks), kCpuCropped ones from the
 // uploaded crop (box 1).
+//
+// Note [Other formats on the GPU path]
+// A file of another format than JPEG (Note [Image formats],
+// batchcast/image/image_format.h) is never a hardware candidate: the scan
+// never flags it (ImageDataset's classify hook runs for JPEG files only), so
+// it takes the fallback decoders' routes. kCpuCropped decodes it whole
+// (image::ImageDecoder, gray replicated to RGB) and uploads only its crop;
+// kCpuFullForCache uploads the whole image into its cache place. Its plan has
+// no DCT scaling (PlanCrop with allow_dct_scaling false: the rect is the crop
+// itself, the kernel's box 1), which is what the CPU path does with it, so
+// the same augmentation kernel resizes the same crop from the same pixels as
+// the CPU path: the crop rect of (seed, epoch, index) is the one a JPEG of
+// the same size gets, and the pixels agree with the CPU path's within the
+// kernel's rounding (tests/gpu/gpu_image_test.cc, MixedFormats...).
 //
 // Thread-safety: SampleRouter::Route may run on several threads at once with
 // distinct `worker` numbers and distinct samples.
@@ -34,6 +50,7 @@
 #include <vector>
 
 #include "batchcast/image/crop_planner.h"
+#include "batchcast/image/image_decoder.h"
 #include "batchcast/image/jpeg.h"
 #include "cpu_file_cache.h"
 #include "file_prefetcher.h"
@@ -84,7 +101,7 @@ enum class RouteFor : uint8_t {
 // to multiples of 16 pixels (the largest JPEG MCU): its offset is then a
 // multiple of any box (1..8), so the kernel's box grid stays where the CPU
 // path's DCT scaling puts it, and its edges fall on MCU edges. The kernel
-// reads the region as its image (CudaImageSource::LaunchAugment): the source
+// reads the region as its image (AugmentLauncher::Launch): the source
 // at the region's origin, the rect shifted by region.x / box and
 // region.y / box. tests/gpu checks that a region holds the full decode's
 // pixels. It changed no measured rate (the engine's rate bounds the server),
@@ -146,16 +163,23 @@ class SampleRouter {
   // Note [Transcoded progressive files]: true when `file` now holds baseline
   // bytes of `index` the engine takes (kept, or transcoded now).
   bool Transcoded(int64_t index, FileBuffer& file);
-  Status DecodeFull(image::JpegDecoder& decoder, uint32_t epoch, int64_t index,
-                    const FileBuffer& file, GpuSample& sample);
-  Status DecodeCrop(image::JpegDecoder& decoder, uint32_t epoch, int64_t index,
-                    const FileBuffer& file, GpuSample& sample);
+  // The CPU decoders of one worker: JPEG, and the other formats.
+  struct Decoders {
+    image::JpegDecoder jpeg;
+    image::ImageDecoder other;
+  };
+  Status DecodeFull(Decoders& decoders, uint32_t epoch, int64_t index, const FileBuffer& file,
+                    GpuSample& sample);
+  Status DecodeCrop(Decoders& decoders, uint32_t epoch, int64_t index, const FileBuffer& file,
+                    GpuSample& sample);
+  // The sample's crop plan from the scan's header (Note [Other formats on
+  // the GPU path]: without DCT scaling for formats other than JPEG).
   image::CropPlan PlanFromScan(uint32_t epoch, int64_t index) const;
 
   ImageDataset& dataset_;
   CpuFileCache& cache_;
-  std::vector<image::JpegDecoder> decoders_;  // one per worker
-  TranscodeCache* const transcode_;           // null: none
+  std::vector<Decoders> decoders_;   // one per worker
+  TranscodeCache* const transcode_;  // null: none
   const HardwareSupports supports_;
   std::atomic<int64_t> transcoded_{0};
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "batchcast/image/image_format.h"
 #include "core/src/logging.h"
 #include "core/src/stream_identity.h"
 #include "scan_progress.h"
@@ -13,21 +14,42 @@
 namespace batchcast {
 namespace {
 
+// A file's header as the scan reads it (Note [Image formats]): the format
+// from the bytes, then the JPEG header, or another format's size (kept in
+// the JpegInfo's width, height and components).
+Result<ImageDataset::Header> ParseHeader(std::span<const uint8_t> bytes, uint64_t max_pixels) {
+  ImageDataset::Header h;
+  h.format = image::SniffImageFormat(bytes);
+  if (h.format == image::ImageFormat::kJpeg) {
+    BATCHCAST_ASSIGN_OR_RETURN(h.info, image::ReadJpegInfo(bytes, max_pixels));
+    return h;
+  }
+  BATCHCAST_ASSIGN_OR_RETURN(const image::ImageHeader other,
+                             image::ReadImageHeader(bytes, max_pixels));
+  h.info.width = other.width;
+  h.info.height = other.height;
+  h.info.components = other.channels;
+  h.info.color =
+      other.channels <= 2 ? image::JpegInfo::ColorSpace::kGray : image::JpegInfo::ColorSpace::kRGB;
+  return h;
+}
+
 // Reads the header of `path` into `buf` (the first 256 KiB, or the whole file
-// when the header is larger) and parses it;
-// *whole: `buf` holds the whole file.
-Result<image::JpegInfo> ReadHeader(RetryingReader& io, const std::string& path, uint64_t max_pixels,
-                                   std::vector<uint8_t>& buf, bool* whole) {
+// when the header is larger, or a TIFF's first directory lies beyond) and
+// parses it; *whole: `buf` holds the whole file.
+Result<ImageDataset::Header> ReadHeader(RetryingReader& io, const std::string& path,
+                                        uint64_t max_pixels, std::vector<uint8_t>& buf,
+                                        bool* whole) {
   constexpr size_t kHeadBytes = 256 << 10;
   BATCHCAST_RETURN_IF_ERROR(io.Read(path, buf, kHeadBytes));
   *whole = buf.size() < kHeadBytes;
-  Result<image::JpegInfo> info = image::ReadJpegInfo(buf, max_pixels);
-  if (!info.ok() && buf.size() == kHeadBytes) {  // a header larger than 256 KiB
+  Result<ImageDataset::Header> header = ParseHeader(buf, max_pixels);
+  if (!header.ok() && buf.size() == kHeadBytes) {  // a header larger than 256 KiB
     BATCHCAST_RETURN_IF_ERROR(io.Read(path, buf));
     *whole = true;
-    info = image::ReadJpegInfo(buf, max_pixels);
+    header = ParseHeader(buf, max_pixels);
   }
-  return info;
+  return header;
 }
 
 }  // namespace
@@ -62,12 +84,15 @@ Result<ImageDataset::Scan> ImageDataset::ScanFiles(const SourceOptions& options,
     Candidate& c = scan.candidates[static_cast<size_t>(i)];
     c.file.entry = std::move(listed[static_cast<size_t>(i)]);
     bool whole = false;
-    Result<image::JpegInfo> info = ReadHeader(io, c.file.entry.path, max_pixels, buf, &whole);
+    Result<Header> header = ReadHeader(io, c.file.entry.path, max_pixels, buf, &whole);
     progress.Add();
-    c.verdict = info.status();
-    if (!info.ok()) return;
-    c.file.info = *info;
-    if (classify) c.file.flag = classify(c.file.entry.path, buf, whole, *info);
+    c.verdict = header.status();
+    if (!header.ok()) return;
+    c.file.format = header->format;
+    c.file.info = header->info;
+    if (classify && header->format == image::ImageFormat::kJpeg) {
+      c.file.flag = classify(c.file.entry.path, buf, whole, header->info);
+    }
   }));
   return scan;
 }
@@ -80,11 +105,14 @@ Result<ImageDataset::Scan> ImageDataset::ScanShardData(const SourceOptions& opti
       ShardScan shards, ScanShards(
                             options.data, threads,
                             [&](const std::string& name, std::span<const uint8_t> bytes,
-                                image::JpegInfo* info, bool* flag) {
-                              Result<image::JpegInfo> r = image::ReadJpegInfo(bytes, max_pixels);
+                                image::ImageFormat* format, image::JpegInfo* info, bool* flag) {
+                              Result<Header> r = ParseHeader(bytes, max_pixels);
                               if (!r.ok()) return r.status();
-                              *info = *r;
-                              if (classify) *flag = classify(name, bytes, /*whole=*/true, *r);
+                              *format = r->format;
+                              *info = r->info;
+                              if (classify && r->format == image::ImageFormat::kJpeg) {
+                                *flag = classify(name, bytes, /*whole=*/true, r->info);
+                              }
                               return Status::Ok();
                             },
                             io));
@@ -95,6 +123,7 @@ Result<ImageDataset::Scan> ImageDataset::ScanShardData(const SourceOptions& opti
   for (ShardSample& s : shards.samples) {
     Candidate& c = scan.candidates.emplace_back();
     c.file.entry = {std::move(s.name), s.label};
+    c.file.format = s.format;
     c.file.info = s.info;
     c.file.flag = s.flag;
     c.file.shard = s.shard;
@@ -140,7 +169,7 @@ Result<std::unique_ptr<ImageDataset>> ImageDataset::Open(const SourceOptions& op
       sharded ? "samples of " + std::to_string(scan.shards.size()) + " shards" : "files", secs,
       usable.size(), dropped,
       scan.damage.empty() ? "" : ", " + std::to_string(scan.damage.size()) + " shards damaged");
-  if (usable.empty()) return InvalidArgumentError("no usable JPEG files in " + options.data);
+  if (usable.empty()) return InvalidArgumentError("no usable image files in " + options.data);
   std::unique_ptr<ImageDataset> ds(
       new ImageDataset(options.data, transform, options.on_error, std::move(usable), dropped,
                        std::move(scan.shards), scan.damage.size(), std::move(io)));
@@ -158,6 +187,15 @@ uint64_t ImageDataset::ListingDigest() const {
     h = Fnv1a64(":" + std::to_string(f.entry.label) + "\n", h);
   }
   return h;
+}
+
+std::array<int64_t, std::size(image::kDecodedFormats)> ImageDataset::CountFormats(
+    const std::vector<File>& files) {
+  std::array<int64_t, std::size(image::kDecodedFormats)> counts{};
+  for (const File& f : files) {
+    for (size_t k = 0; k < counts.size(); ++k) counts[k] += f.format == image::kDecodedFormats[k];
+  }
+  return counts;
 }
 
 std::vector<uint64_t> ImageDataset::sample_groups() const {
@@ -193,6 +231,11 @@ std::vector<std::pair<std::string, int64_t>> ImageDataset::counters() const {
       {"files_dropped_at_scan", static_cast<int64_t>(dropped_)},
       {"files_dropped_at_decode", files_dropped_at_decode_.load()},
       {"samples_dropped", samples_dropped_.load()}};
+  // Note [Image formats]: the usable files of each format.
+  for (size_t k = 0; k < std::size(image::kDecodedFormats); ++k) {
+    out.push_back({"files_" + std::string(image::ImageFormatName(image::kDecodedFormats[k])),
+                   format_files_[k]});
+  }
   if (!shards_.empty()) {
     out.push_back({"shards", static_cast<int64_t>(shards_.size())});
     out.push_back({"shards_damaged", static_cast<int64_t>(shards_damaged_)});

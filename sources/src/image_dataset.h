@@ -17,9 +17,11 @@
 // usable samples only, as for files). So a folder and shards packed from it
 // in its listing order give every image the same index.
 //
-// Open() reads every file's JPEG header in parallel (shards: every shard,
-// one per thread); samples that cannot be used (unreadable, empty, not a
-// JPEG, corrupt header, more than max_pixels; in shards also no label or a
+// Open() reads every file's header in parallel (shards: every shard, one per
+// thread): the format is told from the bytes, never the name (JPEG, PNG,
+// WebP, BMP, TIFF, PNM: Note [Image formats], batchcast/image/image_format.h);
+// samples that cannot be used (unreadable, empty, not an image of those
+// formats, corrupt header, more than max_pixels; in shards also no label or a
 // bad one) are dropped and named in the log (on_error=skip), or stop the start
 // with the path and reason (on_error=fail). So the epoch length is exact. A
 // damaged shard (truncated, corrupt) keeps the samples before the damage;
@@ -36,6 +38,7 @@
 // every method may be called from any thread.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -48,6 +51,7 @@
 
 #include "batchcast/core/field_spec.h"
 #include "batchcast/core/status.h"
+#include "batchcast/image/image_format.h"
 #include "batchcast/image/jpeg.h"
 #include "batchcast/image/transform.h"
 #include "batchcast/sources/source.h"
@@ -86,21 +90,25 @@ Result<image::TransformOptions> MakeTransformOptions(const SourceOptions& option
 
 class ImageDataset {
  public:
-  // One usable file: its listing entry, its JPEG header, and what Open's
-  // `classify` hook said about it (false without a hook).
+  // One usable file: its listing entry, its format and header, and what
+  // Open's `classify` hook said about it (false without a hook).
   struct File {
     ImageEntry entry;  // shards: path is "SHARD:MEMBER"
+    image::ImageFormat format = image::ImageFormat::kJpeg;
+    // The JPEG header; for other formats only width, height, components (in
+    // the file, alpha included) and color (kGray or kRGB) are set.
     image::JpegInfo info;
     bool flag = false;
     uint32_t shard = 0;   // shards: the shard's number in shards()
     uint64_t member = 0;  // shards: the image member's position in its shard
   };
-  // Runs on a scanning thread for each usable file, with the bytes read of it
-  // (at least its header; all of them when `whole`) and the header's info.
+  // Runs on a scanning thread for each usable JPEG file (never for other
+  // formats, whose flag stays false), with the bytes read of it (at least its
+  // header; all of them when `whole`) and the header's info.
   using Classify = std::function<bool(const std::string& path, std::span<const uint8_t> header,
                                       bool whole, const image::JpegInfo& info)>;
 
-  // Lists options.data and reads every JPEG header on `threads` threads (see
+  // Lists options.data and reads every file's header on `threads` threads (see
   // above). Files are read through `env` (nullptr: the real file system),
   // with retries (Note [Read retries]). Errors: those of ListImageDataset and
   // MakeTransformOptions; the first unusable file's path and reason with
@@ -135,8 +143,10 @@ class ImageDataset {
   std::vector<FieldSpec> fields(MemoryKind memory) const;
   // "image dataset ROOT (N files, train 224 float32[, details])".
   std::string Describe(std::string_view details = {}) const;
-  // files, files_dropped_at_scan, files_dropped_at_decode, samples_dropped;
-  // shards also shards, shards_damaged and the reader's counters.
+  // files, files_dropped_at_scan, files_dropped_at_decode, samples_dropped,
+  // the usable files of each format (files_jpeg, files_png, files_webp,
+  // files_bmp, files_tiff, files_pnm); shards also shards, shards_damaged;
+  // the reader's counters.
   std::vector<std::pair<std::string, int64_t>> counters() const;
   int64_t files_dropped_at_decode() const { return files_dropped_at_decode_.load(); }
   int64_t samples_dropped() const { return samples_dropped_.load(); }
@@ -164,6 +174,13 @@ class ImageDataset {
   // producer stops: max(10, a tenth of the usable files, twice the files the
   // scan dropped).
   uint64_t drop_limit() const;
+
+  // A header as the scan reads it: the format, and the JPEG header (for the
+  // other formats only what File::info says).
+  struct Header {
+    image::ImageFormat format = image::ImageFormat::kUnknown;
+    image::JpegInfo info;
+  };
 
  private:
   // A scanned sample: usable when `verdict` is OK.
@@ -193,7 +210,12 @@ class ImageDataset {
         shards_(std::move(shards)),
         shards_damaged_(shards_damaged),
         io_(std::move(io)),
+        format_files_(CountFormats(files_)),
         bad_(new std::atomic<uint8_t>[files_.size()]()) {}
+
+  // The files of each of image::kDecodedFormats.
+  static std::array<int64_t, std::size(image::kDecodedFormats)> CountFormats(
+      const std::vector<File>& files);
 
   const std::string root_;
   const image::TransformOptions transform_;
@@ -203,6 +225,7 @@ class ImageDataset {
   const std::vector<std::string> shards_;
   const uint64_t shards_damaged_;
   const std::unique_ptr<RetryingReader> io_;
+  const std::array<int64_t, std::size(image::kDecodedFormats)> format_files_;
   std::unique_ptr<SampleReader> reader_;  // set by Open
   // Note [Dropped files]: per file, 1 once it failed (known bad).
   const std::unique_ptr<std::atomic<uint8_t>[]> bad_;

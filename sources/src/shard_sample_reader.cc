@@ -69,8 +69,10 @@ class ShardSampleReader : public SampleReader {
   Status OpenAt(uint32_t k, uint64_t member) BC_REQUIRES(mu_) {
     tar_.reset();
     open_ = -1;
+    // The retried step fills a local: the lambda is not analysed as holding mu_.
+    std::optional<TarReader> opened;
     const Status s = dataset_.io().Retry(shard_path(k), [&]() -> Status {
-      tar_.reset();
+      opened.reset();
       Result<TarReader> r = TarReader::Open(shard_path(k));
       if (!r.ok()) return r.status();
       opens_.fetch_add(1);
@@ -80,10 +82,11 @@ class ShardSampleReader : public SampleReader {
         if (!more.ok()) return more.status();
         if (!*more) return DataLossError("the shard ended before member " + std::to_string(i));
       }
-      tar_.emplace(std::move(*r));
+      opened.emplace(std::move(*r));
       return Status::Ok();
     });
     if (!s.ok()) return Fail(k, member, s.WithContext(shard_path(k)));
+    tar_ = std::move(opened);
     open_ = k;
     member_ = member;
     return Status::Ok();

@@ -109,7 +109,7 @@ Status ScanOne(const std::string& path, uint32_t k, const ShardImageCheck& check
       s.name = path + ":" + m.name;
       s.shard = k;
       s.member = index;
-      s.verdict = check(s.name, bytes, &s.info, &s.flag);
+      s.verdict = check(s.name, bytes, &s.format, &s.info, &s.flag);
     } else {
       group->label_rank = rank;
       group->label = ParseShardLabel(ext, bytes);

@@ -5,11 +5,12 @@
 // A sample is a run of consecutive members with one key: the member's path up
 // to the first '.' of its file name ("a/000123.jpg" and "a/000123.cls" are
 // key "a/000123", extensions "jpg" and "cls"). Its image is the first member
-// with an image extension (jpg, jpeg, png, ppm, bmp, pgm, tif, tiff, webp);
+// with an image extension (jpg, jpeg, png, ppm, bmp, pgm, tif, tiff, webp;
+// the format itself is told from the bytes: a KEY.jpg holding a PNG is a PNG);
 // its label, an integer, is the text of its `.cls` member, else the "label"
 // field of its `.json` member, else the text of its `.txt` member. Members
 // of other extensions are ignored. A sample without an image or a label, or
-// whose image `check` rejects (not a JPEG, too large, ...), is still listed,
+// whose image `check` rejects (not an image it decodes, too large, ...), is still listed,
 // with the reason (its `verdict`), so that the caller applies the bad-file
 // policy (image_dataset.h).
 //
@@ -34,6 +35,7 @@
 #include <vector>
 
 #include "batchcast/core/status.h"
+#include "batchcast/image/image_format.h"
 #include "batchcast/image/jpeg.h"
 #include "read_retry.h"
 
@@ -44,9 +46,10 @@ struct ShardSample {
   uint32_t shard = 0;   // its shard's number in the expansion order
   uint64_t member = 0;  // the image member's position in the shard (0-based)
   int64_t label = 0;
-  image::JpegInfo info;  // from `check`
-  bool flag = false;     // from `check`
-  Status verdict;        // OK: usable
+  image::ImageFormat format = image::ImageFormat::kJpeg;  // from `check`
+  image::JpegInfo info;                                   // from `check`
+  bool flag = false;                                      // from `check`
+  Status verdict;                                         // OK: usable
 };
 
 struct ShardScan {
@@ -55,10 +58,11 @@ struct ShardScan {
   std::vector<Status> damage;        // one per damaged shard
 };
 
-// Checks an image member's bytes (all of them): fills *info and *flag, or
-// says why the sample cannot be used.
-using ShardImageCheck = std::function<Status(
-    const std::string& name, std::span<const uint8_t> bytes, image::JpegInfo* info, bool* flag)>;
+// Checks an image member's bytes (all of them): fills *format, *info and
+// *flag, or says why the sample cannot be used.
+using ShardImageCheck =
+    std::function<Status(const std::string& name, std::span<const uint8_t> bytes,
+                         image::ImageFormat* format, image::JpegInfo* info, bool* flag)>;
 
 // Expands `data` (shard_pattern.h) and scans every shard on `threads`
 // threads, with a progress line for long scans (scan_progress.h); a shard

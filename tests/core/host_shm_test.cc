@@ -436,7 +436,9 @@ TEST_F(RuntimeDirTest, AtMostOneHolderUnderContention) {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   }
   // Enough contention to mean something (unless a violation stopped the run early).
-  if (shared->max_holders.load() <= 1) EXPECT_GT(shared->acquisitions.load(), 100);
+  if (shared->max_holders.load() <= 1) {
+    EXPECT_GT(shared->acquisitions.load(), 100);
+  }
   EXPECT_EQ(shared->max_holders.load(), 1)
       << "two processes held the instance lock of one name at the same time ("
       << shared->acquisitions.load() << " acquisitions)";

@@ -129,6 +129,22 @@ TEST_F(RuntimeDirTest, ReclaimLeavesAnotherUsersRing) {
   unlink(("/dev/shm/" + shm).c_str());
 }
 
+// A name squatted by something the server cannot remove is refused with
+// what is there, not "File exists (is /dev/shm large enough?)".
+TEST(HostShmSquat, ANameThatCannotBeReplacedIsRefusedWithWhatIsThere) {
+  const std::string name = "bctest-" + std::to_string(getpid()) + "-squat";
+  const std::string path = "/dev/shm/" + name;
+  ASSERT_EQ(mkdir(path.c_str(), 0700), 0);  // unlinkable by shm_unlink, even for root
+  auto r = HostSharedMemory::Create(name, 4096);
+  rmdir(path.c_str());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(r.status().message().find(path + " already exists and cannot be replaced"),
+            std::string::npos)
+      << r.status().message();
+  EXPECT_EQ(r.status().message().find("large enough"), std::string::npos) << r.status().message();
+}
+
 TEST(HostShmSpace, ARingLargerThanDevShmIsRefusedWithTheSizes) {
   const std::string name = "bctest-" + std::to_string(getpid()) + "-huge";
   const size_t huge = size_t{1} << 46;  // 64 TiB

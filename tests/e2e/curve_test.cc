@@ -32,17 +32,9 @@ namespace batchcast {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::NowMs;
-using testing::Process;
-using testing::TempDir;
-using testing::UniqueName;
+using namespace testing;  // the end-to-end harness (harness.h)
 
 const CurveOps kOps = ZmqCurveOps();
-
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 // A synthetic server on tcp://127.0.0.1 (a free port), in this process.
 std::unique_ptr<Server> StartTcp(const std::string& key_file = "") {

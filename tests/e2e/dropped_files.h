@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "batchcast/client/consumer.h"
+#include "batchcast/server/server.h"
 #include "device_util.h"
 #include "harness.h"
 #include "sources/src/image_dataset.h"
@@ -99,6 +100,37 @@ inline std::vector<std::unique_ptr<Consumer>> ConnectShapes(const std::string& n
     sh.announced = (*c)->batches_per_epoch();
     out.push_back(std::move(*c));
   }
+  return out;
+}
+
+// ReadEpochs of every consumer at once, one thread each.
+inline std::vector<std::vector<EpochRead>> ReadEpochsTogether(
+    const std::vector<std::unique_ptr<Consumer>>& consumers, int epochs);
+
+// A server, its consumers (one per shape) and what each read in each epoch.
+struct ServedEpochs {
+  std::unique_ptr<Server> server;
+  std::vector<std::unique_ptr<Consumer>> consumers;
+  std::vector<std::vector<EpochRead>> reads;  // [consumer][epoch]
+};
+
+// Starts a server of `o` that serves `epochs` epochs in batches of 8 over 4
+// slots to one consumer per shape (it waits for them all), connects them
+// (ConnectShapes) and has them read their epochs at once. A test failure and
+// no reads when the server does not start or a consumer cannot connect.
+inline ServedEpochs ServeEpochsToShapes(ServerOptions o, int epochs,
+                                        std::vector<ConsumerShape>& shapes) {
+  o.batch_size = 8;
+  o.window = 4;
+  o.epochs = static_cast<uint64_t>(epochs);
+  o.min_consumers = static_cast<uint32_t>(shapes.size());
+  ServedEpochs out;
+  auto started = Server::Start(o);
+  EXPECT_TRUE(started.ok()) << started.status().ToString();
+  if (!started.ok()) return out;
+  out.server = std::move(*started);
+  out.consumers = ConnectShapes(o.name, shapes);
+  if (out.consumers.size() == shapes.size()) out.reads = ReadEpochsTogether(out.consumers, epochs);
   return out;
 }
 

@@ -105,8 +105,12 @@ TEST_P(Engine, ExactlyOnceThreeBatchSizesNextEpoch) {
       EXPECT_EQ(unique.size(), 1000u);
     }
     EXPECT_EQ(r["batches_per_epoch"], (1000 + sizes[k] - 1) / sizes[k]);
-    if (sizes[k] != 32) EXPECT_GT(r["gathered"].get<int>(), 0) << "no multi-slot batch tested";
-    if (sizes[k] <= 64) EXPECT_GT(r["zero_copy"].get<int>(), 0);
+    if (sizes[k] != 32) {
+      EXPECT_GT(r["gathered"].get<int>(), 0) << "no multi-slot batch tested";
+    }
+    if (sizes[k] <= 64) {
+      EXPECT_GT(r["zero_copy"].get<int>(), 0);
+    }
   }
   // The stream ended and every consumer left: the server exits by itself.
   EXPECT_EQ(server->Wait(ring_.Pick(10s, 20s)), 0);
@@ -483,8 +487,7 @@ TEST_P(Engine, HostilePeersDoNotDisturbOthers) {
   good.reset();
   server->Kill(SIGTERM);
   EXPECT_EQ(server->Wait(ring_.Pick(10s, 20s)), 0);
-  std::ifstream log(dir + "/server.log");
-  std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  const std::string text = testing::ReadText(dir + "/server.log");
   EXPECT_NE(text.find("protocol version mismatch"), std::string::npos) << text;
   EXPECT_NE(text.find("no heartbeat for"), std::string::npos) << text;
   EXPECT_NE(text.find("refused consumer 'zero'"), std::string::npos) << text;

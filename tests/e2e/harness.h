@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -15,6 +17,12 @@
 #include "process.h"
 
 namespace batchcast::testing {
+
+// The whole file at `path` ("" when it cannot be read).
+inline std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
 
 inline double NowMs() {
   return std::chrono::duration<double, std::milli>(

@@ -86,6 +86,16 @@ inline Epoch ReadEpoch(Consumer& c) {
   return e;
 }
 
+// Server::Start(o) with --on-error fail fails, naming `what` (the bad file or
+// shard) and the policy.
+inline void ExpectOnErrorFailNames(ServerOptions o, const std::string& what) {
+  o.source.on_error = ErrorPolicy::kFail;
+  auto server = Server::Start(o);
+  ASSERT_FALSE(server.ok());
+  EXPECT_NE(server.status().message().find(what), std::string::npos) << server.status().ToString();
+  EXPECT_NE(server.status().message().find("--on-error fail"), std::string::npos);
+}
+
 inline nlohmann::json StatsOf(Server& s) { return nlohmann::json::parse(s.StatsJson()); }
 
 }  // namespace batchcast

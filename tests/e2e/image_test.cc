@@ -96,16 +96,18 @@ TEST(ImagePipeline, HazardsAreSkippedAndCounted) {
   o.epochs = 1;
   auto server = Server::Start(o);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
-  // empty, PNG, random bytes and the 60000x60000 header are dropped at the
-  // scan; the CMYK file is valid; the truncated one fails when decoded.
-  EXPECT_EQ((*server)->epoch_len(), 20u + 2);
+  // empty, random bytes and the 60000x60000 header are dropped at the scan;
+  // the CMYK file is valid, the PNG named .JPEG is served as the PNG it is
+  // (Note [Image formats]); the truncated one fails when decoded.
+  EXPECT_EQ((*server)->epoch_len(), 20u + 3);
   auto c = Connect(o.name, 11, false);
   Epoch e = ReadEpoch(*c);
-  // The truncated file is dropped: 21 samples, each once.
-  EXPECT_EQ(e.indices.size(), 21u);
-  EXPECT_EQ(std::set<int64_t>(e.indices.begin(), e.indices.end()).size(), 21u);
+  // The truncated file is dropped: 22 samples, each once.
+  EXPECT_EQ(e.indices.size(), 22u);
+  EXPECT_EQ(std::set<int64_t>(e.indices.begin(), e.indices.end()).size(), 22u);
   auto st = StatsOf(**server);
-  EXPECT_EQ(st["source_counters"]["files_dropped_at_scan"], 4) << st.dump();
+  EXPECT_EQ(st["source_counters"]["files_dropped_at_scan"], 3) << st.dump();
+  EXPECT_EQ(st["source_counters"]["files_png"], 1) << st.dump();
   EXPECT_EQ(st["source_counters"]["files_dropped_at_decode"], 1) << st.dump();
   EXPECT_EQ(st["source_counters"]["samples_dropped"], 1) << st.dump();
   EXPECT_EQ(st["holes"], 1) << st.dump();
@@ -127,24 +129,18 @@ TEST(ImagePipeline, FilesThatFailToDecodeAreDroppedFromEveryEpoch) {
   const testing::MarkedListing listing = testing::Mark(*entries, "hazard_decode_");
   const std::set<int64_t>& bad = listing.marked;
   ASSERT_EQ(bad.size(), 5u);
-  ServerOptions o = ImageOptions(data);
-  o.batch_size = 8;
-  o.window = 4;
-  o.epochs = 3;
-  o.min_consumers = 3;
-  auto server = Server::Start(o);
-  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const ServerOptions o = ImageOptions(data);
   std::vector<testing::ConsumerShape> shapes = {{5, false}, {7, true}, {16, true}};
-  const auto consumers = testing::ConnectShapes(o.name, shapes);
-  ASSERT_EQ(consumers.size(), shapes.size());
-  const auto reads = testing::ReadEpochsTogether(consumers, 3);
+  const testing::ServedEpochs served = testing::ServeEpochsToShapes(o, 3, shapes);
+  const auto& reads = served.reads;
+  ASSERT_EQ(reads.size(), shapes.size());
 
   auto sampler = Sampler::Make(entries->size(), SamplerOptions{5, true, 0, 1});
   ASSERT_TRUE(sampler.ok());
   auto transform = MakeTransformOptions(o.source);
   ASSERT_TRUE(transform.ok());
   image::CpuImagePipeline pipeline(*transform);
-  for (size_t k = 0; k < consumers.size(); ++k) {
+  for (size_t k = 0; k < shapes.size(); ++k) {
     SCOPED_TRACE("consumer of batch " + std::to_string(shapes[k].batch));
     ASSERT_EQ(reads[k].size(), 3u);
     for (uint32_t e = 0; e < 3; ++e) {
@@ -162,7 +158,7 @@ TEST(ImagePipeline, FilesThatFailToDecodeAreDroppedFromEveryEpoch) {
       }
     }
   }
-  auto st = StatsOf(**server);
+  auto st = StatsOf(*served.server);
   EXPECT_EQ(st["source_counters"]["files_dropped_at_decode"], 5) << st.dump();
   EXPECT_EQ(st["source_counters"]["samples_dropped"], 15) << st.dump();
   EXPECT_EQ(st["holes"], 15) << st.dump();
@@ -173,21 +169,14 @@ TEST(ImagePipeline, FilesThatFailToDecodeAreDroppedFromEveryEpoch) {
 TEST(ImagePipeline, OnErrorFailNamesTheFile) {
   const std::string data =
       MakeDataset("hazards", {"--classes", "2", "--per-class", "10", "--hazards"});
-  ServerOptions o = ImageOptions(data);
-  o.source.on_error = ErrorPolicy::kFail;
-  auto server = Server::Start(o);
-  ASSERT_FALSE(server.ok());
-  EXPECT_NE(server.status().message().find("hazard_"), std::string::npos)
-      << server.status().ToString();
-  EXPECT_NE(server.status().message().find("--on-error fail"), std::string::npos);
+  ExpectOnErrorFailNames(ImageOptions(data), "hazard_");
 
   // The binary: a clear message and a non-zero exit, no trace.
   const std::string dir = TempDir();
   Process p({BC_SERVER_BIN, "serve", data, "--on-error", "fail", "--name", UniqueName("f")},
             dir + "/err.log");
   EXPECT_EQ(p.Wait(30s), 1);
-  std::ifstream log(dir + "/err.log");
-  std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  const std::string text = testing::ReadText(dir + "/err.log");
   EXPECT_NE(text.find("hazard_"), std::string::npos) << text;
 }
 

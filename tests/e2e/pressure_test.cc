@@ -24,6 +24,7 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "../core/runtime_dir_fixture.h"
 #include "../image/test_jpegs.h"
 #include "../sources/tar_writer.h"
 #include "batchcast/client/consumer.h"
@@ -39,14 +40,10 @@ using namespace std::chrono_literals;
 using testing::NowMs;
 using testing::Process;
 using testing::ReadJson;
+using testing::ReadText;
 using testing::TempDir;
 using testing::UniqueName;
 using testing::WaitForServer;
-
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 // A folder of `n` small JPEGs in two classes.
 std::string MakeDataset(int n) {
@@ -81,8 +78,7 @@ std::string MakeShards(int n) {
 
 // User plus system CPU seconds of process `pid` so far.
 double CpuSeconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = ReadText("/proc/" + std::to_string(pid) + "/stat");
   const size_t close = text.rfind(')');
   if (close == std::string::npos) return 0;
   std::istringstream fields(text.substr(close + 2));
@@ -117,21 +113,9 @@ std::string ServedEndpoint(const std::string& log) {
   return "";
 }
 
-class Pressure : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (const char* old = std::getenv("XDG_RUNTIME_DIR")) old_ = old;
-    setenv("XDG_RUNTIME_DIR", TempDir().c_str(), 1);
-  }
-  void TearDown() override {
-    if (old_) {
-      setenv("XDG_RUNTIME_DIR", old_->c_str(), 1);
-    } else {
-      unsetenv("XDG_RUNTIME_DIR");
-    }
-  }
-  std::optional<std::string> old_;
-};
+// Each test runs its servers and consumers in a runtime directory of its own
+// (XDG_RUNTIME_DIR, inherited by the processes it starts).
+class Pressure : public testing::RuntimeDirTest {};
 
 // A consumer that reads whole epochs and records each one's sample count.
 struct EpochReader {
@@ -266,6 +250,7 @@ TEST_F(Pressure, ATcpConsumerOfAKilledServerFailsAtOnce) {
   while (r.ok()) r = (*c)->Next();  // what was prefetched
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
   EXPECT_LT(NowMs() - t0, 1000) << r.status().ToString();
+  server.Wait();
   ReclaimDeadServers();  // what the killed server left
 }
 
@@ -400,79 +385,91 @@ Reading Read(Consumer& c, double ms) {
   return r;
 }
 
+// A synthetic server process read at full speed by one consumer, its reading
+// measured alone at the start; then a flood: `peers` raw connections each
+// sending `frame` every `period` (and draining the answers), on a thread of
+// its own until the object goes.
+class FloodedServer {
+ public:
+  explicit FloodedServer(const std::string& base) : name_(UniqueName(base)) {
+    server_ = testing::StartServerProcess(
+        BC_SERVER_BIN, name_,
+        {"--synthetic", "1000000", "--size", "4", "--batch-size", "64", "--log-level", "error"});
+    reader_ = testing::ConnectConsumer(name_, 64, JoinPolicy::kImmediate);
+    EXPECT_TRUE(reader_);
+    if (reader_) before_ = Read(*reader_, 1000);
+  }
+  ~FloodedServer() { StopFlood(); }
+
+  const std::string& name() const { return name_; }
+  bool reading() const { return reader_ != nullptr; }
+
+  void StartFlood(int peers, std::string frame, std::chrono::milliseconds period) {
+    for (int i = 0; i < peers; ++i) peers_.push_back(std::make_unique<Peer>(ctx_, Endpoint(name_)));
+    flood_ = std::thread([this, frame = std::move(frame), period] {
+      while (!stop_) {
+        for (auto& p : peers_) {
+          p->Send(frame);
+          p->Drain();
+        }
+        std::this_thread::sleep_for(period);
+      }
+    });
+  }
+
+  // Over two seconds of the flood the reader never waits a second for a
+  // batch and keeps a quarter of its rate alone; then the flood stops.
+  void ExpectTheReaderKeepsUp() {
+    const Reading during = Read(*reader_, 2000);
+    StopFlood();
+    EXPECT_LT(during.max_gap_ms, 1000) << "the reader stalled";
+    EXPECT_GT(during.rate, before_.rate * 0.25)
+        << "before " << before_.rate << " samples/s, during " << during.rate;
+  }
+
+ private:
+  void StopFlood() {
+    stop_ = true;
+    if (flood_.joinable()) flood_.join();
+  }
+
+  const std::string name_;
+  std::unique_ptr<testing::Process> server_;
+  std::unique_ptr<Consumer> reader_;
+  Reading before_;
+  zmq::context_t ctx_;
+  std::vector<std::unique_ptr<Peer>> peers_;
+  std::atomic<bool> stop_{false};
+  std::thread flood_;
+};
+
 TEST_F(Pressure, RepeatedHellosFromManyPeersKeepNeitherANewConsumerOutNorAReaderSlow) {
-  const std::string name = UniqueName("helloflood");
-  auto server = testing::StartServerProcess(
-      BC_SERVER_BIN, name,
-      {"--synthetic", "1000000", "--size", "4", "--batch-size", "64", "--log-level", "error"});
-  auto reader = testing::ConnectConsumer(name, 64, JoinPolicy::kImmediate);
-  ASSERT_TRUE(reader);
-  const Reading before = Read(*reader, 1000);
-  zmq::context_t ctx;
-  std::vector<std::unique_ptr<Peer>> peers;
+  FloodedServer s("helloflood");
+  ASSERT_TRUE(s.reading());
   proto::Hello hello;
   hello.name = "flood";
   hello.batch_size = 16;
   hello.prefetch = 2;
-  const std::string frame = proto::Encode(hello);
-  for (int i = 0; i < 200; ++i) peers.push_back(std::make_unique<Peer>(ctx, Endpoint(name)));
-  std::atomic<bool> stop{false};
-  std::thread flood([&] {
-    while (!stop) {
-      for (auto& p : peers) {
-        p->Send(frame);
-        p->Drain();
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-  });
+  s.StartFlood(200, proto::Encode(hello), 20ms);
   std::this_thread::sleep_for(500ms);
   const double t0 = NowMs();
-  auto newcomer = testing::ConnectConsumer(name, 16, JoinPolicy::kImmediate);
+  auto newcomer = testing::ConnectConsumer(s.name(), 16, JoinPolicy::kImmediate);
   const double join_ms = NowMs() - t0;
   ASSERT_TRUE(newcomer);
   EXPECT_TRUE(newcomer->Next().ok());
   newcomer.reset();  // a consumer that stops reading would pace the reader (lag policy block)
-  const Reading during = Read(*reader, 2000);
-  stop = true;
-  flood.join();
+  s.ExpectTheReaderKeepsUp();
   EXPECT_LT(join_ms, 3000) << "a flood of repeated HELLOs kept a new consumer out";
-  EXPECT_LT(during.max_gap_ms, 1000) << "the reader stalled";
-  EXPECT_GT(during.rate, before.rate * 0.25)
-      << "before " << before.rate << " samples/s, during " << during.rate;
 }
 
 TEST_F(Pressure, StatsFromAThousandConnectionsDoNotSlowAReader) {
-  const std::string name = UniqueName("statsmany");
-  auto server = testing::StartServerProcess(
-      BC_SERVER_BIN, name,
-      {"--synthetic", "1000000", "--size", "4", "--batch-size", "64", "--log-level", "error"});
-  auto reader = testing::ConnectConsumer(name, 64, JoinPolicy::kImmediate);
-  ASSERT_TRUE(reader);
-  const Reading before = Read(*reader, 1000);
-  zmq::context_t ctx;
-  std::vector<std::unique_ptr<Peer>> peers;
-  for (int i = 0; i < 1000; ++i) peers.push_back(std::make_unique<Peer>(ctx, Endpoint(name)));
-  const std::string stats = proto::Encode(proto::Stats{});
-  std::atomic<bool> stop{false};
+  FloodedServer s("statsmany");
+  ASSERT_TRUE(s.reading());
   // Each connection asks 20 times a second, within its own budget (100):
   // 20,000 a second in all, which only the budget for all of them bounds.
-  std::thread flood([&] {
-    while (!stop) {
-      for (auto& p : peers) {
-        p->Send(stats);
-        p->Drain();
-      }
-      std::this_thread::sleep_for(50ms);
-    }
-  });
+  s.StartFlood(1000, proto::Encode(proto::Stats{}), 50ms);
   std::this_thread::sleep_for(300ms);
-  const Reading during = Read(*reader, 2000);
-  stop = true;
-  flood.join();
-  EXPECT_LT(during.max_gap_ms, 1000) << "the reader stalled";
-  EXPECT_GT(during.rate, before.rate * 0.25)
-      << "before " << before.rate << " samples/s, during " << during.rate;
+  s.ExpectTheReaderKeepsUp();
 }
 
 }  // namespace

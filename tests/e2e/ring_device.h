@@ -91,7 +91,9 @@ class Ring {
   // `stream`, their delivery stream). Also expects both fields on this device.
   bool BatchMatchesFormula(const Batch& b, CudaStreamRef stream = {}) const {
     for (const char* name : {"image", "label"}) {
-      if (auto f = b.field(name); f.ok()) EXPECT_EQ(f->device, device_) << name;
+      if (auto f = b.field(name); f.ok()) {
+        EXPECT_EQ(f->device, device_) << name;
+      }
     }
     Result<int64_t> bad = FormulaMismatches(b, stream);
     if (!bad.ok()) ADD_FAILURE() << bad.status().ToString();
@@ -124,7 +126,9 @@ class Ring {
         return;
       }
       if (b->end_of_epoch()) continue;
-      if (verify) EXPECT_TRUE(BatchMatchesFormula(*b));
+      if (verify) {
+        EXPECT_TRUE(BatchMatchesFormula(*b));
+      }
       {
         std::lock_guard lock(*mu);
         out->push_back({NowMs(), b->first_seq() + b->size()});

@@ -10,7 +10,9 @@
 //
 // Also: Note [Dropped files] on the GPU path, end to end: files that
 // fail only when decoded are dropped, never replaced, from every later epoch,
-// with consumers of several batch sizes reading a device ring.
+// with consumers of several batch sizes reading a device ring; and a folder of
+// mixed formats (Note [Other formats on the GPU path]): every sample once,
+// the other formats' pixels those of the CPU path.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,6 +27,7 @@
 #include "../e2e/process.h"
 #include "batchcast/cuda/runtime.h"
 #include "batchcast/image/half.h"
+#include "batchcast/image/image_format.h"
 #include "batchcast/image/jpeg.h"
 #include "batchcast/image/pipeline.h"
 #include "batchcast/server/server.h"
@@ -153,8 +156,8 @@ SourceOptions Options(const std::string& transform, const std::string& device,
 // Files the GPU path sends to the CPU decoder too (by their header): with
 // `transcode` (Note [Transcoded progressive files]) the progressive YCbCr and
 // gray files go to the hardware engine as baseline bytes instead.
-std::vector<bool> CpuDecodedFiles(int64_t count, bool transcode) {
-  auto entries = ListImageDataset(Dataset());
+std::vector<bool> CpuDecodedFilesOf(const std::string& dir, int64_t count, bool transcode = false) {
+  auto entries = ListImageDataset(dir);
   EXPECT_TRUE(entries.ok());
   std::vector<bool> out;
   for (const ImageEntry& e : *entries) {
@@ -165,6 +168,11 @@ std::vector<bool> CpuDecodedFiles(int64_t count, bool transcode) {
     size_t n;
     while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.insert(bytes.end(), buf, buf + n);
     std::fclose(f);
+    if (image::SniffImageFormat(bytes) != image::ImageFormat::kJpeg) {
+      // Another format (Note [Image formats]): the CPU decoder, when usable.
+      if (image::ReadImageHeader(bytes).ok()) out.push_back(true);
+      continue;
+    }
     auto info = image::ReadJpegInfo(bytes);
     if (!info.ok()) continue;  // dropped at scan by both paths
     using CS = image::JpegInfo::ColorSpace;
@@ -173,6 +181,10 @@ std::vector<bool> CpuDecodedFiles(int64_t count, bool transcode) {
   }
   EXPECT_EQ(static_cast<int64_t>(out.size()), count);
   return out;
+}
+
+std::vector<bool> CpuDecodedFiles(int64_t count, bool transcode) {
+  return CpuDecodedFilesOf(Dataset(), count, transcode);
 }
 
 class GpuImageTest : public ::testing::Test {
@@ -247,7 +259,9 @@ TEST_F(GpuImageTest, CpuAndGpuPathsAgree) {
       EXPECT_EQ(b.counters.value("transcoded", 0), 0);
       EXPECT_GT(cpu_files, 0) << "the dataset's progressive files, on the CPU pool";
     }
-    if (n_fb > 0) EXPECT_LT(sum_fb / n_fb, kFallbackMeanAbsBound);
+    if (n_fb > 0) {
+      EXPECT_LT(sum_fb / n_fb, kFallbackMeanAbsBound);
+    }
   }
 }
 
@@ -414,16 +428,10 @@ void CheckDroppedFilesOnDeviceRing(DecodeMode decode) {
   o.source = Options("train", "cuda:0");
   o.source.data = data;
   o.source.decode = decode;
-  o.batch_size = 8;
-  o.window = 4;
-  o.epochs = 2;
-  o.min_consumers = 2;
-  auto server = Server::Start(o);
-  ASSERT_TRUE(server.ok()) << server.status().ToString();
   std::vector<testing::ConsumerShape> shape = {{5, false, 0}, {12, true, 0}};
-  const auto consumers = testing::ConnectShapes(o.name, shape);
-  ASSERT_EQ(consumers.size(), shape.size());
-  const auto reads = testing::ReadEpochsTogether(consumers, 2);
+  const testing::ServedEpochs served = testing::ServeEpochsToShapes(o, 2, shape);
+  const auto& reads = served.reads;
+  ASSERT_EQ(reads.size(), shape.size());
   ASSERT_EQ(reads[0].size(), 2u);
 
   // What was dropped in each epoch: the bad files the batch-5 consumer (no
@@ -435,7 +443,9 @@ void CheckDroppedFilesOnDeviceRing(DecodeMode decode) {
       if (got.count(i) == 0) dropped[e].insert(i);
     }
     for (int64_t i : truncated) EXPECT_EQ(dropped[e].count(i), 1u) << "truncated index " << i;
-    if (decode == DecodeMode::kCpu) EXPECT_EQ(dropped[e], bad) << "libjpeg-turbo fails them all";
+    if (decode == DecodeMode::kCpu) {
+      EXPECT_EQ(dropped[e], bad) << "libjpeg-turbo fails them all";
+    }
   }
   for (int64_t i : dropped[0]) EXPECT_EQ(dropped[1].count(i), 1u) << "dropped again: " << i;
   auto sampler = Sampler::Make(entries->size(), SamplerOptions{o.source.seed, true, 0, 1});
@@ -449,7 +459,7 @@ void CheckDroppedFilesOnDeviceRing(DecodeMode decode) {
   const double per_sample_bound = decode == DecodeMode::kGpu ? 0.2 : 1e-9;
   double sum = 0;
   int64_t compared = 0;
-  for (size_t k = 0; k < consumers.size(); ++k) {
+  for (size_t k = 0; k < shape.size(); ++k) {
     SCOPED_TRACE("consumer of batch " + std::to_string(shape[k].batch));
     for (uint32_t e = 0; e < 2; ++e) {
       SCOPED_TRACE("epoch " + std::to_string(e));
@@ -478,7 +488,7 @@ void CheckDroppedFilesOnDeviceRing(DecodeMode decode) {
   }
   ASSERT_GT(compared, 0);
   EXPECT_LT(sum / double(compared), kMeanAbsBound);
-  const nlohmann::json st = nlohmann::json::parse((*server)->StatsJson());
+  const nlohmann::json st = nlohmann::json::parse(served.server->StatsJson());
   EXPECT_EQ(st["source_counters"]["files_dropped_at_decode"].get<int64_t>(),
             static_cast<int64_t>(dropped[1].size()))
       << st.dump();
@@ -545,6 +555,67 @@ TEST_F(GpuImageTest, FilesThatFailToDecodeAreDroppedFromEveryEpoch) {
 
 TEST_F(GpuImageTest, FilesThatFailToDecodeAreDroppedWithCpuDecodeOnADeviceRing) {
   CheckDroppedFilesOnDeviceRing(DecodeMode::kCpu);
+}
+
+// Note [Other formats on the GPU path]: a folder of every format
+// tools/make_dataset.py --formats mixed writes (PNG 8/16-bit, palette, gray,
+// alpha; WebP; BMP; TIFF; PPM; a PNG named .JPEG) on a device ring: every
+// sample once with its label, none dropped, the JPEGs decoded by nvJPEG, the
+// others by the CPU fallback decoders and the same kernel, within the
+// fallback bound of the CPU path's pixels (the same decode and crop; only
+// the resize's rounding differs); with the device cache on too
+// (kCpuFullForCache: whole images uploaded once, then read from the device).
+TEST_F(GpuImageTest, MixedFormatsEverySampleOnceWithTheCpuPathsPixels) {
+  const std::string dir = testing::TempDir() + "/mixed";
+  const std::string cmd = "python3 " BC_SOURCE_DIR "/tools/make_dataset.py " + dir +
+                          " --classes 2 --per-class 15 --seed 4 --formats mixed --quiet";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  for (const char* transform : {"eval", "train"}) {
+    for (const uint64_t cache_mb : {uint64_t{0}, uint64_t{256}}) {
+      SCOPED_TRACE(std::string(transform) + " device cache " + std::to_string(cache_mb));
+      SourceOptions co = Options(transform, "cpu");
+      SourceOptions go = Options(transform, "cuda:0");
+      co.data = go.data = dir;
+      go.device_cache_mb = cache_mb;
+      auto cpu = MakeSource(co);
+      auto gpu = MakeSource(go);
+      ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+      ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+      const int64_t count = static_cast<int64_t>((*gpu)->size());
+      ASSERT_EQ(count, 30);
+      for (uint32_t epoch = 0; epoch < 2; ++epoch) {
+        const Output a = RunSource(**cpu, epoch, count, 8);
+        const Output b = RunSource(**gpu, epoch, count, 8, Hints::kRight);
+        EXPECT_EQ(std::set<int64_t>(b.indices.begin(), b.indices.end()).size(), size_t(count));
+        EXPECT_EQ(*std::min_element(b.indices.begin(), b.indices.end()), 0) << "none dropped";
+        EXPECT_EQ(a.indices, b.indices);
+        EXPECT_EQ(a.labels, b.labels);
+        const std::vector<bool> other = CpuDecodedFilesOf(dir, count);
+        const size_t elems = a.per_sample / 4;
+        double sum_other = 0, sum_all = 0;
+        int64_t n_other = 0;
+        for (int64_t i = 0; i < count; ++i) {
+          const auto* x = reinterpret_cast<const float*>(a.image.data() + a.per_sample * i);
+          const auto* y = reinterpret_cast<const float*>(b.image.data() + b.per_sample * i);
+          double d = 0;
+          for (size_t k = 0; k < elems; ++k) d += std::fabs(double(x[k]) - y[k]);
+          d /= elems;
+          sum_all += d;
+          if (other[b.indices[i]]) {
+            sum_other += d;
+            ++n_other;
+          }
+        }
+        std::cout << "[ " << transform << " ] mean |cpu - gpu| " << sum_all / count << ", "
+                  << n_other << " files of other formats: " << sum_other / n_other << std::endl;
+        EXPECT_GE(n_other, 28);
+        EXPECT_LT(sum_other / n_other, kFallbackMeanAbsBound);
+        EXPECT_LT(sum_all / count, kMeanAbsBound);
+        EXPECT_EQ(b.counters.value("files_png", 0), 16) << b.counters.dump();
+        EXPECT_EQ(b.counters.value("samples_dropped", -1), 0) << b.counters.dump();
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -68,7 +68,9 @@ void ReadAndCheck(Consumer* c, int batches, Device want, uint32_t batch_size,
     ASSERT_EQ(*bad, 0) << "batch " << seen << " of batch size " << batch_size;
     ++seen;
   }
-  if (64 % batch_size != 0) EXPECT_GT(gathered, 0) << "no batch spanned two slots";
+  if (64 % batch_size != 0) {
+    EXPECT_GT(gathered, 0) << "no batch spanned two slots";
+  }
 }
 
 class MultiGpu : public ::testing::Test {

@@ -94,15 +94,11 @@ TEST(ReadJpegInfo, BadInputIsDataLoss) {
   EXPECT_EQ(info.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(info.status().message().find("empty"), std::string::npos) << info.status().message();
 
-  const std::vector<uint8_t> png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13};
-  info = ReadJpegInfo(png);
+  info = ReadJpegInfo(PngStart());
   EXPECT_EQ(info.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(info.status().message().find("PNG"), std::string::npos) << info.status().message();
 
-  std::mt19937 rng(7);
-  std::vector<uint8_t> random(10240);
-  for (auto& b : random) b = static_cast<uint8_t>(rng());
-  random[0] = 0x12;
+  std::vector<uint8_t> random = RandomBytes(10240, 7);
   info = ReadJpegInfo(random);
   EXPECT_EQ(info.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(info.status().message().find("not a JPEG"), std::string::npos);

@@ -151,6 +151,20 @@ inline std::vector<uint8_t> EncodeCmykJpeg(const Image& stored, bool ycck, int q
       });
 }
 
+// The first bytes of a PNG file: its signature and the length of its IHDR.
+inline std::vector<uint8_t> PngStart() {
+  return {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13};
+}
+
+// `n` bytes from std::mt19937(seed), the first one 0x12 (no JPEG signature).
+inline std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> out(n);
+  for (auto& b : out) b = static_cast<uint8_t>(rng());
+  out[0] = 0x12;
+  return out;
+}
+
 // `jpeg` with 1 to 8 random bytes overwritten, then cut at a random length
 // when `truncate`.
 inline std::vector<uint8_t> Corrupt(const std::vector<uint8_t>& jpeg, std::mt19937& rng,

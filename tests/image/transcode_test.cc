@@ -135,15 +135,11 @@ TEST(TranscodeToBaseline, RefusesWhatItDoesNotTranscode) {
 
 TEST(TranscodeToBaseline, BadInputIsAnError) {
   EXPECT_EQ(TranscodeToBaseline({}).status().code(), StatusCode::kInvalidArgument);
-  const std::vector<uint8_t> png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13};
-  auto out = TranscodeToBaseline(png);
+  auto out = TranscodeToBaseline(PngStart());
   EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(out.status().message().find("PNG"), std::string::npos) << out.status().message();
 
-  std::mt19937 rng(3);
-  std::vector<uint8_t> random(10240);
-  for (auto& b : random) b = static_cast<uint8_t>(rng());
-  random[0] = 0x12;
+  std::vector<uint8_t> random = RandomBytes(10240, 3);
   EXPECT_EQ(TranscodeToBaseline(random).status().code(), StatusCode::kInvalidArgument);
   random[0] = 0xFF;
   random[1] = 0xD8;

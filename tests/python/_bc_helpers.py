@@ -28,7 +28,8 @@ def build_dir():
     env = os.environ.get("BATCHCAST_BUILD_DIR")
     candidates = []
     if env:
-        candidates = [env] if os.path.isabs(env) else [os.path.abspath(env), os.path.join(REPO, env)]
+        candidates = ([env] if os.path.isabs(env)
+                      else [os.path.abspath(env), os.path.join(REPO, env)])
     else:
         candidates = [os.path.join(REPO, "build-py"), os.path.join(REPO, "build")]
     for c in candidates:
@@ -47,7 +48,7 @@ def require_batchcast():
     if PYDIR and os.path.isdir(PYDIR) and PYDIR not in sys.path:
         sys.path.insert(0, PYDIR)
     try:
-        import batchcast  # noqa: F401
+        import batchcast
     except ImportError as e:
         pytest.skip(
             f"batchcast extension not built ({e}); build it with `cmake -S . -B build-py -G Ninja "
@@ -58,8 +59,6 @@ def require_batchcast():
         import torch  # noqa: F401
     except ImportError as e:
         pytest.skip(f"torch is not installed: {e}", allow_module_level=True)
-    import batchcast
-
     batchcast.set_log_level("warn")
     return batchcast
 
@@ -79,6 +78,16 @@ def python_env(drop=()):
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PYDIR, env.get("PYTHONPATH")) if p)
     return env
+
+
+def folder_listing(root):
+    """(path, label) of every file of an ImageFolder tree in the server's index order:
+    class folders sorted (label = position), then their files sorted."""
+    files = []
+    for label, cls in enumerate(sorted(os.listdir(root))):
+        for name in sorted(os.listdir(os.path.join(root, cls))):
+            files.append((os.path.join(root, cls, name), label))
+    return files
 
 
 def unique_name(tag="t"):
@@ -245,7 +254,8 @@ def collect(queue, procs, done_kinds=("end", "error"), timeout=45.0, until=None)
             if not proc.is_alive() and not finished(tag) and queue.empty():
                 if until is None:
                     raise AssertionError(
-                        f"consumer {tag} exited with {proc.exitcode} without reporting: {messages[tag]}")
+                        f"consumer {tag} exited with {proc.exitcode} without reporting: "
+                        f"{messages[tag]}")
         if time.monotonic() > deadline:
             raise AssertionError(f"consumers did not finish in {timeout} s: "
                                  f"{ {t: [m[0] for m in ms] for t, ms in messages.items()} }")

@@ -223,4 +223,3 @@ def test_launcher_without_mps_gives_its_advice():
     assert advised == (said == {"False"}), (said, r.stderr)
     if advised:
         assert "host the server in one of the jobs" in r.stderr, r.stderr
-

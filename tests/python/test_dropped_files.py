@@ -36,10 +36,7 @@ def dataset(tmp_path_factory):
     spec.loader.exec_module(md)
     out = tmp_path_factory.mktemp("drops") / "data"
     summary = md.make_dataset(out, classes=2, per_class=8, seed=2, decode_failures=BAD, workers=1)
-    files = []  # (path, label) in the server's index order: sorted classes, sorted files
-    for label, cls in enumerate(sorted(os.listdir(out))):
-        for name in sorted(os.listdir(out / cls)):
-            files.append((str(out / cls / name), label))
+    files = H.folder_listing(str(out))
     bad = {i for i, (p, _) in enumerate(files) if p in set(summary["decode_failures"])}
     assert len(files) == 16 + BAD and len(bad) == BAD
     return files, bad

@@ -48,12 +48,13 @@ def test_a_group_of_two_splits_each_epoch(server, clean_env):
     loaders = [batchcast.Loader(server.name, batch_size=20, join="next_epoch", group="job",
                                 rank=r, world_size=2, timeout=30) for r in range(2)]
     try:
-        assert [(l.group, l.rank, l.world_size) for l in loaders] == [("job", 0, 2), ("job", 1, 2)]
-        assert [len(l) for l in loaders] == [15, 15]  # 600 / (2 x 20)
+        assert [(ld.group, ld.rank, ld.world_size) for ld in loaders] == [
+            ("job", 0, 2), ("job", 1, 2)]
+        assert [len(ld) for ld in loaders] == [15, 15]  # 600 / (2 x 20)
         for epoch in range(2):
             got = [[], []]
-            threads = [threading.Thread(target=_read_epoch, args=(l, g))
-                       for l, g in zip(loaders, got)]
+            threads = [threading.Thread(target=_read_epoch, args=(ld, g))
+                       for ld, g in zip(loaders, got)]
             for t in threads:
                 t.start()
             for t in threads:
@@ -62,12 +63,13 @@ def test_a_group_of_two_splits_each_epoch(server, clean_env):
             for h in halves:
                 assert not isinstance(h, Exception), h
             assert [len(h) for h in halves] == [300, 300], epoch
-            assert not set(halves[0]) & set(halves[1]), f"a sample went to both ranks in epoch {epoch}"
+            assert not set(halves[0]) & set(halves[1]), (
+                f"a sample went to both ranks in epoch {epoch}")
             assert set(halves[0]) | set(halves[1]) == set(range(600)), epoch
         assert "group='job', rank=1, world_size=2" in repr(loaders[1])
     finally:
-        for l in loaders:
-            l.close()
+        for ld in loaders:
+            ld.close()
 
 
 def test_defaults_from_torchrun_and_slurm_explicit_arguments_win(server, clean_env):
@@ -77,8 +79,8 @@ def test_defaults_from_torchrun_and_slurm_explicit_arguments_win(server, clean_e
     env.setenv("TORCHELASTIC_RUN_ID", "pyt")
 
     def membership(**kwargs):
-        with batchcast.Loader(server.name, batch_size=16, **kwargs) as l:
-            return l.group, l.rank, l.world_size, len(l)
+        with batchcast.Loader(server.name, batch_size=16, **kwargs) as ld:
+            return ld.group, ld.rank, ld.world_size, len(ld)
 
     assert membership() == ("torchrun:pyt:0", 1, 2, 18)  # 600 / 32
     assert membership(rank=0) == ("torchrun:pyt:0", 0, 2, 18)

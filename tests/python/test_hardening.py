@@ -6,11 +6,9 @@ BatchcastError, never a bare RuntimeError; a killed server is reported at once.
 Run: BATCHCAST_BUILD_DIR=build-py /usr/bin/python3 -m pytest tests/python -q
 """
 import os
-import pathlib
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 

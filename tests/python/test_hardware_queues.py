@@ -101,4 +101,3 @@ def test_a_cpu_server_neither_sets_nor_warns(no_var, recwarn):
     with batchcast.Server(synthetic=100, size=8, name=H.unique_name("queues")):
         assert VAR not in os.environ
     assert not [w for w in recwarn if "hardware queue" in str(w.message)]
-

@@ -27,7 +27,8 @@ import argparse, os, signal, sys, time
 p = argparse.ArgumentParser()
 p.add_argument("--shared"); p.add_argument("--rank", type=int); p.add_argument("--lr")
 p.add_argument("--batches", type=int, default=20); p.add_argument("--sleep", type=float, default=0)
-p.add_argument("--fail-rank", type=int, default=-1); p.add_argument("--forever", action="store_true")
+p.add_argument("--fail-rank", type=int, default=-1)
+p.add_argument("--forever", action="store_true")
 p.add_argument("--ignore-sigint", action="store_true")
 a = p.parse_args()
 if a.ignore_sigint:
@@ -239,15 +240,17 @@ def test_jobs_run_with_prefixed_output_and_status_lines(job_py):
     assert r.returncode == 0, r.stdout + r.stderr
     for k, lr in ((0, "0.1"), (1, "0.2")):
         assert f"[job {k}] done 150 batches" in r.stdout, r.stdout
-        assert any(line.startswith(f"[job {k}] pid ") and f"rank {k} lr {lr} job {k} of 2 server ipc://"
-                   in line for line in r.stdout.splitlines()), r.stdout
+        said = f"rank {k} lr {lr} job {k} of 2 server ipc://"
+        assert any(line.startswith(f"[job {k}] pid ") and said in line
+                   for line in r.stdout.splitlines()), r.stdout
     assert "MPS off" in r.stderr
     assert "MPS is off, so" not in r.stderr, r.stderr  # a host ring: no advice
     assert "2 of 2 job(s) succeeded" in r.stderr
     # Plain status lines (not a terminal): the server's and each job's rate.
     status = [line for line in r.stderr.splitlines() if "samples/s  jobs:" in line]
     assert status, r.stderr
-    rated = [line for line in status if "| 1 " in line and " 0 -" not in line and "server -" not in line]
+    rated = [line for line in status
+             if "| 1 " in line and " 0 -" not in line and "server -" not in line]
     assert rated, status
 
 
@@ -264,7 +267,8 @@ def test_jobs_under_torchrun_or_slurm_are_independent_consumers(job_py):
     for k in range(2):
         assert f"[job {k}] done 10 batches" in r.stdout, r.stdout
     lines = [line for line in r.stdout.splitlines() if " pid " in line]
-    assert len(lines) == 2 and all("group None len 256 local_rank None" in l for l in lines), lines
+    assert len(lines) == 2, lines
+    assert all("group None len 256 local_rank None" in line for line in lines), lines
     assert "do not inherit this process's launcher rank (LOCAL_RANK" in r.stderr, r.stderr
 
 

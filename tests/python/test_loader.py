@@ -10,7 +10,6 @@ import signal
 import threading
 import time
 
-import numpy as np
 import pytest
 
 import _bc_helpers as H

@@ -11,6 +11,7 @@ import io
 import os
 import subprocess
 import sys
+import tarfile
 
 import pytest
 from PIL import Image, JpegImagePlugin, UnidentifiedImageError
@@ -228,8 +229,9 @@ def test_decode_failures(md, tmp_path):
 
 
 def test_patch_sof_size_rejects_non_jpeg(md):
+    from dataset_maker.hostile import patch_sof_size   # importable once md is loaded
     with pytest.raises(ValueError):
-        md._patch_sof_size(b'\x89PNG\r\n\x1a\n' + b'\0' * 32, 10, 10)
+        patch_sof_size(b'\x89PNG\r\n\x1a\n' + b'\0' * 32, 10, 10)
 
 
 def test_tsv_lists_every_file(ds):
@@ -332,3 +334,45 @@ def test_function_errors(md, tmp_path):
     with pytest.raises(md.DatasetError):
         md.make_dataset(tmp_path / 'n', photos=tmp_path / 'missing', classes=1, per_class=1)
     assert not (tmp_path / 'n').exists()
+
+
+# ----------------------------------------------------------------- formats
+
+def test_mixed_formats(md, tmp_path):
+    """--formats mixed: image k of the listing is variant k mod 15, deterministic, in the TSV
+    and in the shards (members named by the bytes' format)."""
+    s = md.make_dataset(tmp_path / 'a', classes=2, per_class=16, seed=3, formats='mixed',
+                        tsv=tmp_path / 'a.tsv')
+    md.make_dataset(tmp_path / 'b', classes=2, per_class=16, seed=3, formats='mixed')
+    assert regular_files(tmp_path / 'a') == regular_files(tmp_path / 'b')
+    names = sorted(regular_files(tmp_path / 'a'))
+    assert len(names) == 32 and sum(s['formats'].values()) == 32
+    assert s['formats']['png-as-jpeg'] == 2 and s['formats']['jpeg'] == 3
+    want = {'jpeg': ('JPEG', 'RGB'), 'png': ('PNG', 'RGB'), 'png16': ('PNG', 'RGB'),
+            'png-palette': ('PNG', 'P'), 'png-gray': ('PNG', 'L'), 'png-gray16': ('PNG', 'I'),
+            'png-rgba': ('PNG', 'RGBA'), 'png-la': ('PNG', 'LA'), 'webp': ('WEBP', 'RGB'),
+            'webp-rgba': ('WEBP', 'RGBA'), 'bmp': ('BMP', 'RGB'), 'tiff': ('TIFF', 'RGB'),
+            'tiff-gray': ('TIFF', 'L'), 'ppm': ('PPM', 'RGB'), 'png-as-jpeg': ('PNG', 'RGB')}
+    variants = list(want)
+    for k, rel in enumerate(names):
+        variant = variants[k % len(variants)]
+        with Image.open(tmp_path / 'a' / rel) as img:
+            fmt, mode = want[variant]
+            assert img.format == fmt, (rel, variant)
+            assert img.mode.startswith(mode) or (mode, img.mode) == ('L', 'L'), (rel, img.mode)
+            if variant in ('jpeg', 'png-as-jpeg'):
+                assert rel.endswith('.JPEG')
+            if variant == 'png16':
+                with open(tmp_path / 'a' / rel, 'rb') as f:
+                    assert f.read(26)[24] == 16   # IHDR bit depth
+    with open(tmp_path / 'a.tsv') as f:
+        listed = sorted(os.path.relpath(line.split('\t')[0], tmp_path / 'a') for line in f)
+    assert listed == names
+    sh = md.make_shards(tmp_path / 'a', tmp_path / 'shards', per_shard=40)
+    with tarfile.open(sh['shards'][0]) as t:
+        members = [m.name for m in t.getmembers() if not m.name.endswith('.cls')]
+    assert [m.split('.')[1] for m in members[:15]] == [
+        'jpg', 'png', 'png', 'png', 'png', 'png', 'png', 'png', 'webp', 'webp', 'bmp', 'tiff',
+        'tiff', 'ppm', 'png']
+    r = run_cli(tmp_path / 'c', '--classes', 1, '--per-class', 2, '--formats', 'gif')
+    assert r.returncode == 2 and '--formats' in r.stderr

@@ -74,4 +74,3 @@ def test_two_gpu_server_serves_each_loader_from_its_own_gpu():
         rings = batchcast.query_stats(name)["rings"]
         assert [r["device"] for r in rings] == ["cuda:0", "cuda:1"]
         assert all(r["batches_written"] > 0 for r in rings)
-

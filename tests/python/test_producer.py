@@ -125,7 +125,8 @@ def test_dict_batches_with_index_field_and_split_slots():
             assert set(batch) == {"pixels", "mask", "target"}
             ids = loader.indices - 1000
             assert batch["pixels"].dtype == torch.bfloat16 and batch["pixels"].shape == (12, 5)
-            assert torch.equal(batch["pixels"], (ids.view(-1, 1) * 10 + torch.arange(5)).to(torch.bfloat16))
+            expected = (ids.view(-1, 1) * 10 + torch.arange(5)).to(torch.bfloat16)
+            assert torch.equal(batch["pixels"], expected)
             assert batch["mask"].dtype == torch.bool and torch.equal(batch["mask"], ids % 3 == 0)
             assert torch.equal(batch["target"], ids.to(torch.int32) * -1)
             seen += ids.tolist()

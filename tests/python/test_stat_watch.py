@@ -75,8 +75,8 @@ def test_plain_lines_in_a_pipe_and_ctrl_c_exits_0(served):
     out, err = proc.communicate(timeout=10)
     assert proc.returncode == 0, err
     assert "\x1b" not in out
-    producer = [l for l in out.splitlines() if f" {name} producer " in l]
-    consumer = [l for l in out.splitlines() if f" {name} consumer #" in l]
+    producer = [line for line in out.splitlines() if f" {name} producer " in line]
+    consumer = [line for line in out.splitlines() if f" {name} consumer #" in line]
     assert len(producer) >= 3, out
     assert re.match(r"\d\d:\d\d:\d\d ", producer[0]), producer[0]
     assert " producer - samples/s " in producer[0]          # no rate from one reading

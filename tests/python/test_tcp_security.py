@@ -7,7 +7,6 @@ binding beyond loopback needs allow_remote.
 
 Run: BATCHCAST_BUILD_DIR=build-py /usr/bin/python3 -m pytest tests/python -q
 """
-import os
 import shutil
 import socket
 import stat
@@ -150,7 +149,8 @@ def test_a_raw_peer_without_the_key_gets_nothing(runtime):
     closed: no stats, no welcome, whatever it sends."""
     with tcp_server() as srv:
         host, port = srv.endpoint[len("tcp://"):].rsplit(":", 1)
-        greeting = b"\xff" + bytes(8) + b"\x7f" + bytes([3, 0]) + b"NULL".ljust(20, b"\0") + bytes(32)
+        greeting = (b"\xff" + bytes(8) + b"\x7f" + bytes([3, 0]) + b"NULL".ljust(20, b"\0")
+                    + bytes(32))
         ready = b"\x05READY" + bytes([11]) + b"Socket-Type" + (6).to_bytes(4, "big") + b"DEALER"
         received = b""
         with socket.create_connection((host, int(port)), timeout=5) as s:

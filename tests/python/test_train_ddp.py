@@ -43,7 +43,8 @@ def test_train_ddp_example_on_two_cpu_ranks(tmp_path):
     # torch < 2.0 under Python >= 3.11 fails with its default "0"
     # ('NoneType' object has no attribute 'get': Flag iteration skips 0).
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           "--redirects", "2", "--tee", "2", "--log_dir", str(tmp_path / "logs"), EXAMPLE, "--synthetic", "192", "--size", "32", "--batch-size", "8", "--epochs", "2",
+           "--redirects", "2", "--tee", "2", "--log_dir", str(tmp_path / "logs"), EXAMPLE,
+           "--synthetic", "192", "--size", "32", "--batch-size", "8", "--epochs", "2",
            "--num-classes", "10", "--check-split"]
     # In a session of its own, so that a rank left behind (a hang at exit:
     # examples/train_ddp.py, "Note: the model goes before the process group")

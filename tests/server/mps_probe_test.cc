@@ -49,7 +49,7 @@ class MpsProbeTest : public ::testing::Test {
 TEST_F(MpsProbeTest, NoDaemonIsOff) {
   const MpsState s = ProbeMps(roots_);
   EXPECT_EQ(s.kind, MpsState::Kind::kOff);
-  EXPECT_STREQ(s.name(), "off");
+  EXPECT_EQ(s.name(), "off");
   EXPECT_NE(s.reason.find("no MPS control daemon"), std::string::npos) << s.reason;
 }
 
@@ -109,7 +109,7 @@ TEST_F(MpsProbeTest, UnreadableProcIsUnknown) {
   roots_.proc = (root_ / "no-such-proc").string();
   const MpsState s = ProbeMps(roots_);
   EXPECT_EQ(s.kind, MpsState::Kind::kUnknown);
-  EXPECT_STREQ(s.name(), "unknown");
+  EXPECT_EQ(s.name(), "unknown");
 }
 
 }  // namespace

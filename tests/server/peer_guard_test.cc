@@ -17,10 +17,7 @@ using Answer = PeerGuard::StatsAnswer;
 const PeerGuard::Clock::time_point kT0 = PeerGuard::Clock::time_point() + 1000s;
 
 TEST(PeerGuard, StatsPerPeerAreLimitedAndOthersAreNotAffected) {
-  PeerGuardLimits limits;
-  limits.stats_per_second = 5;
-  limits.fresh_stats_per_second = 1000;
-  PeerGuard g(limits);
+  PeerGuard g({.stats_per_second = 5, .fresh_stats_per_second = 1000});
   for (int i = 0; i < 5; ++i) EXPECT_EQ(g.OnStats("flood", kT0), Answer::kFresh) << i;
   EXPECT_EQ(g.OnStats("flood", kT0), Answer::kRefuse);  // told once ...
   for (int i = 0; i < 100; ++i)
@@ -34,10 +31,7 @@ TEST(PeerGuard, StatsPerPeerAreLimitedAndOthersAreNotAffected) {
 }
 
 TEST(PeerGuard, StatsAreRenderedAtMostSoOftenForEveryone) {
-  PeerGuardLimits limits;
-  limits.fresh_stats_per_second = 3;
-  limits.stats_cache_age = 100ms;
-  PeerGuard g(limits);
+  PeerGuard g({.fresh_stats_per_second = 3, .stats_cache_age = 100ms});
   // Many peers (new connections each): three renderings, then the cache.
   for (int i = 0; i < 3; ++i) EXPECT_EQ(g.OnStats("p" + std::to_string(i), kT0), Answer::kFresh);
   for (int i = 3; i < 50; ++i)
@@ -51,9 +45,7 @@ TEST(PeerGuard, StatsAreRenderedAtMostSoOftenForEveryone) {
 }
 
 TEST(PeerGuard, StatsOfAllPeersTogetherAreLimited) {
-  PeerGuardLimits limits;
-  limits.stats_total_per_second = 10;
-  PeerGuard g(limits);
+  PeerGuard g({.stats_total_per_second = 10});
   // A thousand connections asking once each: ten answers, the rest dropped.
   int answered = 0;
   for (int i = 0; i < 1000; ++i) {
@@ -66,9 +58,7 @@ TEST(PeerGuard, StatsOfAllPeersTogetherAreLimited) {
 using Hello = PeerGuard::HelloAnswer;
 
 TEST(PeerGuard, HellosAreAdmittedWhileThereIsRoomThenWaitInOrder) {
-  PeerGuardLimits limits;
-  limits.max_unconfirmed = 2;
-  PeerGuard g(limits);
+  PeerGuard g({.max_unconfirmed = 2});
   EXPECT_EQ(g.OnHello("a", kT0), Hello::kAdmit);
   g.OnWelcomed("a", kT0);
   EXPECT_EQ(g.OnHello("b", kT0), Hello::kAdmit);
@@ -91,10 +81,7 @@ TEST(PeerGuard, HellosAreAdmittedWhileThereIsRoomThenWaitInOrder) {
 }
 
 TEST(PeerGuard, AWelcomedConsumerIsNeverDisplacedAndExpiresOnlyWhenOthersWait) {
-  PeerGuardLimits limits;
-  limits.max_unconfirmed = 1;
-  limits.probation = 1000ms;
-  PeerGuard g(limits);
+  PeerGuard g({.max_unconfirmed = 1, .probation = 1000ms});
   ASSERT_EQ(g.OnHello("slow", kT0), Hello::kAdmit);
   g.OnWelcomed("slow", kT0);
   EXPECT_TRUE(g.TakeExpired(kT0 + 10s).empty()) << "nobody waits: a silent consumer costs nothing";
@@ -105,9 +92,7 @@ TEST(PeerGuard, AWelcomedConsumerIsNeverDisplacedAndExpiresOnlyWhenOthersWait) {
 }
 
 TEST(PeerGuard, RepeatedHellosWaitBehindFirstOnes) {
-  PeerGuardLimits limits;
-  limits.max_unconfirmed = 1;
-  PeerGuard g(limits);
+  PeerGuard g({.max_unconfirmed = 1});
   ASSERT_EQ(g.OnHello("flood0", kT0), Hello::kAdmit);
   g.OnWelcomed("flood0", kT0);
   g.OnRepeatedHello("flood0", kT0);
@@ -133,9 +118,7 @@ TEST(PeerGuard, RepeatedHellosWaitBehindFirstOnes) {
 }
 
 TEST(PeerGuard, HelloAdmissionsHaveAGlobalBudget) {
-  PeerGuardLimits limits;
-  limits.hellos_per_second = 10;
-  PeerGuard g(limits);
+  PeerGuard g({.hellos_per_second = 10});
   int admitted = 0;
   for (int i = 0; i < 12; ++i) {
     const std::string id = "p" + std::to_string(i);
@@ -152,11 +135,7 @@ TEST(PeerGuard, HelloAdmissionsHaveAGlobalBudget) {
 }
 
 TEST(PeerGuard, TheWaitingQueueIsBoundedAndStaleHellosLeaveIt) {
-  PeerGuardLimits limits;
-  limits.max_unconfirmed = 1;
-  limits.max_waiting = 3;
-  limits.max_wait = 30s;
-  PeerGuard g(limits);
+  PeerGuard g({.max_unconfirmed = 1, .max_waiting = 3, .max_wait = 30s});
   ASSERT_EQ(g.OnHello("a", kT0), Hello::kAdmit);
   g.OnWelcomed("a", kT0);
   for (const char* id : {"b", "c", "d"}) EXPECT_EQ(g.OnHello(id, kT0), Hello::kWait);
@@ -182,10 +161,7 @@ TEST(PeerGuard, AHelloThatMustWaitAgainCountsItsWaitFromItsHello) {
 }
 
 TEST(PeerGuard, ConnectionChurnDoesNotGrowItsMemory) {
-  PeerGuardLimits limits;
-  limits.max_peers = 100;
-  limits.forget_after = 10s;
-  PeerGuard g(limits);
+  PeerGuard g({.forget_after = 10s, .max_peers = 100});
   for (int i = 0; i < 10000; ++i) {
     const std::string id = "conn" + std::to_string(i);
     const auto t = kT0 + i * 1ms;

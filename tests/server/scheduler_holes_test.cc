@@ -157,7 +157,9 @@ TEST_F(HolesTest, EveryConsumerEpochIsItsProducerEpochMinusTheDroppedSamples) {
         if (auto* b = std::get_if<proto::Batch>(&m)) {
           r.epochs.back().insert(r.epochs.back().end(), b->indices.begin(), b->indices.end());
           EXPECT_LE(b->indices.size(), r.batch);
-          if (r.drop_last) EXPECT_EQ(b->indices.size(), r.batch);
+          if (r.drop_last) {
+            EXPECT_EQ(b->indices.size(), r.batch);
+          }
           Release(r.id, *b);
         } else if (auto* e = std::get_if<proto::EndOfEpoch>(&m)) {
           r.batches.push_back(e->batches);
@@ -171,7 +173,9 @@ TEST_F(HolesTest, EveryConsumerEpochIsItsProducerEpochMinusTheDroppedSamples) {
       all_done = all_done && r.done;
     }
     if (all_done) break;
-    if (!any) ASSERT_GT(Pump(), 0) << "stuck";
+    if (!any) {
+      ASSERT_GT(Pump(), 0) << "stuck";
+    }
   }
   for (const Reader& r : readers) {
     SCOPED_TRACE(r.id);

@@ -567,7 +567,9 @@ TEST_F(SchedulerTest, AnUnconfirmedConsumerPinsNothingAndStartsWhereTheRingIsWhe
   MustJoin("silent", {.confirm = false});
   for (int i = 0; i < 3; ++i) {
     Release("a", NextBatch("a"));
-    if (i == 1) ASSERT_EQ(Describe(Next("a")), "E0/2");
+    if (i == 1) {
+      ASSERT_EQ(Describe(Next("a")), "E0/2");
+    }
     ASSERT_TRUE(Produce()) << "silent's start (seq 0) does not hold the producer: " << i;
   }  // the ring is [12,16) [16,20)
   EXPECT_EQ(ConsumerStats("silent")["cursor"], 0);

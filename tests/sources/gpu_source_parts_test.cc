@@ -1,7 +1,8 @@
 // The CPU-side parts of the GPU image source, which run without a GPU: the
 // SampleRouter's choice of DecodeRoute and its CPU decodes (decode_route.h),
-// the places of Note [CPU-decoded file cache] (cpu_file_cache.h), and the
-// read-ahead thread (file_prefetcher.h).
+// the places of Note [CPU-decoded file cache] (cpu_file_cache.h), the
+// read-ahead thread (file_prefetcher.h), and the scan's EOI probe
+// (eoi_probe.h).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -15,6 +16,7 @@
 #include "flagged_dataset.h"
 #include "sources/src/cpu_file_cache.h"
 #include "sources/src/decode_route.h"
+#include "sources/src/eoi_probe.h"
 #include "sources/src/file_prefetcher.h"
 #include "sources/src/image_dataset.h"
 #include "temp_dataset.h"
@@ -289,6 +291,31 @@ TEST(DecodeRegionTest, CoversTheKernelsReadsOnMcuEdges) {
   }
   // Most crops leave part of the image undecoded.
   EXPECT_GT(widened, samples / 2);
+}
+
+// A truncated file has no EOI marker and goes to the CPU decoder; one padded
+// after its EOI (up to 32 bytes in all) still has it. A file's last bytes are
+// read unless the bytes given are all of it.
+TEST(EoiProbe, FindsTheMarkerAmongTheLastBytes) {
+  const std::vector<uint8_t> jpeg = TempDataset::Jpeg(64, 48, 7);
+  EXPECT_TRUE(EndsWithEoi(jpeg));
+  std::vector<uint8_t> padded = jpeg;
+  padded.insert(padded.end(), 30, 0);
+  EXPECT_TRUE(EndsWithEoi(padded));
+  padded.push_back(0);  // FF D9 now starts 32 bytes from the end: out of reach
+  EXPECT_FALSE(EndsWithEoi(padded));
+  EXPECT_FALSE(EndsWithEoi(TempDataset::Truncated(64, 48, 7)));
+  EXPECT_FALSE(EndsWithEoi(std::vector<uint8_t>{0xFF, 0xD9}));  // under 4 bytes
+
+  TempDataset d;
+  const std::string whole = d.Write("whole.jpg", jpeg);
+  const std::string cut = d.Write("cut.jpg", TempDataset::Truncated(64, 48, 7));
+  const std::span<const uint8_t> header(jpeg.data(), 64);
+  EXPECT_TRUE(EndsWithEoi(whole, header, /*whole=*/false));
+  EXPECT_FALSE(EndsWithEoi(cut, header, /*whole=*/false));
+  EXPECT_FALSE(EndsWithEoi(whole, header, /*whole=*/true));  // only the header given
+  EXPECT_TRUE(EndsWithEoi(cut, jpeg, /*whole=*/true));       // the bytes given count
+  EXPECT_FALSE(EndsWithEoi(d.path("missing.jpg"), header, /*whole=*/false));
 }
 
 }  // namespace

@@ -9,16 +9,21 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "batchcast/image/pipeline.h"
 #include "batchcast/sources/make_source.h"
+#include "host_slot.h"
 #include "log_capture.h"
 #include "temp_dataset.h"
 
 namespace batchcast {
 namespace {
 
+using testing::HostSlot;
 using testing::LogCapture;
 using testing::TempDataset;
 
@@ -30,31 +35,6 @@ SourceOptions Options(const std::string& data) {
   o.workers = 2;
   return o;
 }
-
-// A host slot for `indices`.
-struct HostSlot {
-  HostSlot(const Source& source, std::vector<int64_t> idx, uint32_t epoch)
-      : indices(std::move(idx)) {
-    const std::vector<FieldSpec> fields = source.fields();
-    image_bytes = fields[0].bytes_per_sample();
-    images.assign(image_bytes * indices.size(), 0xEE);
-    labels.assign(indices.size(), -1);
-    view.epoch = epoch;
-    view.indices = indices;
-    view.field_data = {images.data(), reinterpret_cast<uint8_t*>(labels.data())};
-    view.field_bytes = {image_bytes, sizeof(int64_t)};
-    view.device = Device::Cpu();
-  }
-  std::vector<uint8_t> image(size_t i) const {
-    return std::vector<uint8_t>(images.begin() + i * image_bytes,
-                                images.begin() + (i + 1) * image_bytes);
-  }
-  std::vector<int64_t> indices;
-  size_t image_bytes = 0;
-  std::vector<uint8_t> images;
-  std::vector<int64_t> labels;
-  SlotView view;
-};
 
 // What the CPU pipeline makes of `path` as sample (epoch, index).
 std::vector<uint8_t> Reference(const SourceOptions& o, const std::string& path, uint32_t epoch,
@@ -126,17 +106,25 @@ TEST(ImageSource, ABadFileIsDroppedNeverReplaced) {
   auto source = MakeSource(o);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   EXPECT_EQ((*source)->size(), 5u);  // truncated files pass the scan
+  // Fills a slot of `indices` in `epoch`: the samples kept are `kept`, at the
+  // front in order, each with its own file's pixels and label.
+  const std::map<int64_t, std::pair<std::string, int64_t>> good = {{0, {"a/0.jpg", 0}},
+                                                                   {3, {"b/3.jpg", 1}}};
+  auto expect_kept = [&](std::vector<int64_t> indices, uint32_t epoch,
+                         const std::vector<int64_t>& kept) {
+    HostSlot slot(**source, std::move(indices), epoch);
+    auto valid = (*source)->FillBatch(slot.view, ReadAhead{});
+    ASSERT_TRUE(valid.ok()) << valid.status().ToString();
+    ASSERT_EQ(*valid, kept.size());
+    for (size_t i = 0; i < kept.size(); ++i) {
+      const auto& [path, label] = good.at(kept[i]);
+      EXPECT_EQ(slot.indices[i], kept[i]) << "position " << i;
+      EXPECT_EQ(slot.image(i), Reference(o, d.path(path), epoch, kept[i])) << "position " << i;
+      EXPECT_EQ(slot.labels[i], label) << "position " << i;
+    }
+  };
   LogCapture log;
-  HostSlot slot(**source, {1, 3, 4, 2, 0}, 2);
-  auto valid = (*source)->FillBatch(slot.view, ReadAhead{});
-  ASSERT_TRUE(valid.ok()) << valid.status().ToString();
-  ASSERT_EQ(*valid, 2u);
-  EXPECT_EQ(std::vector<int64_t>(slot.indices.begin(), slot.indices.begin() + 2),
-            (std::vector<int64_t>{3, 0}));
-  EXPECT_EQ(slot.image(0), Reference(o, d.path("b/3.jpg"), 2, 3));
-  EXPECT_EQ(slot.image(1), Reference(o, d.path("a/0.jpg"), 2, 0));
-  EXPECT_EQ(slot.labels[0], 1);
-  EXPECT_EQ(slot.labels[1], 0);
+  expect_kept({1, 3, 4, 2, 0}, 2, {3, 0});
   EXPECT_EQ(Counter(**source, "files_dropped_at_decode"), 3);
   EXPECT_EQ(Counter(**source, "samples_dropped"), 3);
   for (const char* bad : {"a/1_bad.jpg", "b/2_bad.jpg", "b/4_bad.jpg"}) {
@@ -147,23 +135,13 @@ TEST(ImageSource, ABadFileIsDroppedNeverReplaced) {
   for (const char* bad : {"a/1_bad.jpg", "b/2_bad.jpg", "b/4_bad.jpg"}) {
     d.Write(bad, TempDataset::Jpeg(60, 60, 9));
   }
-  HostSlot later(**source, {0, 1, 2, 3, 4}, 3);
-  valid = (*source)->FillBatch(later.view, ReadAhead{});
-  ASSERT_TRUE(valid.ok()) << valid.status().ToString();
-  ASSERT_EQ(*valid, 2u);
-  EXPECT_EQ(std::vector<int64_t>(later.indices.begin(), later.indices.begin() + 2),
-            (std::vector<int64_t>{0, 3}));
-  EXPECT_EQ(later.image(0), Reference(o, d.path("a/0.jpg"), 3, 0));
-  EXPECT_EQ(later.image(1), Reference(o, d.path("b/3.jpg"), 3, 3));
+  expect_kept({0, 1, 2, 3, 4}, 3, {0, 3});
   EXPECT_EQ(Counter(**source, "files_dropped_at_decode"), 3) << "each file counts once";
   EXPECT_EQ(Counter(**source, "samples_dropped"), 6) << "each dropped sample counts";
   EXPECT_EQ(log.Count("dropping "), 3) << "warned once per file";
 
   // A slot of bad files only: nothing written.
-  HostSlot none(**source, {4, 1}, 4);
-  valid = (*source)->FillBatch(none.view, ReadAhead{});
-  ASSERT_TRUE(valid.ok());
-  EXPECT_EQ(*valid, 0u);
+  expect_kept({4, 1}, 4, {});
 }
 
 TEST(ImageSource, OnErrorFailStopsWithThePath) {

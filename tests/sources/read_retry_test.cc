@@ -9,13 +9,16 @@
 
 #include <map>
 #include <set>
+#include <utility>
 
+#include "host_slot.h"
 #include "sources/src/image_source.h"
 #include "temp_dataset.h"
 
 namespace batchcast {
 namespace {
 
+using testing::HostSlot;
 using testing::TempDataset;
 using namespace std::chrono_literals;
 
@@ -188,6 +191,17 @@ TEST_F(ReadRetryTest, CancelFromAnotherThreadEndsAWaitInProgress) {
   canceller.join();
 }
 
+// The CPU image source of `data` (16 x 16 images, `workers` decoders), its
+// reads through `env`.
+Result<std::unique_ptr<Source>> SourceReadingThrough(ReadEnv& env, const TempDataset& data,
+                                                     int workers) {
+  SourceOptions o;
+  o.data = data.root();
+  o.size = 16;
+  o.workers = workers;
+  return MakeImageSource(o, &env);
+}
+
 // The CPU image source, end to end over the retrying reads: every file fails
 // twice (scan and samples alike) and one fails 30 times (minutes of fake
 // time); every epoch still writes every sample exactly once.
@@ -200,38 +214,28 @@ TEST(ImageSourceReadRetry, EverySampleOfEveryEpochIsWrittenOnceThroughTransientF
   }
   FaultyEnv env;
   for (const std::string& p : paths) env.FailFirst(p, 2, UnavailableError("cannot read: EIO"));
-  SourceOptions o;
-  o.data = data.root();
-  o.size = 16;
-  o.workers = 3;
-  Result<std::unique_ptr<Source>> source = MakeImageSource(o, &env);
+  Result<std::unique_ptr<Source>> source = SourceReadingThrough(env, data, 3);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   ASSERT_EQ((*source)->size(), 12u);
-  const size_t image_bytes = (*source)->fields()[0].bytes_per_sample();
   for (uint32_t epoch = 0; epoch < 3; ++epoch) {
     for (const std::string& p : paths) {
       env.FailFirst(p, p == paths[5] ? 30 : 2, UnavailableError("cannot read: EIO"));
     }
     std::vector<int64_t> indices(12);
     for (int64_t i = 0; i < 12; ++i) indices[static_cast<size_t>(i)] = (i * 5 + epoch) % 12;
-    std::vector<uint8_t> images(image_bytes * 12);
-    std::vector<int64_t> labels(12);
-    SlotView view;
-    view.epoch = epoch;
-    view.indices = indices;
-    view.field_data = {images.data(), reinterpret_cast<uint8_t*>(labels.data())};
-    view.field_bytes = {image_bytes, sizeof(int64_t)};
-    view.device = Device::Cpu();
-    Result<uint32_t> valid = (*source)->FillBatch(view, {});
+    HostSlot slot(**source, std::move(indices), epoch);
+    Result<uint32_t> valid = (*source)->FillBatch(slot.view, {});
     ASSERT_TRUE(valid.ok()) << valid.status().ToString();
     EXPECT_EQ(*valid, 12u) << "epoch " << epoch;
-    EXPECT_EQ(std::set<int64_t>(indices.begin(), indices.end()).size(), 12u);
+    EXPECT_EQ(std::set<int64_t>(slot.indices.begin(), slot.indices.end()).size(), 12u);
   }
   for (const auto& [k, v] : (*source)->counters()) {
     if (k == "files_dropped_at_decode" || k == "samples_dropped" || k == "files_unreadable") {
       EXPECT_EQ(v, 0) << k;
     }
-    if (k == "reads_recovered") EXPECT_EQ(v, 12 + 3 * 12) << k;  // the scan, then 3 epochs
+    if (k == "reads_recovered") {
+      EXPECT_EQ(v, 12 + 3 * 12) << k;  // the scan, then 3 epochs
+    }
   }
 }
 
@@ -244,24 +248,13 @@ TEST(ImageSourceReadRetry, TooManyFilesFailingAfterTheScanIsAnError) {
                TempDataset::Jpeg(16, 16, static_cast<uint32_t>(i + 1)));
   }
   FaultyEnv env;
-  SourceOptions o;
-  o.data = data.root();
-  o.size = 16;
-  o.workers = 2;
-  Result<std::unique_ptr<Source>> source = MakeImageSource(o, &env);
+  Result<std::unique_ptr<Source>> source = SourceReadingThrough(env, data, 2);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   env.FailEverything(NotFoundError("cannot open: No such file or directory"));
-  const size_t image_bytes = (*source)->fields()[0].bytes_per_sample();
   std::vector<int64_t> indices(24);
   for (int64_t i = 0; i < 24; ++i) indices[static_cast<size_t>(i)] = i;
-  std::vector<uint8_t> images(image_bytes * 24);
-  std::vector<int64_t> labels(24);
-  SlotView view;
-  view.indices = indices;
-  view.field_data = {images.data(), reinterpret_cast<uint8_t*>(labels.data())};
-  view.field_bytes = {image_bytes, sizeof(int64_t)};
-  view.device = Device::Cpu();
-  Result<uint32_t> valid = (*source)->FillBatch(view, {});
+  HostSlot slot(**source, std::move(indices), 0);
+  Result<uint32_t> valid = (*source)->FillBatch(slot.view, {});
   ASSERT_FALSE(valid.ok());
   EXPECT_EQ(valid.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(valid.status().message().find("files failed after the scan"), std::string::npos)

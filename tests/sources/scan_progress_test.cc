@@ -9,6 +9,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "sources/src/thread_pool.h"
@@ -18,46 +19,43 @@ namespace {
 
 using std::chrono::milliseconds;
 
-struct FakeClock {
-  ScanProgress::Clock::time_point t{};
-  std::function<ScanProgress::Clock::time_point()> fn() {
-    return [this] { return t; };
-  }
+// A ScanProgress of `what` and `total` on a fake clock (`now`), one line a
+// second at most, its lines kept.
+struct FakeProgress {
+  FakeProgress(std::string what, uint64_t total)
+      : p(
+            std::move(what), total, [this](const std::string& l) { lines.push_back(l); },
+            std::chrono::seconds(1), [this] { return now; }) {}
+  ScanProgress::Clock::time_point now{};
+  std::vector<std::string> lines;
+  ScanProgress p;
 };
 
 TEST(ScanProgress, AtMostOneLinePerInterval) {
-  FakeClock clock;
-  std::vector<std::string> lines;
-  ScanProgress p(
-      "scanning /data", 1000, [&](const std::string& l) { lines.push_back(l); },
-      std::chrono::seconds(1), clock.fn());
-  for (int i = 0; i < 100; ++i) p.Add();  // within the first second: nothing
-  EXPECT_TRUE(lines.empty());
-  clock.t += milliseconds(1000);
-  p.Add();
-  ASSERT_EQ(lines.size(), 1u);
-  EXPECT_EQ(lines[0], "scanning /data: 101 of 1000 files (10%), 101 files/s, about 9 s left");
-  for (int i = 0; i < 99; ++i) p.Add();
-  clock.t += milliseconds(999);  // not yet a second since the last line
-  p.Add();
-  EXPECT_EQ(lines.size(), 1u);
-  clock.t += milliseconds(1);
-  p.Add(99);
-  ASSERT_EQ(lines.size(), 2u);
-  EXPECT_EQ(lines[1], "scanning /data: 300 of 1000 files (30%), 150 files/s, about 5 s left");
-  EXPECT_EQ(p.done(), 300u);
+  FakeProgress f("scanning /data", 1000);
+  for (int i = 0; i < 100; ++i) f.p.Add();  // within the first second: nothing
+  EXPECT_TRUE(f.lines.empty());
+  f.now += milliseconds(1000);
+  f.p.Add();
+  ASSERT_EQ(f.lines.size(), 1u);
+  EXPECT_EQ(f.lines[0], "scanning /data: 101 of 1000 files (10%), 101 files/s, about 9 s left");
+  for (int i = 0; i < 99; ++i) f.p.Add();
+  f.now += milliseconds(999);  // not yet a second since the last line
+  f.p.Add();
+  EXPECT_EQ(f.lines.size(), 1u);
+  f.now += milliseconds(1);
+  f.p.Add(99);
+  ASSERT_EQ(f.lines.size(), 2u);
+  EXPECT_EQ(f.lines[1], "scanning /data: 300 of 1000 files (30%), 150 files/s, about 5 s left");
+  EXPECT_EQ(f.p.done(), 300u);
 }
 
 TEST(ScanProgress, UnknownTotal) {
-  FakeClock clock;
-  std::vector<std::string> lines;
-  ScanProgress p(
-      "listing /data", 0, [&](const std::string& l) { lines.push_back(l); },
-      std::chrono::seconds(1), clock.fn());
-  clock.t += std::chrono::seconds(2);
-  p.Add(4000);
-  ASSERT_EQ(lines.size(), 1u);
-  EXPECT_EQ(lines[0], "listing /data: 4000 files so far, 2000 files/s");
+  FakeProgress f("listing /data", 0);
+  f.now += std::chrono::seconds(2);
+  f.p.Add(4000);
+  ASSERT_EQ(f.lines.size(), 1u);
+  EXPECT_EQ(f.lines[0], "listing /data: 4000 files so far, 2000 files/s");
 }
 
 TEST(ScanProgress, ManyThreadsOneLinePerInterval) {

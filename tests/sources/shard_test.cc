@@ -190,7 +190,8 @@ TEST(ShardScan, LabelsOfEveryKindAndSamplesThatCannotBeUsed) {
   RetryingReader io;
   auto scan = ScanShards(
       d.path("a.tar"), 1,
-      [](const std::string&, std::span<const uint8_t> b, image::JpegInfo* info, bool*) {
+      [](const std::string&, std::span<const uint8_t> b, image::ImageFormat*, image::JpegInfo* info,
+         bool*) {
         auto r = image::ReadJpegInfo(b);
         if (r.ok()) *info = *r;
         return r.status();

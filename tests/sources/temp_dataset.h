@@ -57,7 +57,7 @@ class TempDataset {
     j.resize(j.size() * 2 / 3);
     return j;
   }
-  // Bytes that fail the scan.
+  // A PNG cut inside its header: fails the scan.
   static std::vector<uint8_t> Png() {
     return {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
   }

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <iterator>
 #include <span>
 #include <thread>
 #include <vector>
@@ -88,20 +89,13 @@ void Flood(zmq::context_t& ctx, const FuzzTarget& t, FrameFuzzer& fz, FuzzTally&
   const uint64_t kind = fz.U(0, 3);
   const uint64_t n = kind == 3 ? fz.U(100, 2000) : fz.U(1000, 20000);
   for (uint64_t i = 0; i < n; ++i) {
-    switch (kind) {
-      case 0:
-        Send(s, proto::Encode(proto::Next{i + 1, {}}), tally);
-        break;
-      case 1:
-        Send(s, proto::Encode(proto::Heartbeat{}), tally);
-        break;
-      case 2:
-        Send(s, proto::Encode(proto::Release{fz.LeaseIds()}), tally);
-        break;
-      default:
-        Send(s, proto::Encode(proto::Stats{}), tally);
-        break;
-    }
+    // The same kind of message n times: NEXT (rising request ids), HEARTBEAT,
+    // RELEASE of forged lease ids or STATS.
+    const proto::Message m = kind == 0   ? proto::Message(proto::Next{i + 1, {}})
+                             : kind == 1 ? proto::Message(proto::Heartbeat{})
+                             : kind == 2 ? proto::Message(proto::Release{fz.LeaseIds()})
+                                         : proto::Message(proto::Stats{});
+    Send(s, proto::Encode(m), tally);
     if (i % 500 == 499) Drain(s, tally, 0);
   }
   Drain(s, tally, 50);
@@ -321,43 +315,50 @@ void Hold(const FuzzTarget& t, FrameFuzzer& fz, FuzzTally& tally) {
   for (int fd : fds) close(fd);
 }
 
+// Every attack as RunAttack calls it.
+using AttackFn = void (*)(zmq::context_t& context, const FuzzTarget& target, FrameFuzzer& fuzzer,
+                          FuzzTally& tally, bool may_hold);
+
+// An attack over ZeroMQ connections of the context, that never holds.
+template <void (*Run)(zmq::context_t&, const FuzzTarget&, FrameFuzzer&, FuzzTally&)>
+void OverZmq(zmq::context_t& context, const FuzzTarget& target, FrameFuzzer& fuzzer,
+             FuzzTally& tally, bool /*may_hold*/) {
+  Run(context, target, fuzzer, tally);
+}
+
+// An attack over raw stream sockets of its own.
+template <void (*Run)(const FuzzTarget&, FrameFuzzer&, FuzzTally&)>
+void OverStreams(zmq::context_t& /*context*/, const FuzzTarget& target, FrameFuzzer& fuzzer,
+                 FuzzTally& tally, bool /*may_hold*/) {
+  Run(target, fuzzer, tally);
+}
+
+// Each attack's name and code, in Attack's order.
+struct AttackEntry {
+  const char* name;
+  AttackFn run;
+};
+constexpr AttackEntry kAttacks[] = {{"frames", OverZmq<Frames>},
+                                    {"flood", OverZmq<Flood>},
+                                    {"multipart", OverZmq<Multipart>},
+                                    {"oversized", OverZmq<Oversized>},
+                                    {"session", Session},
+                                    {"churn", OverZmq<Churn>},
+                                    {"raw", OverStreams<Raw>},
+                                    {"identity", OverZmq<Identity>},
+                                    {"hellos", OverZmq<Hellos>},
+                                    {"stats", OverZmq<StatsFromMany>},
+                                    {"hold", OverStreams<Hold>}};
+static_assert(std::size(kAttacks) == static_cast<size_t>(Attack::kCount));
+
 }  // namespace
 
-const char* AttackName(Attack attack) {
-  static const char* kNames[] = {"frames", "flood",    "multipart", "oversized", "session", "churn",
-                                 "raw",    "identity", "hellos",    "stats",     "hold"};
-  return kNames[static_cast<int>(attack)];
-}
+const char* AttackName(Attack attack) { return kAttacks[static_cast<size_t>(attack)].name; }
 
 void RunAttack(Attack attack, zmq::context_t& context, const FuzzTarget& target,
                FrameFuzzer& fuzzer, FuzzTally& tally, bool may_hold) {
   ++tally.attacks[static_cast<size_t>(attack)];
-  switch (attack) {
-    case Attack::kFrames:
-      return Frames(context, target, fuzzer, tally);
-    case Attack::kFlood:
-      return Flood(context, target, fuzzer, tally);
-    case Attack::kMultipart:
-      return Multipart(context, target, fuzzer, tally);
-    case Attack::kOversized:
-      return Oversized(context, target, fuzzer, tally);
-    case Attack::kSession:
-      return Session(context, target, fuzzer, tally, may_hold);
-    case Attack::kChurn:
-      return Churn(context, target, fuzzer, tally);
-    case Attack::kRaw:
-      return Raw(target, fuzzer, tally);
-    case Attack::kIdentity:
-      return Identity(context, target, fuzzer, tally);
-    case Attack::kHellos:
-      return Hellos(context, target, fuzzer, tally);
-    case Attack::kStats:
-      return StatsFromMany(context, target, fuzzer, tally);
-    case Attack::kHold:
-      return Hold(target, fuzzer, tally);
-    case Attack::kCount:
-      break;
-  }
+  kAttacks[static_cast<size_t>(attack)].run(context, target, fuzzer, tally, may_hold);
 }
 
 }  // namespace batchcast::stress

@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "core/src/enum_names.h"
+
 namespace batchcast::stress {
 namespace {
 
@@ -14,22 +16,14 @@ constexpr uint64_t kValues64[] = {0,         1, 2, 16, 1000, uint64_t{1} << 32, 
 
 }  // namespace
 
-const char* FrameFuzzer::KindName(Kind kind) {
-  switch (kind) {
-    case Kind::kRandom:
-      return "random";
-    case Kind::kValid:
-      return "valid";
-    case Kind::kServerOnly:
-      return "server-only";
-    case Kind::kTruncated:
-      return "truncated";
-    case Kind::kMutated:
-      return "mutated";
-    case Kind::kCount:
-      break;
-  }
-  return "?";
+std::string_view FrameFuzzer::KindName(Kind kind) {
+  static constexpr EnumNames<Kind, 5> kNames{"frame kind",
+                                             {{{Kind::kRandom, "random"},
+                                               {Kind::kValid, "valid"},
+                                               {Kind::kServerOnly, "server-only"},
+                                               {Kind::kTruncated, "truncated"},
+                                               {Kind::kMutated, "mutated"}}}};
+  return kNames.Name(kind);
 }
 
 std::string FrameFuzzer::Any(Kind* kind) {

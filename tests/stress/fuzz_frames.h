@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/src/protocol.h"
@@ -22,7 +23,7 @@ namespace batchcast::stress {
 class FrameFuzzer {
  public:
   enum class Kind { kRandom, kValid, kServerOnly, kTruncated, kMutated, kCount };
-  static const char* KindName(Kind kind);
+  static std::string_view KindName(Kind kind);
 
   explicit FrameFuzzer(uint64_t seed) : rng_(seed) {}
 

@@ -57,16 +57,19 @@ class Checker:
     def epoch(self, epoch, idx):
         """Checks a finished epoch; returns its digest (None when it broke a rule)."""
         if idx.size != self.epoch_len:
-            self.violation(f"consumer epoch {epoch} has {idx.size} samples, expected {self.epoch_len}")
+            self.violation(
+                f"consumer epoch {epoch} has {idx.size} samples, expected {self.epoch_len}")
             return None
-        if self.epoch_len == self.samples and not np.array_equal(np.sort(idx), np.arange(self.samples)):
+        if (self.epoch_len == self.samples
+                and not np.array_equal(np.sort(idx), np.arange(self.samples))):
             self.violation(f"consumer epoch {epoch} does not hold every sample exactly once")
             return None
         return int(((idx.astype(np.uint64) + np.uint64(1)) * self.powers).sum(dtype=np.uint64))
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--endpoint", required=True)
     p.add_argument("--samples", type=int, required=True, help="the server's --synthetic")
     p.add_argument("--size", type=int, required=True, help="the server's --size")

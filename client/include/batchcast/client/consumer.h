@@ -43,6 +43,7 @@
 // gone.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -65,6 +66,7 @@ namespace batchcast {
 
 namespace internal {
 class Session;
+class WaitClock;
 }  // namespace internal
 
 // A consumer's place in its server's stream, to resume there in a new
@@ -157,6 +159,15 @@ struct ConsumerOptions {
   std::optional<ConsumerPosition> resume_from;
 };
 
+// How much of an interval a consumer spent waiting for data
+// (Consumer::TakeWaitShare): a job's own "input-bound" figure.
+struct WaitShare {
+  double wait_s = 0;  // seconds Next() waited for the server in the interval
+  double wall_s = 0;  // the interval's length in seconds
+  // wait_s / wall_s, from 0 to 1 (0 for an empty interval).
+  double fraction() const { return wall_s > 0 ? std::min(1.0, wait_s / wall_s) : 0.0; }
+};
+
 // The group a consumer joins, as ResolveGroup decided.
 struct GroupMembership {
   std::string group;
@@ -230,19 +241,26 @@ class Consumer {
   const std::vector<FieldSpec>& fields() const;
   // The server's stats as JSON text.
   Result<std::string> Stats();
-  // Seconds Next() has waited for the server's reply since Connect (the
-  // client's side of the server's per-consumer `wait_s`, docs/stats.md;
-  // with prefetch the server's figure counts requests parked ahead too).
-  // Any thread.
+  // Seconds Next() has waited for the server's reply since Connect, a wait
+  // in progress included (the client's side of the server's per-consumer
+  // `wait_s`, docs/stats.md; with prefetch the server's figure counts
+  // requests parked ahead too). Any thread.
   double wait_seconds() const;
+  // The share of the wall time that Next() waited for data since the
+  // previous call (the first: since Connect), a wait in progress included;
+  // measured here, no server asked. A training loop logs
+  // `100 * TakeWaitShare().fraction()` as "input-bound %" every log
+  // interval. Each call starts a new interval: one caller should take them.
+  // Any thread.
+  WaitShare TakeWaitShare();
 
  private:
   explicit Consumer(std::shared_ptr<internal::Session> session);
   // Shared with every live Batch (it outlives the Consumer while they do).
   std::shared_ptr<internal::Session> session_;
-  std::atomic<CudaStreamRef> cuda_stream_;  // the delivery stream of the next batches
-  std::atomic<int64_t> wait_ns_{0};         // wait_seconds()
-  ConsumerPosition position_;               // position(); Next() and Resume() update it
+  std::atomic<CudaStreamRef> cuda_stream_;     // the delivery stream of the next batches
+  std::unique_ptr<internal::WaitClock> wait_;  // wait_seconds(), TakeWaitShare()
+  ConsumerPosition position_;                  // position(); Next() and Resume() update it
 };
 
 // Asks the server at `endpoint_or_name` for its stats (JSON text) without

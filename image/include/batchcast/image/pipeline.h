@@ -1,4 +1,10 @@
-// CpuImagePipeline: JPEG bytes -> one transformed sample (the CPU hot path).
+// CpuImagePipeline: image bytes -> one transformed sample (the CPU hot path).
+//
+// Other formats than JPEG (PNG, WebP, BMP, TIFF, PNM; told from the bytes:
+// Note [Image formats], image_format.h) are decoded whole (ImageDecoder) and
+// then take the path of a JPEG decoded at DCT scale 1: the same crop for the
+// same (epoch, index) and image size, the crop's pixels resized and written
+// as below. The rest of this comment is about JPEG.
 //
 // Per image: parse the header, plan the crop (PlanCrop of crop_planner.h:
 // TrainCrop / EvalCrop and PlanDecode of transform.h), decode only the crop's
@@ -58,6 +64,7 @@
 #include <span>
 
 #include "batchcast/core/status.h"
+#include "batchcast/image/image_decoder.h"
 #include "batchcast/image/jpeg.h"
 #include "batchcast/image/transform.h"
 
@@ -84,28 +91,30 @@ class CpuImagePipeline {
   const TransformOptions& options() const { return options_; }
   size_t output_bytes() const { return OutputBytes(options_); }
 
-  // Decodes `jpeg`, applies the transform of sample (epoch, index) and writes
-  // output_bytes() bytes to `out`. When `crop_used` is not null it receives the
-  // crop applied (source coordinates). Errors: DataLoss (not a JPEG, corrupt,
-  // truncated, unsupported colour space: the message says why),
+  // Decodes `bytes` (a JPEG or another format of image_format.h), applies the
+  // transform of sample (epoch, index) and writes output_bytes() bytes to
+  // `out`. When `crop_used` is not null it receives the crop applied (source
+  // coordinates). Errors: DataLoss (not an image batchcast decodes, corrupt,
+  // truncated, unsupported colour space or variant: the message says why),
   // ResourceExhausted (width * height > max_pixels). `out` is unspecified after
   // an error.
   // REQUIRES: `out` points to output_bytes() writable bytes.
-  Status Process(std::span<const uint8_t> jpeg, uint32_t epoch, int64_t index, void* out,
+  Status Process(std::span<const uint8_t> bytes, uint32_t epoch, int64_t index, void* out,
                  CropParams* crop_used = nullptr);
 
   // Like Process but with a given crop (train and eval alike), e.g. one the
   // caller computed from ReadJpegInfo. InvalidArgument when the crop is empty
   // or not inside the image.
-  Status ProcessWithCrop(std::span<const uint8_t> jpeg, const CropParams& crop, void* out);
+  Status ProcessWithCrop(std::span<const uint8_t> bytes, const CropParams& crop, void* out);
 
  private:
-  Status Run(std::span<const uint8_t> jpeg, const CropParams* fixed_crop, uint32_t epoch,
+  Status Run(std::span<const uint8_t> bytes, const CropParams* fixed_crop, uint32_t epoch,
              int64_t index, void* out, CropParams* crop_used);
 
   TransformOptions options_;
   PipelineTuning tuning_;
   JpegDecoder decoder_;
+  ImageDecoder other_;  // the other formats
   struct Scratch;
   // The resized image (OpenCV) and the pass that writes the output
   // (SampleWriter, image/src/sample_writer.h).

@@ -63,6 +63,9 @@ struct ServerOption {
   // Only a CUDA ring uses it (GPU decode, stream priority): on a host ring it
   // changes nothing, and the server says so at start (CudaOnlyOptionsSet).
   bool cuda_only = false;
+  // An integer option that takes text forms too (metrics_port: "any",
+  // "HOST:PORT"): Python passes it an int or a str.
+  bool takes_text = false;
 };
 
 // Every option, in the order of `batchcast-server serve --help`.

@@ -48,6 +48,16 @@ struct ServerOptions {
   std::string key_file;
   bool allow_remote = false;
 
+  // The Prometheus metrics endpoint (docs/metrics.md): an HTTP server on
+  // threads of its own answering GET /metrics. metrics_port 0 = none,
+  // kAnyMetricsPort = a free port the system picks (the log and the stats'
+  // metrics_endpoint say which). It listens on metrics_host, 127.0.0.1 when
+  // empty; an address beyond loopback (0.0.0.0: every interface) needs
+  // allow_remote. The option table writes both as one value, [HOST:]PORT.
+  static constexpr uint32_t kAnyMetricsPort = 65536;
+  uint32_t metrics_port = 0;
+  std::string metrics_host;
+
   uint32_t batch_size = 64;  // producer batch (one ring slot)
   uint32_t window = 8;       // ring slots
   // Ring slots after the window's for consumers that resume outside the
@@ -91,6 +101,9 @@ struct ServerOptions {
   // variables, or none while a field is still unset.
   Result<ShardChoice> Shard() const;
 
+  // metrics_host and metrics_port as the option table writes them:
+  // "[HOST:]PORT", PORT a number or "any"; "0" when off.
+  std::string metrics_address() const;
   // The heartbeat interval in effect (heartbeat_interval, or its default).
   std::chrono::milliseconds heartbeat_period() const;
   // Checks the server's own fields; InvalidArgument naming the option
