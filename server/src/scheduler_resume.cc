@@ -3,6 +3,7 @@
 // it), moving the shared stream, merging, and the built-in producer's
 // choice between the shared stream and the lane (BeginWork).
 #include <algorithm>
+#include <vector>
 
 #include "core/src/logging.h"
 #include "core/src/stream_identity.h"
@@ -145,13 +146,15 @@ bool Scheduler::MergeOwnerLocked() {
 
 bool Scheduler::MoveStreamLocked() {
   if (!config_.replay || SharedReadLocked() || !slots_.Idle()) return false;
+  // The lowest place of the lane's owner and of the readers in line (a loop,
+  // not a lambda: clang's lock analysis does not see mu_ held in one).
+  std::vector<Lane::Owner> resumers(lane_line_.begin(), lane_line_.end());
+  if (lane_ && lane_->owner()) resumers.push_back(*lane_->owner());
   std::optional<uint64_t> lowest;
-  auto consider = [&](const Lane::Owner& o) {
+  for (const Lane::Owner& o : resumers) {
     const std::optional<uint64_t> place = PlaceOfLocked(o);
     if (place && (!lowest || *place < *lowest)) lowest = place;
-  };
-  if (lane_ && lane_->owner()) consider(*lane_->owner());
-  for (const Lane::Owner& o : lane_line_) consider(o);
+  }
   if (!lowest || InStreamLocked(*lowest) || *lowest >= stream_end_) return false;
   const uint64_t to = Lane::BatchStart(*lowest, config_.epoch_len, config_.batch_size);
   BC_LOG_INFO(
