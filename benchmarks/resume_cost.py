@@ -30,16 +30,15 @@ import signal
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_server import find_build  # noqa: E402
+
 
 def import_batchcast():
-    try:
-        import batchcast
-    except ImportError:
-        repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        build = os.environ.get("BATCHCAST_BUILD_DIR", os.path.join(repo, "build"))
-        build = build if os.path.isabs(build) else os.path.join(repo, build)
-        sys.path.insert(0, os.path.join(build, "python"))
-        import batchcast
+    """batchcast of the build (bench_server.find_build), else the installed one."""
+    find_build()
+    import batchcast
+
     batchcast.set_log_level("warn")
     return batchcast
 
