@@ -26,6 +26,13 @@ Usage:
   torchrun --nnodes 2 --nproc_per_node 8 --rdzv_backend c10d --rdzv_endpoint HOST:29500 \\
       examples/train_ddp.py --data /data/imagenet/train --device cuda
 
+  # Checkpoints (rank 0 saves the model and the loader's place, its group's)
+  # and an exact resume when torchrun restarts the job (--max-restarts) or
+  # you run it again: every rank goes on at the saved round.
+  torchrun --standalone --nproc_per_node 2 --max-restarts 3 examples/train_ddp.py \
+      --data /data/imagenet/train --device cuda --checkpoint ckpt.pt --checkpoint-every 200 \
+      --resume-if-present
+
   # SLURM, a server step of its own per node (see README, "DDP"):
   #   srun --overlap --ntasks-per-node 1 batchcast-server serve DATA --name imnet \\
   #       --shard-from-env ... &
@@ -39,6 +46,9 @@ epochs), --batch-size B (per rank), --size S, --arch (a torchvision ResNet),
 stream, by default on a node of several GPUs with --device cuda; else cpu; or cuda:N).
 --check-split gathers every rank's sample indices at each epoch's end and
 checks that no sample was read twice (rank 0 prints the result).
+--checkpoint PATH (rank 0 saves after every epoch and every --checkpoint-every
+N steps), --resume PATH (every rank continues from it; --resume-if-present:
+from --checkpoint when it exists, for torchrun's restarts).
 
 Every rank prints one line per epoch (batches, images/s, time waiting for
 data); rank 0 also prints the job's aggregate images/s.
@@ -54,7 +64,8 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 # The single-process example's helpers (examples/ is this script's sys.path[0]).
-from train_resnet import MEAN, STD, epoch_figures, import_batchcast, train_epoch
+from train_resnet import (MEAN, STD, add_checkpoint_args, epoch_figures, import_batchcast,
+                          load_checkpoint, save_checkpoint, train_epoch)
 
 
 def parse_args():
@@ -81,6 +92,9 @@ def parse_args():
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--check-split", action="store_true",
                    help="check that the ranks read disjoint samples (gathers indices)")
+    add_checkpoint_args(p)
+    p.add_argument("--resume-if-present", action="store_true",
+                   help="resume from --checkpoint when it exists (a job torchrun restarts)")
     return p.parse_args()
 
 
@@ -160,8 +174,19 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
     loss_fn = nn.CrossEntropyLoss()
     mean, std = MEAN.to(device), STD.to(device)
+    resume = args.resume
+    if args.resume_if_present and args.checkpoint and os.path.exists(args.checkpoint):
+        resume = args.checkpoint
+    # Every rank loads rank 0's checkpoint: its loader state is the group's place.
+    start = load_checkpoint(resume, model.module, opt, loader, device) if resume else 0
+
+    def checkpoint(epoch, step=None):
+        if rank == 0 and args.checkpoint and (
+                step is None or (args.checkpoint_every and step % args.checkpoint_every == 0)):
+            save_checkpoint(args.checkpoint, model.module, opt, epoch, loader)
+
     try:
-        for epoch in range(args.epochs):
+        for epoch in range(start, args.epochs):
             model.train()
             seen = []
             # Every rank gets the same number of batches; join() still covers
@@ -170,7 +195,8 @@ def main():
                 steps, images_seen, loss_sum, wait, elapsed = train_epoch(
                     loader, model, opt, loss_fn, device, args.num_classes, mean, std, args.steps,
                     on_batch=(lambda: seen.append(loader.indices.clone())) if args.check_split
-                    else None)
+                    else None, after_step=lambda step, epoch=epoch: checkpoint(epoch, step))
+            checkpoint(epoch + 1)
             print(f"[rank {rank}] epoch {epoch}: {steps} batches, "
                   f"{epoch_figures(images_seen, elapsed, loss_sum / max(steps, 1), wait)}",
                   flush=True)
@@ -181,7 +207,7 @@ def main():
         # the group; left to the end of the interpreter, it was the group's
         # last holder, and gloo's destructor (torch 1.13) then waited for a
         # worker thread that waited for the GIL: rank 1 hung at exit, spinning.
-        del model, opt
+        model = opt = None  # (a checkpoint closure holds their names)
         gc.collect()
         dist.barrier()  # the other ranks are done with this node's server
         if server is not None:

@@ -35,7 +35,7 @@ Status CheckSegments(const MappedRing& ring, const std::vector<Segment>& segment
   const RingLayout& layout = ring.layout();
   uint64_t samples = 0;
   for (const Segment& s : segments) {
-    if (s.slot >= layout.window() || s.offset + uint64_t{s.count} > layout.batch_size() ||
+    if (s.slot >= layout.slots() || s.offset + uint64_t{s.count} > layout.batch_size() ||
         s.ring >= ring.ring_count()) {
       return InternalError("server sent a segment outside the ring");
     }

@@ -25,6 +25,17 @@ Result<std::unique_ptr<Consumer>> Consumer::Connect(ConsumerOptions options) {
                                internal::Session::Open(options));
     std::unique_ptr<Consumer> consumer(new Consumer(std::move(session)));
     consumer->cuda_stream_.store(options.cuda_stream);
+    // Where it starts (Note [Resume]): the saved place, or its join point.
+    const internal::Session& s = *consumer->session_;
+    consumer->position_ = options.resume_from.value_or(ConsumerPosition{});
+    ConsumerPosition& p = consumer->position_;
+    p.stream = s.welcome().stream;
+    p.batch_size = options.batch_size;
+    if (const std::optional<GroupMembership>& g = s.group()) {
+      p.world_size = g->world_size;
+      p.rank = g->rank;
+    }
+    if (!options.resume_from) p.epoch_start = p.next_seq = s.welcome().start;
     return consumer;
   });
 }
@@ -36,9 +47,38 @@ Result<Batch> Consumer::Next() {
     wait_->End(std::chrono::steady_clock::now());
     BATCHCAST_ASSIGN_OR_RETURN(proto::Message reply, std::move(waited));
     if (auto* e = std::get_if<proto::Error>(&reply)) return proto::ToStatus(*e);
-    if (auto* eoe = std::get_if<proto::EndOfEpoch>(&reply)) return internal::MakeEndOfEpoch(*eoe);
+    // Note [Resume]: the place after what the user now gets.
+    if (auto* eoe = std::get_if<proto::EndOfEpoch>(&reply)) {
+      position_.epoch = eoe->epoch + 1;
+      position_.step = 0;
+      position_.epoch_start = eoe->next_epoch_start;
+      position_.next_seq = eoe->next_seq;
+      position_.skipped = eoe->skipped;
+      return internal::MakeEndOfEpoch(*eoe);
+    }
+    const proto::Batch& b = std::get<proto::Batch>(reply);
+    position_.epoch = b.epoch;
+    position_.step = b.step + 1;
+    position_.epoch_start = b.epoch_start;
+    position_.next_seq = b.next_seq;
+    position_.skipped = b.skipped;
     return internal::MakeBatch(session_, std::move(std::get<proto::Batch>(reply)),
                                cuda_stream_.load());
+  });
+}
+
+ConsumerPosition Consumer::position() const { return position_; }
+
+Status Consumer::Resume(const ConsumerPosition& place) {
+  return CatchAll("Consumer::Resume", [&]() -> Status {
+    BATCHCAST_RETURN_IF_ERROR(session_->Resume(place));
+    const ConsumerPosition now = position_;
+    position_ = place;
+    position_.stream = now.stream;
+    position_.batch_size = now.batch_size;
+    position_.world_size = now.world_size;
+    position_.rank = now.rank;
+    return Status::Ok();
   });
 }
 

@@ -8,12 +8,15 @@
 namespace batchcast::internal {
 
 Result<MappedRing> MappedRing::Map(const proto::Welcome& welcome) {
-  BATCHCAST_ASSIGN_OR_RETURN(RingLayout layout, RingLayout::Make(welcome.fields, welcome.window,
-                                                                 welcome.producer_batch_size));
+  // The resume lane's slots follow the window's (Note [Resume]).
+  BATCHCAST_ASSIGN_OR_RETURN(RingLayout layout,
+                             RingLayout::Make(welcome.fields, welcome.window,
+                                              welcome.producer_batch_size, welcome.resume_slots));
   if (welcome.rings.empty() || welcome.home_ring >= welcome.rings.size()) {
     return InternalError("the server announced no ring for this consumer");
   }
-  MappedRing ring(std::move(layout), welcome.window);
+  const uint32_t slots = layout.slots();
+  MappedRing ring(std::move(layout), slots);
   ring.home_ = welcome.home_ring;
   for (const proto::RingInfo& r : welcome.rings) ring.allocations_.push_back(r.allocations);
   BATCHCAST_ASSIGN_OR_RETURN(ring.views_, ring.MapRing(ring.allocations_[ring.home_]));
@@ -35,7 +38,7 @@ Result<MappedRing::Views> MappedRing::MapRing(const std::vector<proto::Allocatio
                            " bytes, layout needs " + std::to_string(expected));
     }
     Result<std::unique_ptr<RingView>> view =
-        a.kind == MemoryKind::kHost ? MapHostRing(a) : MapCudaRing(a, window_, open_in);
+        a.kind == MemoryKind::kHost ? MapHostRing(a) : MapCudaRing(a, slots_, open_in);
     if (!view.ok()) return view.status();
     views.push_back(std::move(*view));
   }

@@ -136,14 +136,14 @@ class MappedRing {
     Mutex mu;
     std::vector<Views> views BC_GUARDED_BY(mu);
   };
-  MappedRing(RingLayout layout, uint32_t window) : layout_(std::move(layout)), window_(window) {}
+  MappedRing(RingLayout layout, uint32_t slots) : layout_(std::move(layout)), slots_(slots) {}
   // Maps `allocations` (one ring's) for this layout; CUDA ones in the
   // context of `open_in` where peer access allows (MapCudaRing).
   Result<Views> MapRing(const std::vector<proto::Allocation>& allocations, int open_in = -1) const;
   static const RingView* Find(const Views& views, MemoryKind kind);
 
   RingLayout layout_;
-  uint32_t window_ = 0;
+  uint32_t slots_ = 0;  // the window's and the resume lane's (Note [Resume])
   uint32_t home_ = 0;
   std::vector<std::vector<proto::Allocation>> allocations_;  // per ring
   Views views_;                                              // the home ring's

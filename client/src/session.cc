@@ -151,7 +151,9 @@ Status Session::Handshake() {
       welcome_ = std::move(*w);
       last_heard_ = SteadyClock::now();
       // Say something at once: a consumer is "unconfirmed" until it does
-      // (Note [Peer limits], server/src/peer_guard.h).
+      // (Note [Peer limits], server/src/peer_guard.h). A resuming one says
+      // RESUME, so that it never pins the ring at its join point.
+      if (options_.resume_from) return ResumeLocked(*options_.resume_from);
       Send(proto::Heartbeat{});
       return Status::Ok();
     }
@@ -225,6 +227,15 @@ void Session::Handle(proto::Message m) {
   if (auto* e = std::get_if<proto::Error>(&m);
       e != nullptr && e->request_id == proto::kStatsRequestId) {
     stats_error_ = proto::ToStatus(*e);  // a STATS refused (asked too often): not fatal
+    return;
+  }
+  if (auto* e = std::get_if<proto::Error>(&m);
+      e != nullptr && e->request_id == proto::kResumeRequestId) {
+    resume_answer_ = proto::ToStatus(*e);  // the place was refused: not fatal
+    return;
+  }
+  if (std::holds_alternative<proto::Resumed>(m)) {
+    resume_answer_ = Status::Ok();
     return;
   }
   if (std::holds_alternative<proto::Batch>(m) || std::holds_alternative<proto::EndOfEpoch>(m) ||
@@ -345,6 +356,47 @@ Result<std::string> Session::Stats() {
   if (!stats_error_.ok()) return stats_error_;
   if (!stats_reply_) return fatal_.ok() ? DeadlineExceededError("no stats reply") : fatal_;
   return *std::exchange(stats_reply_, std::nullopt);
+}
+
+Status Session::Resume(const ConsumerPosition& place) {
+  MutexLock lock(&sock_mu_);
+  if (detached_) return CancelledError("the consumer was closed");
+  if (!fatal_.ok()) return fatal_;
+  if (next_request_id_ != 1) {
+    return InvalidArgumentError(
+        "a consumer resumes before its first batch: this one asked for batches already "
+        "(load the state before iterating)");
+  }
+  return ResumeLocked(place);
+}
+
+Status Session::ResumeLocked(const ConsumerPosition& place) {
+  proto::Resume r;
+  r.stream = place.stream;
+  r.epoch = place.epoch;
+  r.step = place.step;
+  r.epoch_start = place.epoch_start;
+  r.next_seq = place.next_seq;
+  r.skipped = place.skipped;
+  r.world_size = place.world_size;
+  if (r.next_seq < r.epoch_start) {
+    return InvalidArgumentError("not a saved consumer position: next_seq " +
+                                std::to_string(r.next_seq) + " is before epoch_start " +
+                                std::to_string(r.epoch_start));
+  }
+  resume_answer_.reset();
+  Send(r);
+  const auto deadline = SteadyClock::now() + options_.connect_timeout;
+  while (!resume_answer_ && fatal_.ok() && SteadyClock::now() < deadline) {
+    Poll(std::chrono::milliseconds(50));
+    Drain();
+    KeepAlive();
+  }
+  if (resume_answer_) return std::exchange(resume_answer_, std::nullopt)->WithContext("resume");
+  if (!fatal_.ok()) return fatal_;
+  return UnavailableError("server '" + welcome_.server_name +
+                          "' did not answer the resume within " +
+                          std::to_string(options_.connect_timeout.count()) + " ms");
 }
 
 void Session::Detach() {

@@ -69,6 +69,9 @@ class Session {
   Result<proto::Message> NextReply() BC_EXCLUDES(sock_mu_, lease_mu_);
   // The server's stats (JSON text); waits up to 5 s.
   Result<std::string> Stats() BC_EXCLUDES(sock_mu_, lease_mu_);
+  // Note [Resume]: RESUME, before the first NEXT; the server's refusal, or
+  // InvalidArgument after a NEXT was sent. Waits up to connect_timeout.
+  Status Resume(const ConsumerPosition& place) BC_EXCLUDES(sock_mu_, lease_mu_);
   // Leaves the stream: releases what was only prefetched and sends BYE
   // naming the leases the user still holds (they stay until released).
   void Detach() BC_EXCLUDES(sock_mu_, lease_mu_);
@@ -85,6 +88,8 @@ class Session {
  private:
   explicit Session(const ConsumerOptions& options);
   Status Handshake() BC_EXCLUDES(sock_mu_);
+  // Sends RESUME and waits for its answer.
+  Status ResumeLocked(const ConsumerPosition& place) BC_REQUIRES(sock_mu_);
 
   void Send(const proto::Message& m) BC_REQUIRES(sock_mu_);
   // Waits up to `timeout` for the socket to be readable (EINTR is a wake-up).
@@ -125,7 +130,8 @@ class Session {
   bool detached_ BC_GUARDED_BY(sock_mu_) = false;
   Status fatal_ BC_GUARDED_BY(sock_mu_);
   std::optional<std::string> stats_reply_ BC_GUARDED_BY(sock_mu_);
-  Status stats_error_ BC_GUARDED_BY(sock_mu_);  // a STATS the server refused
+  Status stats_error_ BC_GUARDED_BY(sock_mu_);                   // a STATS the server refused
+  std::optional<Status> resume_answer_ BC_GUARDED_BY(sock_mu_);  // RESUMED, or its refusal
   std::chrono::steady_clock::time_point last_heard_ BC_GUARDED_BY(sock_mu_);
   std::chrono::steady_clock::time_point last_sent_ BC_GUARDED_BY(sock_mu_);
   std::chrono::steady_clock::time_point last_pid_check_ BC_GUARDED_BY(sock_mu_);

@@ -18,7 +18,7 @@ constexpr size_t kHeaderBytes = 6;
 
 // Message lists the messages in MessageType order: alternative i has wire
 // type i + 1 (tests/core/protocol_test.cc pins every type byte).
-static_assert(std::variant_size_v<Message> == static_cast<size_t>(MessageType::kStatsReply));
+static_assert(std::variant_size_v<Message> == static_cast<size_t>(MessageType::kResumed));
 static_assert(std::is_same_v<std::variant_alternative_t<0, Message>, Hello>);
 
 MessageType TypeOf(const Message& message) { return static_cast<MessageType>(message.index() + 1); }
@@ -75,6 +75,8 @@ void Write(Writer& w, const Welcome& m) {
   WriteList(w, m.rings);
   w.Put(m.home_ring);
   w.PutAll(m.epoch_len, m.batches_per_epoch, m.heartbeat_interval_ms, m.heartbeat_timeout_ms);
+  w.PutString(m.stream);
+  w.PutAll(m.resume_slots, m.start);
 }
 
 void Write(Writer& w, const Next& m) {
@@ -86,10 +88,11 @@ void Write(Writer& w, const Batch& m) {
   w.PutAll(m.request_id, m.lease_id, m.epoch, m.step, m.first_seq, m.skipped);
   WriteList(w, m.segments);
   w.PutArray(m.indices);
+  w.PutAll(m.epoch_start, m.next_seq);
 }
 
 void Write(Writer& w, const EndOfEpoch& m) {
-  w.PutAll(m.request_id, m.epoch, m.batches, m.skipped);
+  w.PutAll(m.request_id, m.epoch, m.batches, m.skipped, m.next_epoch_start, m.next_seq);
 }
 
 void Write(Writer& w, const Error& m) {
@@ -103,6 +106,11 @@ void Write(Writer&, const Heartbeat&) {}
 void Write(Writer& w, const Bye& m) { w.PutArray(m.kept_leases); }
 void Write(Writer&, const Stats&) {}
 void Write(Writer& w, const StatsReply& m) { w.PutString(m.json); }
+void Write(Writer& w, const Resume& m) {
+  w.PutString(m.stream);
+  w.PutAll(m.epoch, m.step, m.epoch_start, m.next_seq, m.skipped, m.world_size);
+}
+void Write(Writer& w, const Resumed& m) { w.Put(m.next_seq); }
 
 // ---- bodies: Read ----
 
@@ -200,6 +208,12 @@ bool Read(Reader& r, RingInfo& ring) {
          ReadList(r, ring.allocations, kMaxAllocations, 13 + kIpcHandleBytes, "allocation");
 }
 
+// The window and the resume slots together are ring slots too.
+bool CheckSlots(Reader& r, const Welcome& m) {
+  if (uint64_t{m.window} + m.resume_slots > kMaxWindow) return r.Fail("bad resume slot count");
+  return true;
+}
+
 bool Read(Reader& r, Welcome& m) {
   if (!r.Get(m.consumer_id) || !r.Get(m.server_pid) || !r.GetString(m.server_name, kMaxString) ||
       !r.Get(m.window) || !r.Get(m.producer_batch_size)) {
@@ -216,7 +230,8 @@ bool Read(Reader& r, Welcome& m) {
   }
   if (m.home_ring >= m.rings.size() && !m.rings.empty()) return r.Fail("bad home ring");
   return r.Get(m.epoch_len) && r.Get(m.batches_per_epoch) && r.Get(m.heartbeat_interval_ms) &&
-         r.Get(m.heartbeat_timeout_ms);
+         r.Get(m.heartbeat_timeout_ms) && r.GetString(m.stream, kMaxString) &&
+         r.Get(m.resume_slots) && r.Get(m.start) && CheckSlots(r, m);
 }
 
 bool Read(Reader& r, Next& m) {
@@ -233,11 +248,12 @@ bool Read(Reader& r, Batch& m) {
   for (const Segment& s : m.segments) total += s.count;
   if (!r.GetArray(m.indices, kMaxBatch, "index")) return false;
   if (m.indices.size() != total) return r.Fail("index count does not match the segments");
-  return true;
+  return r.Get(m.epoch_start) && r.Get(m.next_seq);
 }
 
 bool Read(Reader& r, EndOfEpoch& m) {
-  return r.Get(m.request_id) && r.Get(m.epoch) && r.Get(m.batches) && r.Get(m.skipped);
+  return r.Get(m.request_id) && r.Get(m.epoch) && r.Get(m.batches) && r.Get(m.skipped) &&
+         r.Get(m.next_epoch_start) && r.Get(m.next_seq);
 }
 
 bool Read(Reader& r, Error& m) {
@@ -256,6 +272,19 @@ bool Read(Reader&, Heartbeat&) { return true; }
 bool Read(Reader& r, Bye& m) { return r.GetArray(m.kept_leases, kMaxReleases, "lease"); }
 bool Read(Reader&, Stats&) { return true; }
 bool Read(Reader& r, StatsReply& m) { return r.GetString(m.json, kMaxJson); }
+bool Read(Reader& r, Resume& m) {
+  if (!r.GetString(m.stream, kMaxString) || !r.Get(m.epoch) || !r.Get(m.step) ||
+      !r.Get(m.epoch_start) || !r.Get(m.next_seq) || !r.Get(m.skipped) || !r.Get(m.world_size)) {
+    return false;
+  }
+  if (m.world_size > kMaxWorldSize) {
+    return r.Fail("world_size " + std::to_string(m.world_size) + " exceeds the limit " +
+                  std::to_string(kMaxWorldSize));
+  }
+  if (m.next_seq < m.epoch_start) return r.Fail("a position before its epoch's start");
+  return true;
+}
+bool Read(Reader& r, Resumed& m) { return r.Get(m.next_seq); }
 
 template <typename T>
 Result<Message> DecodeBody(Reader& r) {
@@ -283,8 +312,8 @@ constexpr auto kDecoders = MakeDecoders(std::make_index_sequence<std::variant_si
 
 std::string_view MessageName(const Message& message) {
   static constexpr std::string_view kNames[] = {
-      "HELLO",   "WELCOME",   "NEXT", "BATCH", "END_OF_EPOCH", "ERROR",
-      "RELEASE", "HEARTBEAT", "BYE",  "STATS", "STATS_REPLY"};
+      "HELLO",     "WELCOME", "NEXT",  "BATCH",       "END_OF_EPOCH", "ERROR",  "RELEASE",
+      "HEARTBEAT", "BYE",     "STATS", "STATS_REPLY", "RESUME",       "RESUMED"};
   return kNames[message.index()];
 }
 

@@ -12,7 +12,7 @@
 // Conversation (docs/semantics.md, "Protocol"): HELLO -> WELCOME | ERROR;
 // NEXT -> BATCH | END_OF_EPOCH | ERROR (answered in request order);
 // RELEASE, HEARTBEAT and BYE need no answer; the server also sends HEARTBEAT;
-// STATS -> STATS_REPLY (JSON text).
+// STATS -> STATS_REPLY (JSON text); RESUME (before the first NEXT) -> RESUMED | ERROR.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -33,7 +33,10 @@ namespace batchcast {
 
 // 2: HELLO carries the consumer group (group, rank, world_size).
 // 3: WELCOME carries every ring of the server (and the consumer's home ring);
-//    a segment names its ring.
+//    a segment names its ring. Resume (Note [Resume], server/src/scheduler.h):
+//    RESUME -> RESUMED; WELCOME carries the stream's identity, the resume
+//    slots and the consumer's start; BATCH and END_OF_EPOCH say where the
+//    consumer's epoch starts and continues.
 inline constexpr uint16_t kProtocolVersion = 3;
 
 namespace proto {
@@ -65,6 +68,8 @@ enum class MessageType : uint8_t {
   kBye = 9,
   kStats = 10,
   kStatsReply = 11,
+  kResume = 12,
+  kResumed = 13,
 };
 
 using IpcHandle = std::array<uint8_t, kIpcHandleBytes>;
@@ -122,6 +127,13 @@ struct Welcome {
   uint64_t batches_per_epoch = 0;  // for this consumer's batch size and drop_last
   uint32_t heartbeat_interval_ms = 0;
   uint32_t heartbeat_timeout_ms = 0;
+  // Note [Resume]: the stream's identity (stream_identity.h), the ring slots
+  // after the window's that a catching-up consumer is served from (the
+  // client maps window + resume_slots slots), and the seq this consumer's
+  // epoch 0 starts at (its group's, in a group).
+  std::string stream;
+  uint32_t resume_slots = 0;
+  uint64_t start = 0;
   bool operator==(const Welcome&) const = default;
 };
 
@@ -142,6 +154,10 @@ struct Batch {
   uint64_t skipped = 0;  // samples this consumer has skipped so far (lag policy skip)
   std::vector<Segment> segments;
   std::vector<int64_t> indices;  // dataset index of each sample
+  // Note [Resume]: the seq this epoch starts at, and the seq the consumer
+  // continues from after this batch (its group's next round, in a group).
+  uint64_t epoch_start = 0;
+  uint64_t next_seq = 0;
   bool operator==(const Batch&) const = default;
 };
 
@@ -150,6 +166,10 @@ struct EndOfEpoch {
   uint32_t epoch = 0;    // the epoch that ended
   uint32_t batches = 0;  // batches delivered in it
   uint64_t skipped = 0;
+  // Note [Resume]: where the next epoch starts, and where the consumer
+  // continues (later than that only after a lag-policy skip).
+  uint64_t next_epoch_start = 0;
+  uint64_t next_seq = 0;
   bool operator==(const EndOfEpoch&) const = default;
 };
 
@@ -186,9 +206,30 @@ struct StatsReply {
   bool operator==(const StatsReply&) const = default;
 };
 
+// The request_id of an ERROR that answers a RESUME (which carries no id).
+inline constexpr uint64_t kResumeRequestId = UINT64_MAX - 1;
+
+// Note [Resume]: moves a consumer that has asked for nothing yet to a saved
+// place in the stream: RESUMED, or ERROR (kResumeRequestId) naming what is
+// wrong; the consumer then stays where it was.
+struct Resume {
+  std::string stream;  // the identity the place was saved in (WELCOME's)
+  uint32_t epoch = 0;  // the consumer epoch
+  uint32_t step = 0;   // batches it got in it (rounds, in a group)
+  uint64_t epoch_start = 0;
+  uint64_t next_seq = 0;
+  uint64_t skipped = 0;
+  uint32_t world_size = 0;  // its group's then (0: none)
+  bool operator==(const Resume&) const = default;
+};
+struct Resumed {
+  uint64_t next_seq = 0;  // where it continues
+  bool operator==(const Resumed&) const = default;
+};
+
 // In MessageType order: alternative i is wire type i + 1 (never reorder).
 using Message = std::variant<Hello, Welcome, Next, Batch, EndOfEpoch, Error, Release, Heartbeat,
-                             Bye, Stats, StatsReply>;
+                             Bye, Stats, StatsReply, Resume, Resumed>;
 
 std::string_view MessageName(const Message& message);
 

@@ -348,6 +348,44 @@ class Loader:
         out["loader"] = {"wait_s": wait_s, "wall_s": wall_s, "wait_fraction": fraction}
         return out
 
+    # ---- resume (docs/semantics.md, "Resume") ----
+
+    def state_dict(self) -> Dict[str, Any]:
+        """This loader's place in the stream, to resume there after a restart.
+
+        A small dict of ints and strings (``torch.save`` keeps it beside the
+        model's state): the stream's identity (what shapes a sample: dataset,
+        shard, seed, transform, size, dtype, ...), the epoch, the batches
+        yielded in it, where in the stream it continues, and its group's
+        world size. It reflects the batches this loader has yielded so far
+        (not those only prefetched)::
+
+            torch.save({"model": model.state_dict(), "loader": loader.state_dict()}, path)
+        """
+        return self._core.position()
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        """Continues from a :meth:`state_dict` of an earlier process, before the first batch.
+
+        The batches that follow are those the saved loader would have got
+        next: the same samples in the same order, the same pixels (a
+        sample's are a function of the seed, the epoch and its index),
+        whatever the stream does meanwhile; its later epochs go on as usual.
+        It works against the same server or one restarted with the same
+        options. A different ``batch_size`` continues from the same sample
+        in batches of the new size. In a group every rank loads a state
+        saved at the same step (any rank's: it is the group's place), with
+        the same ``world_size``.
+
+        Raises :class:`batchcast.InvalidArgument` naming what is wrong, and
+        the loader stays where it was: a state of another stream (each
+        differing component with both values), of another world size, a
+        corrupt or truncated dict, one of a newer format, a group whose
+        ranks resumed elsewhere, a call after the first batch.
+        """
+        self._core.resume(state_dict)
+        self._epoch = int(state_dict["epoch"])
+
     # ---- lifetime ----
 
     def close(self) -> None:

@@ -84,6 +84,50 @@ py::tuple FieldTuple(const FieldSpec& f) {
   return py::make_tuple(f.name, std::string(DTypeName(f.dtype)), shape);
 }
 
+// Note [Resume]: a ConsumerPosition as the dict Loader.state_dict() returns
+// (ints and strings, which torch.save keeps): "format", "stream", its
+// integer fields and "check"; and back, with ConsumerPosition's checks.
+py::dict PositionToDict(const ConsumerPosition& p) {
+  py::dict d;
+  d["format"] = ConsumerPosition::kFormat;
+  d["stream"] = p.stream;
+  for (const auto& [name, value] : p.Integers()) d[py::str(std::string(name))] = value;
+  d["check"] = p.Check();
+  return d;
+}
+
+Result<ConsumerPosition> PositionFromDict(const py::handle& state) {
+  auto bad = [](const std::string& why) { return InvalidArgumentError("state_dict: " + why); };
+  if (!py::isinstance<py::dict>(state)) {
+    return bad("expected a dict (a batchcast.Loader's state_dict()), got " +
+               std::string(py::str(state.get_type().attr("__name__"))));
+  }
+  std::optional<uint64_t> format;
+  std::map<std::string, std::string, std::less<>> fields;
+  for (const auto& [k, v] : py::reinterpret_borrow<py::dict>(state)) {
+    if (!py::isinstance<py::str>(k)) return bad("a key that is not a str");
+    const std::string key = k.cast<std::string>();
+    const bool text = key == "stream" || key == "check";
+    if (text ? !py::isinstance<py::str>(v)
+             : !py::isinstance<py::int_>(v) || py::isinstance<py::bool_>(v)) {
+      return bad("'" + key + "' must be " + (text ? "a str" : "an int"));
+    }
+    if (key == "format") {
+      try {
+        format = v.cast<uint64_t>();
+      } catch (const py::cast_error&) {
+        return bad("'format' is out of range");
+      }
+      continue;
+    }
+    fields.emplace(key, py::str(v).cast<std::string>());
+  }
+  if (!format) return bad("no 'format'");
+  Result<ConsumerPosition> p = ConsumerPosition::FromFields(*format, std::move(fields));
+  if (!p.ok()) return p.status().WithContext("state_dict");
+  return p;
+}
+
 class PyConsumer {
  public:
   PyConsumer(const std::string& endpoint, uint32_t batch_size, bool drop_last,
@@ -172,6 +216,18 @@ class PyConsumer {
     consumer_.reset();
   }
 
+  py::dict Position() { return PositionToDict(get().position()); }
+  void Resume(const py::handle& state) {
+    Consumer& c = get();
+    const ConsumerPosition place = Unwrap(PositionFromDict(state));
+    std::optional<Status> s;
+    {
+      py::gil_scoped_release nogil;
+      s.emplace(c.Resume(place));
+    }
+    ThrowIfError(*s);
+  }
+
   bool closed() const { return !consumer_; }
   py::list fields() {
     py::list out;
@@ -224,6 +280,10 @@ void RegisterConsumer(py::module_& m) {
            "cuda_stream: delivery stream (int cudaStream_t) for CUDA rings")
       .def("stats", &PyConsumer::Stats, "the server's stats as JSON text")
       .def("close", &PyConsumer::Close)
+      .def("position", &PyConsumer::Position,
+           "the place after the last batch or end-of-epoch marker, as a state dict")
+      .def("resume", &PyConsumer::Resume, py::arg("state"),
+           "moves the consumer, before its first batch, to a place from position()")
       .def_property_readonly("closed", &PyConsumer::closed)
       .def_property_readonly("batches_per_epoch",
                              [](PyConsumer& c) { return c.get().batches_per_epoch(); })

@@ -16,6 +16,32 @@ ConsumerCursor::ConsumerCursor(uint64_t start, uint64_t epoch_len, uint32_t batc
   BATCHCAST_CHECK(epoch_len > 0 && batch_size > 0);
 }
 
+ConsumerCursor ConsumerCursor::Resumed(uint64_t epoch_len, uint32_t batch_size, bool drop_last,
+                                       uint32_t epoch, uint32_t step, uint64_t epoch_start,
+                                       uint64_t position, uint64_t skipped) {
+  BATCHCAST_CHECK(InvalidPlace(epoch_len, epoch, epoch_start, position).empty());
+  ConsumerCursor c(epoch_start - uint64_t{epoch} * epoch_len, epoch_len, batch_size, drop_last);
+  c.epoch_ = epoch;
+  c.step_ = step;
+  c.position_ = position;
+  c.skipped_ = skipped;
+  return c;
+}
+
+std::string ConsumerCursor::InvalidPlace(uint64_t epoch_len, uint32_t epoch, uint64_t epoch_start,
+                                         uint64_t position) {
+  if (epoch_start / epoch_len < epoch) {
+    return "epoch " + std::to_string(epoch) + " cannot start at seq " +
+           std::to_string(epoch_start) + " (before " + std::to_string(epoch) + " epochs of " +
+           std::to_string(epoch_len) + ")";
+  }
+  if (position < epoch_start || position - epoch_start > epoch_len) {
+    return "seq " + std::to_string(position) + " is not in the epoch of " +
+           std::to_string(epoch_len) + " seqs from seq " + std::to_string(epoch_start);
+  }
+  return "";
+}
+
 uint64_t ConsumerCursor::JoinStart(JoinPolicy join, uint64_t floor, uint64_t epoch_len) {
   if (join == JoinPolicy::kImmediate) return floor;
   return (floor + epoch_len - 1) / epoch_len * epoch_len;

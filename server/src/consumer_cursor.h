@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "batchcast/core/join_policy.h"
 
@@ -20,6 +21,17 @@ class ConsumerCursor {
   // A consumer of `batch_size` samples whose epochs are `epoch_len` samples
   // long, the first one starting at seq `start`.
   ConsumerCursor(uint64_t start, uint64_t epoch_len, uint32_t batch_size, bool drop_last);
+  // A cursor at a saved place (Note [Resume] in scheduler.h): its epoch
+  // `epoch` starts at seq `epoch_start`, `step` batches of it were served
+  // and the next one starts at `position`, `skipped` samples were skipped.
+  // REQUIRES: ValidPlace(...).
+  static ConsumerCursor Resumed(uint64_t epoch_len, uint32_t batch_size, bool drop_last,
+                                uint32_t epoch, uint32_t step, uint64_t epoch_start,
+                                uint64_t position, uint64_t skipped);
+  // Why such a place cannot be one of any consumer's ("" when it can): an
+  // epoch that would start before seq 0, a position outside its epoch.
+  static std::string InvalidPlace(uint64_t epoch_len, uint32_t epoch, uint64_t epoch_start,
+                                  uint64_t position);
 
   // The seq a consumer joining now starts at, given `floor`, the first seq of
   // the newest unbroken run of batches in the ring: `floor` itself

@@ -32,6 +32,19 @@ void ConsumerGroup::Restart(uint64_t start) {
       ConsumerCursor(start, frontier_.epoch_len(), frontier_.batch_size(), frontier_.drop_last());
 }
 
+void ConsumerGroup::Resume(const ConsumerCursor& frontier) {
+  BATCHCAST_CHECK(Fresh());
+  BATCHCAST_CHECK(frontier.batch_size() == frontier_.batch_size() && frontier.drop_last());
+  frontier_ = frontier;
+}
+
+bool ConsumerGroup::HoldsLaneRounds() const {
+  for (const Entry& e : entries_) {
+    if (e.lane) return true;
+  }
+  return false;
+}
+
 Status ConsumerGroup::CheckJoin(const proto::Hello& hello) const {
   const std::string g = "group '" + spec_.name + "'";
   if (hello.world_size != spec_.world_size) {
@@ -142,16 +155,21 @@ ConsumerGroup::Determined ConsumerGroup::DetermineOne(const SlotTable& slots, ui
       return Determined::kStreamEnded;
     case ConsumerCursor::Plan::Kind::kWait:
       return Determined::kWait;
-    case ConsumerCursor::Plan::Kind::kEndOfEpoch:
-      entries_.push_back(Entry{true, f.epoch(), f.step(), {}});
+    case ConsumerCursor::Plan::Kind::kEndOfEpoch: {
+      Entry e{true, f.epoch(), f.step(), {}, 0, 0, cut_from_lane};
       f.EndEpoch(stream_end);
+      e.epoch_start = f.EpochStart();  // the next epoch's
+      e.next = std::max(f.position(), e.epoch_start);
+      entries_.push_back(std::move(e));
       return Determined::kOne;
+    }
     case ConsumerCursor::Plan::Kind::kBatch:
       break;
   }
   // A whole round is published: cut it into one chunk of B samples per rank.
   const uint64_t end = f.EpochEnd(stream_end);
-  Entry e{false, f.epoch(), f.step(), std::vector<Chunk>(spec_.world_size)};
+  Entry e{false,          f.epoch(), f.step(),     std::vector<Chunk>(spec_.world_size),
+          f.EpochStart(), 0,         cut_from_lane};
   uint64_t from = f.position();
   for (Chunk& c : e.chunks) {
     c.first = slots.SkipHoles(from, end);
@@ -160,9 +178,10 @@ ConsumerGroup::Determined ConsumerGroup::DetermineOne(const SlotTable& slots, ui
     c.end = from = w.end;
   }
   BATCHCAST_CHECK(from == supply.end);
-  entries_.push_back(std::move(e));
   ++rounds_;
   f.Advance(from, stream_end);
+  e.next = f.position();
+  entries_.push_back(std::move(e));
   return Determined::kOne;
 }
 
@@ -191,6 +210,9 @@ ConsumerGroup::Plan ConsumerGroup::PlanRank(uint32_t rank, const SlotTable& slot
   const Entry& e = *EntryAt(r.next);
   p.epoch = e.epoch;
   p.step = e.step;
+  p.epoch_start = e.epoch_start;
+  p.next_seq = e.next;
+  p.lane = e.lane;
   if (e.end_of_epoch) {
     p.kind = Plan::Kind::kEndOfEpoch;
   } else if (r.next >= left_at_) {
@@ -210,12 +232,7 @@ void ConsumerGroup::Delivered(uint32_t rank) {
 }
 
 bool ConsumerGroup::Starved(const SlotTable& slots) const {
-  const SlotTable::Counts counts = slots.Count();
-  if (counts.free != 0 || counts.writing != 0) return false;
-  for (uint32_t i = 0; i < slots.window(); ++i) {
-    if (slots.slot(i).end() <= frontier_.position()) return false;
-  }
-  return true;
+  return slots.FullFrom(frontier_.position());
 }
 
 uint64_t ConsumerGroup::PassOver(const SlotTable& slots, uint64_t stream_end) {

@@ -20,6 +20,7 @@
 #include "batchcast/core/status.h"
 #include "consumer_cursor.h"
 #include "core/src/protocol.h"
+#include "lane.h"
 #include "scheduler_env.h"
 #include "slot_table.h"
 
@@ -92,6 +93,12 @@ class ConsumerGroup {
     uint32_t count = 0;
     uint32_t epoch = 0;
     uint32_t step = 0;
+    // Note [Resume]: where `epoch` starts (kEndOfEpoch: the next epoch),
+    // where the group continues after this entry, and whether its round was
+    // cut from the lane's slots.
+    uint64_t epoch_start = 0;
+    uint64_t next_seq = 0;
+    bool lane = false;
   };
   // What `rank`'s next NEXT gets; determines entries from the frontier as
   // needed (`slots` published up to the stream end `stream_end`).
@@ -120,6 +127,20 @@ class ConsumerGroup {
   // Note [Unconfirmed consumers]: starts the group's first epoch at `start`
   // instead. REQUIRES: rounds() == 0 (nothing was determined for it).
   void Restart(uint64_t start);
+  // Note [Resume]: the group continues from `frontier` (a cursor of batch
+  // world_size x batch size). REQUIRES: Fresh().
+  void Resume(const ConsumerCursor& frontier);
+  // Nothing was determined for it yet: no round, no END_OF_EPOCH.
+  bool Fresh() const { return rounds_ == 0 && entries_.empty() && base_ == 0; }
+  const ConsumerCursor& frontier_cursor() const { return frontier_; }
+  // Note [Resume]: the place its first rank resumed it at (later ranks must
+  // bring the same), where it reads, and whether its rounds are cut from
+  // the lane's slots (the lane's owner, not merged yet).
+  std::optional<proto::Resume> resumed;
+  LaneState lane = LaneState::kNone;
+  bool cut_from_lane = false;
+  // Some entry cut from the lane is not yet delivered to every rank.
+  bool HoldsLaneRounds() const;
 
   // ---- lag policy skip (Note [Lag policy]) ----
   void SkipTo(uint64_t target, uint64_t samples);
@@ -155,6 +176,9 @@ class ConsumerGroup {
     uint32_t epoch = 0;
     uint32_t step = 0;          // round number in the epoch; END_OF_EPOCH: rounds in it
     std::vector<Chunk> chunks;  // one per rank (rounds)
+    uint64_t epoch_start = 0;   // Note [Resume]: where `epoch` starts (END_OF_EPOCH: the next),
+    uint64_t next = 0;          // where the frontier went after it,
+    bool lane = false;          // and whether it was cut from the lane
   };
   enum class Determined { kOne, kWait, kStreamEnded };
   // Determines the next entry from the frontier.

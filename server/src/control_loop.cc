@@ -251,6 +251,7 @@ bool ControlLoop::Admit(const std::string& identity, const proto::Hello& hello) 
   w.home_ring = static_cast<uint32_t>(*home);
   w.consumer_id = a->consumer_id;
   w.batches_per_epoch = a->batches_per_epoch;
+  w.start = a->start;
   SendTo(identity, w);
   return true;
 }
@@ -328,6 +329,17 @@ void ControlLoop::HandleMessage(const std::string& identity, std::span<const uin
           scheduler->Touch(identity);
         } else if constexpr (std::is_same_v<T, proto::Bye>) {
           scheduler->Bye(identity, msg.kept_leases);
+        } else if constexpr (std::is_same_v<T, proto::Resume>) {
+          // Note [Resume]: an answer either way; a refusal leaves the
+          // consumer where it was.
+          if (Status s = scheduler->Resume(identity, msg); !s.ok()) {
+            BC_LOG_WARN_LIMITED("refused a consumer's resume: {}", s.message());
+            SendTo(identity, proto::Error{proto::kResumeRequestId, s.code(), s.message()});
+          } else {
+            SendTo(identity, proto::Resumed{msg.next_seq});
+          }
+          FlushOutbox();
+          scheduler->WakeProducer();
         } else {
           SendTo(identity, proto::Error{0, StatusCode::kInvalidArgument,
                                         std::string("a consumer may not send ") +

@@ -1,5 +1,7 @@
 #include "epoch_orders.h"
 
+#include <algorithm>
+
 namespace batchcast {
 
 EpochOrders::EpochOrders(Sampler sampler, uint64_t epochs)
@@ -7,7 +9,14 @@ EpochOrders::EpochOrders(Sampler sampler, uint64_t epochs)
 
 std::shared_ptr<const std::vector<int64_t>> EpochOrders::Order(uint64_t epoch) {
   MutexLock lock(&mu_);
-  orders_.erase(orders_.begin(), orders_.lower_bound(epoch == 0 ? 0 : epoch - 1));
+  if (!orders_.contains(epoch) && orders_.size() >= kKept) {
+    // Forget the epoch farthest from this one.
+    auto far = std::max_element(orders_.begin(), orders_.end(), [&](const auto& a, const auto& b) {
+      return (a.first > epoch ? a.first - epoch : epoch - a.first) <
+             (b.first > epoch ? b.first - epoch : epoch - b.first);
+    });
+    orders_.erase(far);
+  }
   std::shared_ptr<const std::vector<int64_t>>& order = orders_[epoch];
   if (!order) order = std::make_shared<const std::vector<int64_t>>(sampler_.EpochOrder(epoch));
   return order;

@@ -26,15 +26,17 @@ class EpochOrders {
 
   uint64_t epoch_len() const { return sampler_.epoch_len(); }
   uint64_t epochs() const { return epochs_; }
-  // The order of producer epoch `epoch` (computed on first use). Orders of
-  // epochs before epoch - 1 are dropped: the batches in flight are
-  // consecutive in the stream, so no producer asks for them again.
+  // The order of producer epoch `epoch` (computed on first use). At most
+  // kKept orders are kept (the one farthest from `epoch` goes): the shared
+  // stream's current and next, and a resume lane's (Note [Resume]) current
+  // and next.
   std::shared_ptr<const std::vector<int64_t>> Order(uint64_t epoch) BC_EXCLUDES(mu_);
   // A batch of `seqs` seqs of `epoch` was written with `valid` samples.
   // DataLoss once all of the epoch's seqs were written and none was a sample.
   Status Record(uint64_t epoch, uint64_t seqs, uint64_t valid) BC_EXCLUDES(mu_);
 
  private:
+  static constexpr size_t kKept = 4;
   const Sampler sampler_;
   const uint64_t epochs_;
   Mutex mu_;

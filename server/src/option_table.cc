@@ -299,6 +299,9 @@ const ServerOption kOptions[] = {
       "their own); with GPU decode each batch is one nvJPEG call, and 256 suits it"),
   Integer<&O::window>("window", G::kRing,
       "ring slots: how many batches the fastest consumer may run ahead of the slowest"),
+  Integer<&O::resume_slots>("resume_slots", G::kRing,
+      "ring slots kept for consumers that resume (load_state_dict) behind or ahead of the stream: "
+      "their catch-up is written there from spare capacity; each holds a batch (0 = none)"),
   Choice<ParseTransformKind, TransformKindName, &O::source, &S::transform>("transform", G::kSource,
       "train|eval",
       "augmentation, torchvision's ImageNet recipes: train (random resized crop, horizontal "

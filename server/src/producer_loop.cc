@@ -13,31 +13,33 @@ ProducerLoop::ProducerLoop(EpochOrders* orders, uint32_t ring, Source* source, S
       publisher_(publisher),
       batch_size_(batch_size) {}
 
-ReadAhead ProducerLoop::NextSamples(uint64_t end,
+ReadAhead ProducerLoop::NextSamples(uint64_t next_seq,
                                     std::shared_ptr<const std::vector<int64_t>>& keep) {
   const uint64_t L = orders_->epoch_len();
-  const uint64_t epoch = end / L;
+  const uint64_t epoch = next_seq / L;
   ReadAhead next;
   if (orders_->epochs() != 0 && epoch >= orders_->epochs()) return next;
   keep = orders_->Order(epoch);
-  const uint64_t off = end % L;
+  const uint64_t off = next_seq % L;
   const size_t n = std::min<size_t>(batch_size_, keep->size() - off);
   next.indices = std::span<const int64_t>(keep->data() + off, n);
   next.epoch = static_cast<uint32_t>(epoch);
   return next;
 }
 
-Result<uint32_t> ProducerLoop::WriteBatch(const SlotGrant& grant) {
+Result<uint32_t> ProducerLoop::WriteBatch(const Scheduler::Work& work) {
+  const SlotGrant& grant = work.grant;
   const uint64_t L = orders_->epoch_len();
-  const auto epoch = static_cast<uint32_t>(grant.first_seq / L);
+  const uint32_t epoch = work.epoch;
   const std::shared_ptr<const std::vector<int64_t>> order = orders_->Order(epoch);
   const auto first = order->begin() + static_cast<ptrdiff_t>(grant.first_seq % L);
   std::copy(first, first + grant.count, grant.indices);
   std::shared_ptr<const std::vector<int64_t>> next_order;
-  // The read-ahead hint: this ring's next batch (Note [Placement]), else the
-  // stream's next.
+  // The read-ahead hint: the lane's next batch, or this ring's next batch of
+  // the shared stream (Note [Placement]), else the stream's next.
+  const uint64_t after = grant.first_seq + grant.count;
   const ReadAhead next = NextSamples(
-      scheduler_->PredictNextBatch(ring_).value_or(grant.first_seq + grant.count), next_order);
+      work.lane ? after : scheduler_->PredictNextBatch(ring_).value_or(after), next_order);
   BATCHCAST_ASSIGN_OR_RETURN(SlotView target, publisher_->Begin(grant, epoch));
   BATCHCAST_ASSIGN_OR_RETURN(const uint32_t valid, source_->FillBatch(target, next));
   if (valid > target.count()) {
@@ -49,16 +51,16 @@ Result<uint32_t> ProducerLoop::WriteBatch(const SlotGrant& grant) {
 }
 
 Status ProducerLoop::Run() {
+  const uint64_t L = orders_->epoch_len();
+  const uint64_t stream_end = orders_->epochs() == 0 ? UINT64_MAX : orders_->epochs() * L;
   while (true) {
-    Result<SlotGrant> grant = scheduler_->BeginPlacedBatch(ring_, Clock::time_point::max());
-    if (!grant.ok() && grant.status().code() == StatusCode::kOutOfRange) break;
-    if (!grant.ok()) return grant.status();
-    BATCHCAST_ASSIGN_OR_RETURN(const uint32_t valid, WriteBatch(*grant));
-    BATCHCAST_RETURN_IF_ERROR(
-        orders_->Record(grant->first_seq / orders_->epoch_len(), grant->count, valid));
+    BATCHCAST_ASSIGN_OR_RETURN(const Scheduler::Work work,
+                               scheduler_->BeginWork(ring_, Clock::time_point::max()));
+    BATCHCAST_ASSIGN_OR_RETURN(const uint32_t valid, WriteBatch(work));
+    if (work.lane) continue;  // Note [Resume]: a catch-up, not the stream
+    BATCHCAST_RETURN_IF_ERROR(orders_->Record(work.epoch, work.grant.count, valid));
+    if (work.grant.first_seq + work.grant.count == stream_end) scheduler_->EndStream();
   }
-  scheduler_->EndStream();
-  return Status::Ok();
 }
 
 }  // namespace batchcast

@@ -1,17 +1,18 @@
 // ProducerLoop: the producer thread of one ring when Sources fill the rings
 // (one per ring, each with its own Source decoding on its ring's device: Note
-// [Rings per GPU], device_list.h). It asks the Scheduler for the next batch
-// placed on its ring (BeginPlacedBatch, waiting while the window is full,
-// Note [Leases], or while the stream's next batch is another ring's, Note
-// [Placement]), reads the batch's dataset indices from the shared epoch
-// orders, has the SlotPublisher say where the samples go, calls
-// Source::FillBatch with a read-ahead hint (the stream's next batch, across
-// epoch ends too), and publishes the slot with the samples the source wrote
-// (a dropped file leaves a hole: Note [Holes], slot_table.h; every producer
-// epoch still spans epoch_len seqs). Once the stream is begun to its end
-// (--epochs) it ends the stream. An epoch in which every sample was dropped
-// stops the producer with DataLoss: a stream of empty epochs is an error,
-// never a success.
+// [Rings per GPU], device_list.h). It asks the Scheduler what its ring writes
+// next (BeginWork: the shared stream's next batch when it is placed on this
+// ring, Note [Placement], waiting while the window is full, Note [Leases];
+// or a batch of the resume lane, Note [Resume]), reads the batch's dataset
+// indices from the shared epoch orders, has the SlotPublisher say where the
+// samples go, calls Source::FillBatch with a read-ahead hint (its ring's
+// next batch, across epoch ends too), and publishes the slot with the
+// samples the source wrote (a dropped file leaves a hole: Note [Holes],
+// slot_table.h; every producer epoch still spans epoch_len seqs). After the
+// shared stream's last batch (--epochs) it ends the stream and goes on
+// serving the lane. An epoch in which every sample was dropped stops the
+// producer with DataLoss: a stream of empty epochs is an error, never a
+// success.
 //
 // Thread-safety: Run is the entry point of one thread and owns everything it
 // touches except the Scheduler and the EpochOrders (thread-safe) and the
@@ -37,18 +38,16 @@ class ProducerLoop {
   ProducerLoop(EpochOrders* orders, uint32_t ring, Source* source, Scheduler* scheduler,
                SlotPublisher* publisher, uint32_t batch_size);
 
-  // Runs until the stream's last batch is published and the stream ended
-  // (OK), until Scheduler::Stop (Cancelled), or until a step failed (that
+  // Runs until Scheduler::Stop (Cancelled) or until a step failed (that
   // error; the caller stops the server with it).
   Status Run();
 
  private:
-  // The read-ahead hint after seqs [.., end) of the stream: the next batch's
-  // samples (from `end` on, across an epoch end). `keep` holds the order the
-  // hint points into.
-  ReadAhead NextSamples(uint64_t end, std::shared_ptr<const std::vector<int64_t>>& keep);
-  // Writes and publishes the batch of `grant`; how many samples the source wrote.
-  Result<uint32_t> WriteBatch(const SlotGrant& grant);
+  // The read-ahead hint: the samples of the producer batch from seq `next`
+  // (across an epoch end). `keep` holds the order the hint points into.
+  ReadAhead NextSamples(uint64_t next, std::shared_ptr<const std::vector<int64_t>>& keep);
+  // Writes and publishes `work`; how many samples the source wrote.
+  Result<uint32_t> WriteBatch(const Scheduler::Work& work);
 
   EpochOrders* const orders_;
   const uint32_t ring_;

@@ -15,7 +15,7 @@ Result<std::unique_ptr<RingMemory>> RingMemory::Create(const RingLayout& layout,
         HostRingShmName(server_name) + (ring_index > 0 ? std::to_string(ring_index) : ""), bytes);
     if (!host.ok()) {
       return Status(host.status().code(),
-                    "the host ring (" + std::to_string(layout.window()) + " slots of " +
+                    "the host ring (" + std::to_string(layout.slots()) + " slots of " +
                         std::to_string(layout.batch_size()) + " samples) " +
                         host.status().message() +
                         "; use a smaller --window, --batch-size, --size or --dtype, or enlarge "
@@ -43,7 +43,7 @@ Result<std::unique_ptr<RingMemory>> RingMemory::Create(const RingLayout& layout,
     BATCHCAST_RETURN_IF_ERROR(current.status());
     BATCHCAST_ASSIGN_OR_RETURN(cuda::Stream s, cuda::Stream::Create(cuda_device));
     BATCHCAST_RETURN_IF_ERROR(cuda::MemsetAsync(ring->device_.data(), 0, bytes, s.ref()));
-    for (uint32_t k = 0; k < layout.window(); ++k) {
+    for (uint32_t k = 0; k < layout.slots(); ++k) {
       BATCHCAST_ASSIGN_OR_RETURN(cuda::Event e, cuda::Event::Create(cuda_device, true));
       BATCHCAST_RETURN_IF_ERROR(e.Record(s.ref()));  // "written" = zeroed
       BATCHCAST_ASSIGN_OR_RETURN(cuda::IpcHandle h, e.ExportIpc());

@@ -21,6 +21,9 @@ Scheduler::Scheduler(SchedulerConfig config, SchedulerEnv* env)
       created_(env->Now()) {
   BATCHCAST_CHECK(config_.window > 0 && config_.batch_size > 0 && config_.epoch_len > 0 &&
                   config_.rings > 0);
+  if (config_.replay && config_.resume_slots > 0) {
+    lane_.emplace(config_.window, config_.resume_slots, config_.batch_size, config_.epoch_len);
+  }
 }
 
 Scheduler::Consumer* Scheduler::Find(const std::string& identity) {
@@ -39,15 +42,17 @@ Scheduler::Consumer* Scheduler::Heard(const std::string& identity) {
   c->last_seen = env_->Now();
   if (c->confirmed) return c;
   // Note [Unconfirmed consumers]: from now on it pins; where it would start
-  // was overwritten while it was silent, it starts from here.
+  // was overwritten while it was silent, it starts from here (a resumed
+  // one's place never moves: Note [Resume]).
   const uint64_t floor = slots_.JoinFloor();
   if (ConsumerGroup* g = c->group; g == nullptr) {
-    if (c->batches == 0 && c->cursor.position() < floor) {
+    if (c->batches == 0 && !c->resumed && c->cursor.position() < floor) {
       const ConsumerCursor& old = c->cursor;
       c->cursor = ConsumerCursor(ConsumerCursor::JoinStart(c->join, floor, old.epoch_len()),
                                  old.epoch_len(), old.batch_size(), old.drop_last());
     }
-  } else if (!GroupConfirmedLocked(*g) && g->rounds() == 0 && g->frontier() < floor) {
+  } else if (!GroupConfirmedLocked(*g) && g->rounds() == 0 && !g->resumed &&
+             g->frontier() < floor) {
     g->Restart(ConsumerCursor::JoinStart(g->spec().join, floor, config_.epoch_len));
   }
   c->confirmed = true;
@@ -132,6 +137,7 @@ Result<Scheduler::Admission> Scheduler::AddConsumer(const std::string& identity,
   c.last_seen = c.joined = env_->Now();
   Admission a;
   a.consumer_id = c.id;
+  a.start = start;
   a.batches_per_epoch =
       ConsumerCursor::BatchesPerEpoch(config_.epoch_len, hello.batch_size, hello.drop_last);
   if (group != nullptr) {
@@ -163,6 +169,7 @@ void Scheduler::Next(const std::string& identity, uint64_t request_id) {
   MutexLock lock(&mu_);
   Consumer* c = Heard(identity);
   if (c == nullptr) return;
+  c->asked = true;
   if (!c->attached) {
     Send(*c, proto::Error{request_id, StatusCode::kCancelled,
                           "this consumer left the stream (BYE or eviction); connect again"});
@@ -182,18 +189,18 @@ void Scheduler::Next(const std::string& identity, uint64_t request_id) {
   ServeLocked(*c);
 }
 
-bool Scheduler::HoardingTooLongLocked(Consumer& c) {
-  std::vector<bool> pinned(slots_.window(), false);
+bool Scheduler::HoardingTooLongLocked(Consumer& c, const SlotTable& t) {
+  std::vector<bool> pinned(t.window(), false);
   size_t mine = 0;
   for (const auto& [_, lease_slots] : c.leases) {
     for (uint32_t s : lease_slots) {
-      if (!pinned[s]) {
-        pinned[s] = true;
+      if (t.Owns(s) && !pinned[s - t.first_slot()]) {
+        pinned[s - t.first_slot()] = true;
         ++mine;
       }
     }
   }
-  if (mine < slots_.window()) {
+  if (mine < t.window()) {
     c.hoarding_since.reset();
     return false;
   }
@@ -204,45 +211,47 @@ bool Scheduler::HoardingTooLongLocked(Consumer& c) {
   return true;
 }
 
-void Scheduler::SettleLocked(Consumer& c) {
+void Scheduler::SettleLocked(Consumer& c, const SlotTable& t) {
   ConsumerCursor& cur = c.cursor;
   const uint64_t end = cur.EpochEnd(stream_end_);
-  cur.PassTo(slots_.SkipHoles(cur.position(), end), stream_end_);
+  cur.PassTo(t.SkipHoles(cur.position(), end), stream_end_);
   if (cur.drop_last() && cur.position() < end) {
-    const SlotTable::Walk w = slots_.Find(cur.position(), end, cur.batch_size());
+    const SlotTable::Walk w = t.Find(cur.position(), end, cur.batch_size());
     if (w.complete && w.samples < cur.batch_size()) cur.PassTo(end, stream_end_);
   }
 }
 
-bool Scheduler::StarvedLocked(const Consumer& c) const {
-  const SlotTable::Counts counts = slots_.Count();
-  if (counts.free != 0 || counts.writing != 0) return false;
-  for (uint32_t i = 0; i < slots_.window(); ++i) {
-    if (slots_.slot(i).end() <= c.cursor.position()) return false;
-  }
-  return true;
+bool Scheduler::StarvedLocked(const Consumer& c, const SlotTable& t) const {
+  return t.FullFrom(c.cursor.position());
 }
 
-bool Scheduler::AnswerHoardingLocked(Consumer& c) {
+bool Scheduler::AnswerHoardingLocked(Consumer& c, const SlotTable& t) {
   // If this consumer's own unreleased batches pin every slot, the producer
   // can never write what it waits for: say so instead of hanging.
-  if (!HoardingTooLongLocked(c)) return false;
-  Send(c, proto::Error{c.pending.front(), StatusCode::kResourceExhausted,
-                       "this consumer holds " + std::to_string(c.leases.size()) +
-                           " unreleased batches that pin all " + std::to_string(slots_.window()) +
-                           " ring slots, so the producer cannot write the next one; drop "
-                           "references to old batches (or copy them) or use a larger window"});
+  if (!HoardingTooLongLocked(c, t)) return false;
+  const std::string where = &t == &slots_ ? " ring slots" : " resume slots (--resume-slots)";
+  Send(c,
+       proto::Error{c.pending.front(), StatusCode::kResourceExhausted,
+                    "this consumer holds " + std::to_string(c.leases.size()) +
+                        " unreleased batches that pin all " + std::to_string(t.window()) + where +
+                        ", so the producer cannot write the next one; drop "
+                        "references to old batches (or copy them) or use a larger window"});
   c.pending.pop_front();
   return true;
 }
 
 bool Scheduler::ServeOneLocked(Consumer& c) {
   if (c.group != nullptr) return ServeRankLocked(c);
+  // Note [Resume]: waiting for the lane; its owner may have reached the
+  // shared stream.
+  if (c.lane == LaneState::kWaiting) return false;
+  if (c.lane == LaneState::kOwner && MergeOwnerLocked()) NotifyProducer();
   const uint64_t rid = c.pending.front();
   ConsumerCursor& cur = c.cursor;
-  SettleLocked(c);
+  SlotTable& t = TableOf(c);
+  SettleLocked(c, t);
   const SlotTable::Walk supply =
-      slots_.Find(cur.position(), cur.EpochEnd(stream_end_), cur.batch_size());
+      t.Find(cur.position(), cur.EpochEnd(stream_end_), cur.batch_size());
   ConsumerCursor::Plan plan = cur.PlanNext(stream_end_, {supply.samples, supply.complete});
   switch (plan.kind) {
     case ConsumerCursor::Plan::Kind::kStreamEnded:
@@ -251,21 +260,25 @@ bool Scheduler::ServeOneLocked(Consumer& c) {
                                std::to_string(stream_end_ / config_.epoch_len) + " of its epochs"});
       c.pending.pop_front();
       return true;
-    case ConsumerCursor::Plan::Kind::kEndOfEpoch:
-      Send(c, proto::EndOfEpoch{rid, cur.epoch(), cur.step(), cur.skipped()});
+    case ConsumerCursor::Plan::Kind::kEndOfEpoch: {
+      proto::EndOfEpoch e{rid, cur.epoch(), cur.step(), cur.skipped()};
       cur.EndEpoch(stream_end_);
+      e.next_epoch_start = cur.EpochStart();
+      e.next_seq = std::max(cur.position(), e.next_epoch_start);
+      Send(c, e);
       c.pending.pop_front();
       NotifyProducer();
       return true;
+    }
     case ConsumerCursor::Plan::Kind::kWait:
-      if (!StarvedLocked(c)) return AnswerHoardingLocked(c);
+      if (!StarvedLocked(c, t)) return AnswerHoardingLocked(c, t);
       // Note [Consumer epochs]: only this consumer can move. Without
       // drop_last it gets what the ring holds as a short batch; with
       // drop_last it passes over it and plans again on the data written next.
       BC_LOG_WARN(
           "consumer {} '{}': the {}-slot ring holds only {} of the {} samples of its next batch "
           "(too many dropped files); {} them",
-          c.id, c.name, slots_.window(), supply.samples, cur.batch_size(),
+          c.id, c.name, t.window(), supply.samples, cur.batch_size(),
           cur.drop_last() ? "passing over" : "sending a short batch of");
       if (cur.drop_last()) {
         c.passed_over += supply.samples;
@@ -280,12 +293,15 @@ bool Scheduler::ServeOneLocked(Consumer& c) {
   }
   if (RefuseOverLeasesLocked(c)) return true;
   const uint32_t n = plan.count;
-  SendBatchLocked(c, cur.position(), n, cur.epoch(), cur.step(), cur.skipped());
   // n == supply.samples: the cursor moves past the last of them (and past
   // the holes up to where Find stopped, when it found fewer than B).
   BATCHCAST_CHECK(n == supply.samples);
+  BatchInfo info{cur.epoch(), cur.step(), cur.skipped(), cur.EpochStart(), 0};
+  const uint64_t from = cur.position();
   cur.Advance(supply.end, stream_end_);
-  SettleLocked(c);  // holes and a short drop_last remainder pin nothing
+  info.next_seq = cur.position();
+  SendBatchLocked(c, t, from, n, info);
+  SettleLocked(c, t);  // holes and a short drop_last remainder pin nothing
   return true;
 }
 
@@ -299,16 +315,18 @@ bool Scheduler::RefuseOverLeasesLocked(Consumer& c) {
   return true;
 }
 
-void Scheduler::SendBatchLocked(Consumer& c, uint64_t from, uint32_t n, uint32_t epoch,
-                                uint32_t step, uint64_t skipped) {
+void Scheduler::SendBatchLocked(Consumer& c, SlotTable& t, uint64_t from, uint32_t n,
+                                const BatchInfo& info) {
   proto::Batch b;
   b.request_id = c.pending.front();
-  b.epoch = epoch;
-  b.step = step;
+  b.epoch = info.epoch;
+  b.step = info.step;
   b.first_seq = from;
-  b.skipped = skipped;
+  b.skipped = info.skipped;
+  b.epoch_start = info.epoch_start;
+  b.next_seq = info.next_seq;
   b.indices.reserve(n);
-  std::vector<uint32_t> pinned = slots_.Lease(from, n, b.segments, b.indices);
+  std::vector<uint32_t> pinned = t.Lease(from, n, b.segments, b.indices);
   CountReadLocked(c, b.segments);
   b.lease_id = c.next_lease++;
   c.leases.emplace(b.lease_id, std::move(pinned));
@@ -375,7 +393,7 @@ void Scheduler::Release(const std::string& identity, const std::vector<uint64_t>
       BC_LOG_DEBUG("consumer {} released unknown lease {}", c->id, id);
       continue;
     }
-    slots_.Unpin(it->second);
+    UnpinLocked(it->second);
     c->leases.erase(it);
   }
   if (!c->attached && c->leases.empty()) {
@@ -385,14 +403,23 @@ void Scheduler::Release(const std::string& identity, const std::vector<uint64_t>
 }
 
 void Scheduler::DropLeasesLocked(Consumer& c) {
-  for (const auto& [_, pinned] : c.leases) slots_.Unpin(pinned);
+  for (const auto& [_, pinned] : c.leases) UnpinLocked(pinned);
   c.leases.clear();
+}
+
+void Scheduler::UnpinLocked(const std::vector<uint32_t>& slots) {
+  std::vector<uint32_t> lane;
+  std::vector<uint32_t> shared;
+  for (uint32_t s : slots) (slots_.Owns(s) ? shared : lane).push_back(s);
+  slots_.Unpin(shared);
+  if (!lane.empty()) lane_->table().Unpin(lane);
 }
 
 void Scheduler::DetachLocked(Consumer& c, const std::string& why) {
   c.attached = false;
   c.pending.clear();
   UpdateWaitLocked(c);
+  if (c.group == nullptr) LeaveLaneLocked(Lane::Owner{c.identity});
   LeaveGroupLocked(c, why);
   NotifyProducer();
   if (c.leases.empty()) RemoveLocked(c.identity, "left the stream");
@@ -425,11 +452,15 @@ void Scheduler::RemoveLocked(const std::string& identity, const std::string& rea
   if (it == consumers_.end()) return;
   Consumer& c = it->second;
   BC_LOG_INFO_LIMITED("consumer {} '{}' (pid {}) removed: {}", c.id, c.name, c.pid, reason);
+  if (c.group == nullptr) LeaveLaneLocked(Lane::Owner{c.identity});
   LeaveGroupLocked(c, reason);
   departed_cursor_ =
       std::max(departed_cursor_, c.group != nullptr ? c.group->frontier() : c.cursor.position());
   DropLeasesLocked(c);
-  if (c.group != nullptr && --c.group->members == 0) groups_.erase(c.group->id());
+  if (c.group != nullptr && --c.group->members == 0) {
+    LeaveLaneLocked(Lane::Owner{"", c.group->id()});
+    groups_.erase(c.group->id());
+  }
   consumers_.erase(it);
   NotifyProducer();
 }

@@ -134,7 +134,7 @@
 // written once, on one ring. Each consumer has a *home ring* (its HELLO
 // device's, RingForConsumer): it reads a batch placed there zero-copy and
 // one placed elsewhere through a device-to-device copy (client/src/batch.cc).
-// One producer per ring asks for its next batch (BeginPlacedBatch); the
+// One producer per ring asks what to write next (BeginWork(ring)); the
 // Scheduler places the stream's next producer batch when asked:
 //  - candidates: the rings that are some attached consumer's home (every
 //    ring while none is), so decode follows readers: with readers only on
@@ -154,6 +154,62 @@
 // theirs. Commits may come out of order (the slot table publishes in order).
 // A producer's read-ahead hint is the batch predicted to be its ring's next
 // (PredictNextBatch), not the stream's next, which is mostly another ring's.
+// A batch of a resume lane (Note [Resume]) goes to its owner's home ring (a
+// group's: that of the rank predicted to read it), written by that ring's
+// producer when it has nothing of the shared stream to write.
+//
+// Note [Resume]
+// A consumer's place is a few integers (batchcast::ConsumerPosition, client
+// consumer.h): its epoch k, the batches it got in it (a group's rounds), the
+// seq its epoch starts at, the seq it continues from, its skipped count, its
+// group's world size. Seqs are absolute: seq s is sample EpochOrder(s/L)[s%L]
+// of producer epoch s/L (producer epochs span L seqs, Note [Holes]) and a
+// sample's pixels are a function of (seed, epoch, index), so a place means
+// the same samples on every server with the same stream identity
+// (core/src/stream_identity.h: dataset listing, shard, seed, shuffle,
+// transform, fields, normalization...; WELCOME carries it, a place records
+// it). RESUME, before the consumer's first NEXT, puts its cursor (a group's
+// frontier) exactly there: the batches that follow are those it would have
+// got (another batch size continues from the same sample in batches of the
+// new size). Refused, naming what is wrong, and nothing moves: another
+// identity, another world size, a place outside its epoch, a rank whose
+// group resumed at another place (the first rank's RESUME places the group,
+// every later rank must bring the same place; a group that already cut a
+// round cannot be moved), or a place the server cannot serve (below).
+// Where a resumed reader (consumer or group) reads:
+// - *In the stream*: its place lies in the ring's newest unbroken run
+//   (JoinFloor) or in the producer batch written next: it reads the shared
+//   stream from there like any reader (waiting if ahead).
+// - *Outside* (behind the ring: a job restarted while the others went on;
+//   ahead of it: a server restarted with its jobs): when nothing else pins
+//   the shared stream (no other attached reader, no slot being written or
+//   leased), the shared stream *moves* there (SlotTable::Restart at the
+//   producer batch of the lowest such place), so a restarted server's stream
+//   starts where its jobs resume. Otherwise the reader waits in line for
+//   the *lane* (lane.h): resume_slots ring slots after the window's, which
+//   the built-in producer fills with the producer batches of the stream from
+//   the owner's place on (the same seqs as the shared stream's, so the same
+//   samples), from spare capacity only: when the shared stream may not be
+//   written (no slot free: the producer would wait; nobody reads it; it
+//   ended), plus, when the producer never has to wait, one lane batch after
+//   every kLaneShare shared ones, so a catch-up always ends (the only cost
+//   the others can see: at most 1/(kLaneShare + 1) of the producer's
+//   batches, only then). The lane pins no shared slot, so the window, the
+//   lag policy and the other readers are as without it; readers in line pin
+//   nothing at all. A lane owner's batch (a group's round) must fit in the
+//   lane at once (Lane::SlotsFor), else its RESUME is refused naming the
+//   slots it needs.
+// - *Merge*: once the lane's next seq q lies in the shared run (it caught up
+//   from behind, or the shared stream reached it from below), merge_at = q
+//   and the owner pins the shared stream from q (Note [Leases] (b)), so q
+//   stays; the lane writes on only while the owner's next batch (round) is
+//   not whole in it; when the owner's cursor passes q it reads the shared
+//   stream and the lane goes to the next in line (once its slots are
+//   unleased). A batch is never cut across the lane and the ring: a group's
+//   rounds cut from the lane are served from it until every rank has them.
+// External producers (not config.replay) write the next seqs in order: the
+// stream never moves and there is no lane, so a place behind the ring is
+// refused and one ahead waits for the stream.
 //
 // Thread-safety: every method locks mu_. BeginBatch blocks its caller (the
 // producer thread, or an external producer's) on a condition variable; every
@@ -212,6 +268,14 @@ struct SchedulerConfig {
   // one sample over every field (for the stats' peer_bytes).
   uint32_t rings = 1;
   uint64_t sample_bytes = 0;
+  // Note [Resume]: the stream's identity (stream_identity.h; WELCOME's);
+  // whether the producer writes what BeginWork says (the built-in one: it
+  // can write any seq, so the stream may move and the lane be filled) rather
+  // than the next seqs in order (an external producer); and the lane's slots
+  // (numbered from `window`; 0: no lane).
+  std::string stream;
+  bool replay = false;
+  uint32_t resume_slots = 0;
 };
 
 // A reply for the control thread to send to the peer `identity`.
@@ -225,6 +289,9 @@ class Scheduler {
   // A consumer whose own leases pin every slot while it waits is answered
   // with an error after this long (Note [Leases]).
   static constexpr std::chrono::milliseconds kHoardTimeout{1000};
+  // Note [Resume]: while the lane wants a batch and the producer never has
+  // to wait, one lane batch after every kLaneShare shared ones.
+  static constexpr uint32_t kLaneShare = 16;
 
   // `env` must outlive the Scheduler.
   explicit Scheduler(SchedulerConfig config, SchedulerEnv* env = SchedulerEnv::Default());
@@ -237,6 +304,7 @@ class Scheduler {
   struct Admission {
     uint64_t consumer_id = 0;
     uint64_t batches_per_epoch = 0;
+    uint64_t start = 0;  // where its epoch 0 starts (its group's)
   };
   // Registers a consumer behind ZeroMQ identity `identity`. `same_host`: the
   // peer came over ipc://, so its HELLO pid is one of this machine's; if that
@@ -260,6 +328,14 @@ class Scheduler {
   void Touch(const std::string& identity) BC_EXCLUDES(mu_);
   // Drops a consumer at once (its peer is unreachable). Counted as lost.
   void Remove(const std::string& identity, const std::string& reason) BC_EXCLUDES(mu_);
+  // Note [Resume]: moves the consumer behind `identity`, which has asked for
+  // nothing yet, to `place` (its group too, or checks that its group is
+  // there). InvalidArgument naming what is wrong (another stream, another
+  // world size, a place outside its epoch, a group resumed elsewhere, a
+  // place the server cannot serve); the consumer then stays where it was.
+  // NotFound for an unknown consumer.
+  [[nodiscard]] Status Resume(const std::string& identity, const proto::Resume& place)
+      BC_EXCLUDES(mu_);
 
   // ---- time (control thread, about every 100 ms) ----
   // Applies the time-based rules at env->Now(): drops consumers whose process
@@ -311,6 +387,22 @@ class Scheduler {
   // `slot` is not being written or `valid` exceeds its seqs.
   [[nodiscard]] Status Commit(uint32_t slot, std::optional<uint32_t> valid = std::nullopt)
       BC_EXCLUDES(mu_);
+  // Note [Resume]: the built-in producer's (config.replay) next batch for
+  // ring `ring` (the producer of that ring, Note [Placement]): of the shared
+  // stream (at its next seq, when placed on `ring`) or of the lane (`lane`,
+  // when its owner's batch goes to `ring`). The
+  // producer writes the dataset indices of seqs [grant.first_seq,
+  // + grant.count) of producer epoch `epoch` into grant.indices, fills the
+  // slot and commits it. nullopt when there is nothing to write now;
+  // Cancelled after Stop().
+  struct Work {
+    SlotGrant grant;
+    uint32_t epoch = 0;
+    bool lane = false;
+  };
+  Result<std::optional<Work>> TryBeginWork(uint32_t ring = 0) BC_EXCLUDES(mu_);
+  // TryBeginWork, waiting until it grants or fails, or until `deadline`.
+  Result<Work> BeginWork(uint32_t ring, Clock::time_point deadline) BC_EXCLUDES(mu_);
   // No batch follows the ones begun so far.
   void EndStream() BC_EXCLUDES(mu_);
   // BeginBatch fails with Cancelled from now on (and wakes up if waiting).
@@ -351,10 +443,16 @@ class Scheduler {
     // group's frontier and entries say what it gets) and rank.
     ConsumerGroup* group = nullptr;
     uint32_t rank = 0;
+    // Note [Resume]: it sent a NEXT (RESUME comes before); RESUME placed it
+    // (its start is never moved again); where it reads (a rank: its group's).
+    bool asked = false;
+    bool resumed = false;
+    LaneState lane = LaneState::kNone;
     // Whether its cursor holds back the producer (Note [Leases] (b)); a
-    // rank's pins are its group's.
+    // rank's pins are its group's, a reader of the lane's are Note [Resume]'s.
     bool PinsCursor() const {
-      return attached && confirmed && group == nullptr && !(skipping && pending.empty());
+      return attached && confirmed && group == nullptr && lane == LaneState::kNone &&
+             !(skipping && pending.empty());
     }
   };
 
@@ -373,25 +471,36 @@ class Scheduler {
   // Answers the head NEXT of `c`; false when it must wait.
   bool ServeOneLocked(Consumer& c) BC_REQUIRES(mu_);
   // Moves `c`'s cursor over what needs no reading (Note [Consumer epochs]):
-  // published holes, and with drop_last a remainder known to be short.
-  void SettleLocked(Consumer& c) BC_REQUIRES(mu_);
-  // Every slot is ready and still needed by `c`'s cursor, so nothing but `c`
-  // moving lets the producer write (Note [Consumer epochs]).
-  bool StarvedLocked(const Consumer& c) const BC_REQUIRES(mu_);
-  // For the head NEXT of `c`, which must wait for data: the error of Note
-  // [Leases] once `c`'s own leases pinned every slot for kHoardTimeout (true),
-  // else false (it waits).
-  bool AnswerHoardingLocked(Consumer& c) BC_REQUIRES(mu_);
-  // True when `c` has pinned every slot with its own leases for
+  // published holes, and with drop_last a remainder known to be short; `t`
+  // is the table `c` reads (TableOf).
+  void SettleLocked(Consumer& c, const SlotTable& t) BC_REQUIRES(mu_);
+  // Every slot of `t` is ready and still needed by `c`'s cursor, so nothing
+  // but `c` moving lets the producer write (Note [Consumer epochs]).
+  bool StarvedLocked(const Consumer& c, const SlotTable& t) const BC_REQUIRES(mu_);
+  // For the head NEXT of `c`, which must wait for data in `t`: the error of
+  // Note [Leases] once `c`'s own leases pinned every slot of `t` for
+  // kHoardTimeout (true), else false (it waits).
+  bool AnswerHoardingLocked(Consumer& c, const SlotTable& t) BC_REQUIRES(mu_);
+  // True when `c` has pinned every slot of `t` with its own leases for
   // kHoardTimeout (Note [Leases]); tracks since when.
-  bool HoardingTooLongLocked(Consumer& c) BC_REQUIRES(mu_);
-  // Leases and sends the next `n` samples from seq `from` as the answer to
-  // `c`'s head NEXT.
-  void SendBatchLocked(Consumer& c, uint64_t from, uint32_t n, uint32_t epoch, uint32_t step,
-                       uint64_t skipped) BC_REQUIRES(mu_);
+  bool HoardingTooLongLocked(Consumer& c, const SlotTable& t) BC_REQUIRES(mu_);
+  // The batch fields of an answer to `c`'s head NEXT.
+  struct BatchInfo {
+    uint32_t epoch = 0;
+    uint32_t step = 0;
+    uint64_t skipped = 0;
+    uint64_t epoch_start = 0;  // Note [Resume]
+    uint64_t next_seq = 0;
+  };
+  // Leases from `t` and sends the next `n` samples from seq `from` as the
+  // answer to `c`'s head NEXT.
+  void SendBatchLocked(Consumer& c, SlotTable& t, uint64_t from, uint32_t n, const BatchInfo& info)
+      BC_REQUIRES(mu_);
   // Answers `c`'s head NEXT with an error when it holds max_leases batches.
   bool RefuseOverLeasesLocked(Consumer& c) BC_REQUIRES(mu_);
   void DropLeasesLocked(Consumer& c) BC_REQUIRES(mu_);
+  // Ends a lease on each of `slots` (shared or lane slots).
+  void UnpinLocked(const std::vector<uint32_t>& slots) BC_REQUIRES(mu_);
   // Takes `c` off the stream (Note [Leases]); `why` for its group's peers.
   void DetachLocked(Consumer& c, const std::string& why) BC_REQUIRES(mu_);
 
@@ -423,12 +532,55 @@ class Scheduler {
   // "rank 2 (consumer 7 'x', pid 12)".
   static std::string RankName(const Consumer& c);
   nlohmann::json GroupStatsLocked() const BC_REQUIRES(mu_);
+
+  // ---- resume (scheduler_resume.cc, Note [Resume]) ----
+  // The slots `c` reads: the lane's while it owns it, else the ring's.
+  SlotTable& TableOf(const Consumer& c) BC_REQUIRES(mu_);
+  // The shared stream holds, or writes next, the samples from `seq` on.
+  bool InStreamLocked(uint64_t seq) const BC_REQUIRES(mu_);
+  // The first seq of the shared stream's next batch, and its length.
+  uint32_t NextSharedCountLocked() const BC_REQUIRES(mu_);
+  // Why a reader of `samples` per batch (a round, in a group) at `seq`
+  // cannot be served there ("" when it can: in the stream, or outside it
+  // with a lane that holds its batches).
+  // `reader` is the one asking (its own reading does not count).
+  std::string UnservablePlaceLocked(uint64_t seq, uint64_t samples, const Lane::Owner& reader) const
+      BC_REQUIRES(mu_);
+  // Puts a resumed reader in the stream or in the lane's line (then tries
+  // to give it the lane).
+  void PlaceLocked(Consumer& c) BC_REQUIRES(mu_);
+  void PlaceGroupLocked(ConsumerGroup& g) BC_REQUIRES(mu_);
+  // The place (next seq) of a lane owner or a reader waiting for the lane.
+  std::optional<uint64_t> PlaceOfLocked(const Lane::Owner& o) const BC_REQUIRES(mu_);
+  // Sets where `o` reads.
+  void SetLaneStateLocked(const Lane::Owner& o, LaneState state) BC_REQUIRES(mu_);
+  // Jumps, merges, hands the lane on: true when a reader moved (then the
+  // caller serves everyone and wakes the control thread).
+  bool ReviewResumersLocked() BC_REQUIRES(mu_);
+  // Moves the shared stream to the lowest place of the readers outside it
+  // when nobody else reads it (Note [Resume]); true when it did.
+  bool MoveStreamLocked() BC_REQUIRES(mu_);
+  // Readers that pin the shared stream (consumers, groups, merging owners),
+  // other than `except` (a consumer, or every rank of a group).
+  bool SharedReadLocked(const Lane::Owner* except = nullptr) const BC_REQUIRES(mu_);
+  // `o` reads the shared stream from now on, or left: the lane goes to the
+  // next one waiting, once free.
+  void LeaveLaneLocked(const Lane::Owner& o) BC_REQUIRES(mu_);
+  // The lane owner reached its merge point: it reads the shared stream.
+  bool MergeOwnerLocked() BC_REQUIRES(mu_);
+  // What the shared stream needs no longer pinned from the lane owner:
+  // once merging, it pins the shared stream from merge_at.
+  std::optional<uint64_t> MergePinLocked() const BC_REQUIRES(mu_);
+  // The lane's next batch, when the owner needs one and a lane slot may be
+  // written.
+  std::optional<Work> LaneWorkLocked(uint32_t ring) BC_REQUIRES(mu_);
+  Result<std::optional<Work>> TryBeginWorkLocked(uint32_t ring) BC_REQUIRES(mu_);
   void RemoveLocked(const std::string& identity, const std::string& reason) BC_REQUIRES(mu_);
   void RemoveDeadLocked(Clock::time_point now) BC_REQUIRES(mu_);
   Result<std::optional<SlotGrant>> TryBeginLocked(uint32_t epoch, std::span<const int64_t> indices,
                                                   uint32_t ring = 0) BC_REQUIRES(mu_);
   // ---- placement (scheduler_placement.cc, Note [Placement]) ----
-  uint32_t PlaceLocked() const BC_REQUIRES(mu_);
+  uint32_t PlaceNextLocked() const BC_REQUIRES(mu_);
   // The rings with readers (every ring while none has one), and the ring of
   // the batch from `seq` that is the stream's `batch`-th (from 0).
   std::vector<uint32_t> CandidateRingsLocked() const BC_REQUIRES(mu_);
@@ -443,6 +595,9 @@ class Scheduler {
   // The home ring of the rank of a live group with ranks on several rings
   // that is predicted to read seq `seq`, if there is such a group.
   std::optional<uint32_t> GroupPlacementLocked(uint64_t seq) const BC_REQUIRES(mu_);
+  // The same for group `g` alone.
+  std::optional<uint32_t> GroupRingLocked(const ConsumerGroup& g, uint64_t seq) const
+      BC_REQUIRES(mu_);
   // Counts a batch leased to `c` (its segments) in its home ring's stats.
   void CountReadLocked(const Consumer& c, std::span<const Segment> segments) BC_REQUIRES(mu_);
   nlohmann::json RingStatsLocked() const BC_REQUIRES(mu_);
@@ -464,6 +619,16 @@ class Scheduler {
 
   SlotTable slots_ BC_GUARDED_BY(mu_);
   uint64_t stream_end_ BC_GUARDED_BY(mu_);
+  // Note [Resume]: the lane (none without resume slots or replay), the
+  // readers waiting for it in order, and the shared batches written since
+  // the lane's last one while it wanted one (kLaneShare).
+  std::optional<Lane> lane_ BC_GUARDED_BY(mu_);
+  std::deque<Lane::Owner> lane_line_ BC_GUARDED_BY(mu_);
+  uint32_t shared_since_lane_ BC_GUARDED_BY(mu_) = 0;
+  // ReviewResumersLocked queued replies on the producer's thread: wake the
+  // control thread once the lock is released.
+  bool wake_pending_ BC_GUARDED_BY(mu_) = false;
+  uint64_t stream_moves_ BC_GUARDED_BY(mu_) = 0;
   bool started_ BC_GUARDED_BY(mu_) = false;          // the first batch was begun
   uint64_t departed_cursor_ BC_GUARDED_BY(mu_) = 0;  // the furthest cursor of a consumer that left
   bool stopped_ BC_GUARDED_BY(mu_) = false;

@@ -160,8 +160,13 @@ bool Scheduler::FrontierPinsLocked(const ConsumerGroup& g) const {
 
 bool Scheduler::ServeRankLocked(Consumer& c) {
   ConsumerGroup& g = *c.group;
+  // Note [Resume]: waiting for the lane; its owner may have reached the
+  // shared stream; rounds are cut from the slots the group reads.
+  if (g.lane == LaneState::kWaiting) return false;
+  if (g.lane == LaneState::kOwner && MergeOwnerLocked()) NotifyProducer();
+  SlotTable& t = g.cut_from_lane ? lane_->table() : slots_;
   const uint64_t rid = c.pending.front();
-  const ConsumerGroup::Plan p = g.PlanRank(c.rank, slots_, stream_end_);
+  const ConsumerGroup::Plan p = g.PlanRank(c.rank, t, stream_end_);
   using Kind = ConsumerGroup::Plan::Kind;
   switch (p.kind) {
     case Kind::kStreamEnded:
@@ -171,7 +176,7 @@ bool Scheduler::ServeRankLocked(Consumer& c) {
       c.pending.pop_front();
       return true;
     case Kind::kEndOfEpoch:
-      Send(c, proto::EndOfEpoch{rid, p.epoch, p.step, g.skipped()});
+      Send(c, proto::EndOfEpoch{rid, p.epoch, p.step, g.skipped(), p.epoch_start, p.next_seq});
       g.Delivered(c.rank);
       c.pending.pop_front();
       NotifyProducer();
@@ -188,17 +193,21 @@ bool Scheduler::ServeRankLocked(Consumer& c) {
       return true;
     }
     case Kind::kWaitForPeers:
-      return AnswerHoardingLocked(c);
+      return AnswerHoardingLocked(c, t);
     case Kind::kWait: {
-      if (!g.Starved(slots_)) return AnswerHoardingLocked(c);
+      // Note [Resume]: its frontier may have passed the merge point just now.
+      if (g.lane == LaneState::kOwner && MergeOwnerLocked()) {
+        NotifyProducer();
+        return true;
+      }
+      if (!g.Starved(t)) return AnswerHoardingLocked(c, t);
       // Only the group can move (Note [Consumer epochs]): the round the ring
       // holds is dropped for every rank.
-      const uint64_t passed = g.PassOver(slots_, stream_end_);
+      const uint64_t passed = g.PassOver(t, stream_end_);
       BC_LOG_WARN(
           "group '{}': the {}-slot ring holds only {} samples of its next round of {} (too many "
           "dropped files); passing over them",
-          g.spec().name, slots_.window(), passed,
-          uint64_t{g.spec().world_size} * g.spec().batch_size);
+          g.spec().name, t.window(), passed, uint64_t{g.spec().world_size} * g.spec().batch_size);
       NotifyProducer();
       return true;
     }
@@ -206,7 +215,8 @@ bool Scheduler::ServeRankLocked(Consumer& c) {
       break;
   }
   if (RefuseOverLeasesLocked(c)) return true;
-  SendBatchLocked(c, p.from, p.count, p.epoch, p.step, g.skipped());
+  SendBatchLocked(c, p.lane ? lane_->table() : slots_, p.from, p.count,
+                  BatchInfo{p.epoch, p.step, g.skipped(), p.epoch_start, p.next_seq});
   g.Delivered(c.rank);
   return true;
 }

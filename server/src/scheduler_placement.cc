@@ -11,22 +11,25 @@ uint32_t Scheduler::RankRingLocked(const ConsumerGroup& g, uint32_t rank) const 
   return c != nullptr ? c->home_ring : rank % config_.rings;
 }
 
+std::optional<uint32_t> Scheduler::GroupRingLocked(const ConsumerGroup& g, uint64_t seq) const {
+  if (!g.Live() || seq < g.start()) return std::nullopt;
+  const uint32_t world = g.spec().world_size;
+  const uint32_t B = g.spec().batch_size;
+  bool several = false;
+  for (uint32_t r = 1; r < world && !several; ++r) {
+    several = RankRingLocked(g, r) != RankRingLocked(g, 0);
+  }
+  if (!several) return std::nullopt;
+  // The round arithmetic of Note [Consumer groups], holes ignored.
+  const uint64_t in_epoch = (seq - g.start()) % config_.epoch_len;
+  const uint64_t round = uint64_t{world} * B;
+  if (in_epoch >= g.rounds_per_epoch() * round) return std::nullopt;  // the dropped remainder
+  return RankRingLocked(g, static_cast<uint32_t>(in_epoch % round / B));
+}
+
 std::optional<uint32_t> Scheduler::GroupPlacementLocked(uint64_t seq) const {
-  const uint64_t L = config_.epoch_len;
   for (const auto& [_, g] : groups_) {
-    if (!g->Live() || seq < g->start()) continue;
-    const uint32_t world = g->spec().world_size;
-    const uint32_t B = g->spec().batch_size;
-    bool several = false;
-    for (uint32_t r = 1; r < world && !several; ++r) {
-      several = RankRingLocked(*g, r) != RankRingLocked(*g, 0);
-    }
-    if (!several) continue;
-    // The round arithmetic of Note [Consumer groups], holes ignored.
-    const uint64_t in_epoch = (seq - g->start()) % L;
-    const uint64_t round = uint64_t{world} * B;
-    if (in_epoch >= g->rounds_per_epoch() * round) continue;  // the dropped remainder
-    return RankRingLocked(*g, static_cast<uint32_t>(in_epoch % round / B));
+    if (std::optional<uint32_t> ring = GroupRingLocked(*g, seq)) return ring;
   }
   return std::nullopt;
 }
@@ -53,19 +56,18 @@ uint32_t Scheduler::PlaceAtLocked(uint64_t seq, uint64_t batch,
   return candidates[batch % candidates.size()];
 }
 
-uint32_t Scheduler::PlaceLocked() const {
+uint32_t Scheduler::PlaceNextLocked() const {
   if (config_.rings == 1) return 0;
   return PlaceAtLocked(slots_.next_seq(), batches_begun_, CandidateRingsLocked());
 }
 
 uint32_t Scheduler::NextPlacement() const {
   MutexLock lock(&mu_);
-  return PlaceLocked();
+  return PlaceNextLocked();
 }
 
 uint64_t Scheduler::NextBatchEndLocked(uint64_t seq) const {
-  const uint64_t L = config_.epoch_len;
-  return std::min({seq + config_.batch_size, (seq / L + 1) * L, stream_end_});
+  return seq + Lane::BatchCount(seq, config_.epoch_len, config_.batch_size, stream_end_);
 }
 
 std::optional<uint64_t> Scheduler::PredictNextBatch(uint32_t ring) const {

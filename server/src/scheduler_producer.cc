@@ -8,6 +8,8 @@
 
 namespace batchcast {
 
+// Note [Resume]: a reader waiting for the lane counts as attached, so a
+// server restarted with --min-consumers waits for its resuming jobs too.
 size_t Scheduler::AttachedCount() const {
   size_t n = 0;
   for (const auto& [_, c] : consumers_) n += c.attached && c.confirmed ? 1 : 0;
@@ -15,7 +17,7 @@ size_t Scheduler::AttachedCount() const {
 }
 
 uint64_t Scheduler::MinPinningCursor() const {
-  uint64_t m = UINT64_MAX;
+  uint64_t m = MergePinLocked().value_or(UINT64_MAX);
   for (const auto& [_, c] : consumers_) {
     if (c.PinsCursor()) m = std::min(m, c.cursor.position());
   }
@@ -23,8 +25,9 @@ uint64_t Scheduler::MinPinningCursor() const {
 }
 
 bool Scheduler::MayWriteLocked() const {
-  const size_t attached = AttachedCount();
-  return started_ ? attached > 0 : attached >= std::max<uint32_t>(1, config_.min_consumers);
+  // Note [Resume]: the shared stream is written only while someone reads it.
+  if (!SharedReadLocked()) return false;
+  return started_ || AttachedCount() >= std::max<uint32_t>(1, config_.min_consumers);
 }
 
 std::optional<uint32_t> Scheduler::FindWritableSlotLocked() const {
@@ -32,7 +35,12 @@ std::optional<uint32_t> Scheduler::FindWritableSlotLocked() const {
   // Note [Consumer groups]: the groups' pins.
   std::vector<std::pair<const ConsumerGroup*, bool>> groups;
   for (const auto& [_, g] : groups_) {
-    if (g->Live() && GroupConfirmedLocked(*g)) groups.emplace_back(g.get(), FrontierPinsLocked(*g));
+    // Note [Resume]: a group that reads outside the shared stream pins it
+    // only by the merge pin (MinPinningCursor).
+    if (g->Live() && GroupConfirmedLocked(*g) && g->lane != LaneState::kWaiting &&
+        !g->cut_from_lane) {
+      groups.emplace_back(g.get(), FrontierPinsLocked(*g));
+    }
   }
   return slots_.FindWritable([&](uint64_t first, uint64_t end) {
     if (end > min_cursor) return true;
@@ -113,7 +121,7 @@ Result<SlotGrant> Scheduler::BeginPlacedBatch(uint32_t ring, Clock::time_point d
     if (stopped_) return CancelledError("server stopped");
     const uint64_t next_seq = slots_.next_seq();
     if (next_seq >= stream_end_) return OutOfRangeError("the stream has ended");
-    if (PlaceLocked() == ring) {
+    if (PlaceNextLocked() == ring) {
       const std::span<const int64_t> indices(placeholder_.data(),
                                              NextBatchEndLocked(next_seq) - next_seq);
       BATCHCAST_ASSIGN_OR_RETURN(
@@ -132,24 +140,26 @@ Result<SlotGrant> Scheduler::BeginPlacedBatch(uint32_t ring, Clock::time_point d
 Status Scheduler::Commit(uint32_t slot, std::optional<uint32_t> valid) {
   {
     MutexLock lock(&mu_);
-    const bool writing =
-        slot < slots_.window() && slots_.slot(slot).state == SlotTable::State::kWriting;
+    // Note [Resume]: a lane slot, or one of the ring's.
+    SlotTable& t = lane_ && lane_->table().Owns(slot) ? lane_->table() : slots_;
+    const bool writing = t.Owns(slot) && t.slot(slot).state == SlotTable::State::kWriting;
     if (!writing) {
       return InvalidArgumentError("slot " + std::to_string(slot) +
                                   " is not being written: it was committed already or never "
                                   "begun");
     }
-    const uint32_t count = slots_.slot(slot).count;
+    const uint32_t count = t.slot(slot).count;
     if (valid && *valid > count) {
       return InvalidArgumentError("slot " + std::to_string(slot) + " spans " +
                                   std::to_string(count) + " seqs; it cannot hold " +
                                   std::to_string(*valid) + " samples");
     }
-    BATCHCAST_CHECK(slots_.Commit(slot, valid.value_or(count)));
-    ++batches_written_;
-    RingCounts& rc = ring_counts_[slots_.slot(slot).ring];
+    BATCHCAST_CHECK(t.Commit(slot, valid.value_or(count)));
+    ++(&t == &slots_ ? batches_written_ : lane_->batches_written);
+    // Note [Placement]: what each ring decoded (the lane's batches too).
+    RingCounts& rc = ring_counts_[t.slot(slot).ring];
     rc.batches_written += 1;
-    rc.samples_decoded += slots_.slot(slot).valid;
+    rc.samples_decoded += t.slot(slot).valid;
     ServeAllLocked();
     NotifyProducer();  // published() moved: an older slot may be writable now
   }

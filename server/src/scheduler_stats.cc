@@ -48,7 +48,9 @@ nlohmann::json Scheduler::Stats() const {
     const ConsumerGroup* g = c.group;
     const uint64_t at = g != nullptr ? g->RankCursor(c.rank) : c.cursor.position();
     const uint64_t lag = published > at && c.attached ? published - at : 0;
-    if (c.attached) slowest_lag = std::max(slowest_lag, lag);
+    // Note [Resume]: a reader outside the shared stream holds nobody up.
+    const LaneState lane = g != nullptr ? g->lane : c.lane;
+    if (c.attached && lane == LaneState::kNone) slowest_lag = std::max(slowest_lag, lag);
     json entry = {{"id", c.id},
                   {"name", c.name},
                   {"pid", c.pid},
@@ -68,6 +70,11 @@ nlohmann::json Scheduler::Stats() const {
                   {"wait_s", Seconds(c.waited + (c.waiting_since ? now - *c.waiting_since
                                                                  : Clock::duration{0}))},
                   {"connected_s", Seconds(now - c.joined)}};
+    if (c.resumed) {
+      entry["resumed"] = lane == LaneState::kNone      ? "stream"
+                         : lane == LaneState::kWaiting ? "waiting"
+                                                       : "lane";
+    }
     if (g != nullptr) {
       entry["group"] = g->spec().name;
       entry["rank"] = c.rank;
@@ -75,6 +82,12 @@ nlohmann::json Scheduler::Stats() const {
     }
     list.push_back(std::move(entry));
   }
+  if (lane_) {
+    j["resume_lane"] = {{"slots", lane_->slots()},      {"batches_written", lane_->batches_written},
+                        {"owners", lane_->owners},      {"merges", lane_->merges},
+                        {"waiting", lane_line_.size()}, {"busy", lane_->owner().has_value()}};
+  }
+  j["stream_moves"] = stream_moves_;
   j["consumers"] = list;
   j["groups"] = GroupStatsLocked();
   j["rings"] = RingStatsLocked();

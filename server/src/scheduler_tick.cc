@@ -17,6 +17,7 @@ void Scheduler::Tick() {
   const Clock::time_point now = env_->Now();
   RemoveDeadLocked(now);
   ExpireFormingGroupsLocked(now);
+  if (ReviewResumersLocked()) NotifyProducer();  // Note [Resume]
   if (config_.lag_policy != LagPolicy::kBlock && blocked_since_ &&
       now - *blocked_since_ >= config_.lag_timeout && MayWriteLocked() &&
       !FindWritableSlotLocked()) {
@@ -60,8 +61,14 @@ void Scheduler::ApplyLagPolicyLocked(Clock::time_point now) {
   const uint64_t published = slots_.published();
   const uint64_t target = std::max(oldest->end(), published);
   std::vector<Consumer*> laggards;
+  // Note [Resume]: a lane owner pins the shared stream only by its merge pin.
+  const std::optional<uint64_t> merge_pin = MergePinLocked();
+  const bool owner_lags = merge_pin && *merge_pin < oldest->end();
   for (auto& [_, c] : consumers_) {
     if (c.PinsCursor() && c.cursor.position() < oldest->end()) {
+      laggards.push_back(&c);
+    } else if (owner_lags && c.group == nullptr && c.lane == LaneState::kOwner) {
+      LeaveLaneLocked(Lane::Owner{c.identity});  // it reads the shared stream from here
       laggards.push_back(&c);
     }
   }
@@ -69,8 +76,11 @@ void Scheduler::ApplyLagPolicyLocked(Clock::time_point now) {
   // only skip, and only under skip and evict (Note [Lag policy]).
   std::vector<std::pair<uint64_t, bool>> lagging_groups;  // id, forming
   for (const auto& [id, g] : groups_) {
-    if (!g->Live() || !GroupConfirmedLocked(*g) ||
-        !g->Needs(oldest->first_seq, oldest->end(), FrontierPinsLocked(*g))) {
+    const bool merging_owner = owner_lags && g->lane == LaneState::kOwner && g->cut_from_lane;
+    if (merging_owner) LeaveLaneLocked(Lane::Owner{"", id});
+    if (!g->Live() || !GroupConfirmedLocked(*g) || g->lane == LaneState::kWaiting ||
+        g->cut_from_lane ||
+        !(merging_owner || g->Needs(oldest->first_seq, oldest->end(), FrontierPinsLocked(*g)))) {
       continue;
     }
     if (g->complete()) {

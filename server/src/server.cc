@@ -18,6 +18,7 @@
 #include "core/src/logging.h"
 #include "core/src/reclaim.h"
 #include "core/src/sampler.h"
+#include "core/src/stream_identity.h"
 #include "core/src/thread_name.h"
 #include "device_list.h"
 #include "metrics_render.h"
@@ -49,7 +50,8 @@ Result<std::vector<int>> ResolveRingDevices(const ServerOptions& options) {
 // ---- Server::Impl ----
 
 Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
-                          uint64_t group_epoch_len, const std::vector<int>& devices) {
+                          uint64_t group_epoch_len, const std::vector<int>& devices,
+                          const std::string& stream, bool replay) {
   BATCHCAST_ASSIGN_OR_RETURN(InstanceLock l, InstanceLock::Acquire(options.name));
   lock.emplace(std::move(l));
   // What dead servers of this user left (Note [Server instance lock]).
@@ -103,8 +105,10 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
   const MemoryKind kind = on_cuda ? MemoryKind::kCuda : MemoryKind::kHost;
   for (FieldSpec& f : specs) f.memory = kind;
   fields = specs;
-  BATCHCAST_ASSIGN_OR_RETURN(RingLayout l2,
-                             RingLayout::Make(specs, options.window, options.batch_size));
+  // Note [Resume]: the lane's slots follow the window's.
+  const uint32_t resume_slots = replay ? options.resume_slots : 0;
+  BATCHCAST_ASSIGN_OR_RETURN(
+      RingLayout l2, RingLayout::Make(specs, options.window, options.batch_size, resume_slots));
   layout.emplace(std::move(l2));
 
   SchedulerConfig sc;
@@ -122,6 +126,9 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
   sc.group_epoch_len = group_epoch_len;
   sc.rings = static_cast<uint32_t>(devices.size());
   for (const FieldSpec& f : fields) sc.sample_bytes += f.bytes_per_sample();
+  sc.stream = stream;
+  sc.replay = replay;
+  sc.resume_slots = resume_slots;
   sched = std::make_unique<Scheduler>(sc);
 
   ControlLoopOptions co;
@@ -145,6 +152,8 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
   w.epoch_len = epoch_len;
   w.heartbeat_interval_ms = static_cast<uint32_t>(options.heartbeat_period().count());
   w.heartbeat_timeout_ms = static_cast<uint32_t>(options.heartbeat_timeout.count());
+  w.stream = stream;
+  w.resume_slots = resume_slots;
   for (int device : devices) {
     Ring& ring = rings.emplace_back();
     ring.device = device;
@@ -320,6 +329,21 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options,
   });
 }
 
+// "image:float32[3,224,224] label:int64[]": names, dtypes and shapes (not
+// where they live: a resume may move from a host ring to a device one).
+static std::string FieldsText(const std::vector<FieldSpec>& fields) {
+  std::string s;
+  for (const FieldSpec& f : fields) {
+    s += (s.empty() ? "" : " ") + f.name + ":" + std::string(DTypeName(f.dtype)) + "[";
+    for (size_t i = 0; i < f.shape.size(); ++i) {
+      s += (i == 0 ? "" : ",") + std::to_string(f.shape[i]);
+    }
+    s += "]";
+  }
+  std::replace(s.begin(), s.end(), ';', ',');  // an identity component holds no ';'
+  return s;
+}
+
 // The samples of the smallest shard over all servers of `options`' shard
 // count (tar shards split whole files, so shards may differ by a file).
 static uint64_t SmallestShard(uint64_t dataset_size, SamplerOptions options) {
@@ -333,6 +357,38 @@ static uint64_t SmallestShard(uint64_t dataset_size, SamplerOptions options) {
     }
   }
   return smallest;
+}
+
+// Note [Resume]: what shapes the built-in pipeline's samples and their order.
+static std::string StreamOf(const ServerOptions& o, const Source& source, const SamplerOptions& so,
+                            uint64_t epoch_len) {
+  StreamIdentity id;
+  const bool dataset = o.source.synthetic == 0;
+  id.Add("source", dataset ? "dataset" : "synthetic");
+  id.Add("samples", std::to_string(source.size()));
+  if (dataset) {
+    uint64_t h = source.listing_digest();
+    for (uint64_t g : so.groups) h = Fnv1a64(std::to_string(g) + ",", h);
+    id.Add("listing", Hex64(h));
+  }
+  id.Add("epoch_len", std::to_string(epoch_len));
+  id.Add("shard", std::to_string(so.shard_rank) + "/" + std::to_string(so.num_shards));
+  id.Add("seed", std::to_string(so.seed));
+  id.Add("shuffle", so.shuffle ? "on" : "off");
+  if (!so.groups.empty() && so.shuffle) id.Add("shuffle_buffer", std::to_string(so.shuffle_buffer));
+  if (dataset) {
+    id.Add("transform", std::string(TransformKindName(o.source.transform)));
+    auto triple = [](const std::array<float, 3>& v) {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%.9g,%.9g,%.9g", v[0], v[1], v[2]);
+      return std::string(buf);
+    };
+    id.Add("mean", triple(o.source.mean));
+    id.Add("std", triple(o.source.std));
+    id.Add("max_pixels", std::to_string(o.source.max_pixels));
+  }
+  id.Add("fields", FieldsText(source.fields()));
+  return id.ToString();
 }
 
 // REQUIRES: options validated; one source per device, all of the same fields
@@ -349,8 +405,10 @@ Result<std::unique_ptr<Server>> Server::StartRings(ServerOptions options,
   BATCHCAST_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Make(first.size(), so));
   // Note [Consumer groups]: a group's rounds per epoch come from the
   // smallest shard, so that every rank of every node gets the same count.
-  BATCHCAST_RETURN_IF_ERROR(
-      impl->Init(first.fields(), sampler.epoch_len(), SmallestShard(first.size(), so), devices));
+  BATCHCAST_RETURN_IF_ERROR(impl->Init(first.fields(), sampler.epoch_len(),
+                                       SmallestShard(first.size(), so), devices,
+                                       StreamOf(options, first, so, sampler.epoch_len()),
+                                       /*replay=*/true));
   impl->shard = shard;
   for (size_t i = 0; i < sources.size(); ++i) impl->rings[i].source = std::move(sources[i]);
   const Source& source = *impl->rings.front().source;
@@ -384,7 +442,14 @@ Result<std::unique_ptr<Server>> Server::StartExternal(ServerOptions options,
     }
     auto impl = std::make_unique<Impl>();
     impl->options = options;
-    BATCHCAST_RETURN_IF_ERROR(impl->Init(std::move(fields), epoch_len, epoch_len, devices));
+    // Note [Resume]: an external producer's samples are its own; the server
+    // knows their shape and epoch only.
+    StreamIdentity id;
+    id.Add("source", "external");
+    id.Add("epoch_len", std::to_string(epoch_len));
+    id.Add("fields", FieldsText(fields));
+    BATCHCAST_RETURN_IF_ERROR(impl->Init(std::move(fields), epoch_len, epoch_len, devices,
+                                         id.ToString(), /*replay=*/false));
     BC_LOG_INFO("server '{}' on {}: external producer, epoch of {} samples, batch {}, window {}",
                 options.name, impl->endpoint, epoch_len, options.batch_size, options.window);
     BATCHCAST_RETURN_IF_ERROR(impl->StartThreads(SlotWriter::kExternal, std::nullopt));

@@ -84,9 +84,12 @@ struct Server::Impl {
   // Takes the instance lock, makes a ring on each of `devices` (-1: host)
   // for `specs` (their memory kind set to the rings'), the Scheduler and
   // the control loop (bound, not running).
-  // `group_epoch_len`: the smallest shard's epoch (SchedulerConfig).
+  // `group_epoch_len`: the smallest shard's epoch (SchedulerConfig);
+  // `stream`: the stream's identity; `replay`: the built-in producer writes
+  // what the Scheduler says (then the ring has options.resume_slots more
+  // slots: Note [Resume]).
   Status Init(std::vector<FieldSpec> specs, uint64_t epoch_len, uint64_t group_epoch_len,
-              const std::vector<int>& devices);
+              const std::vector<int>& devices, const std::string& stream, bool replay);
   // Makes each ring's publisher for `writer`, and its producer loop over
   // `sampler`'s epoch orders (shared by the rings) when Sources fill the
   // rings (rings[i].source set); then starts the threads.

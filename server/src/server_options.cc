@@ -89,6 +89,7 @@ Status ServerOptions::Validate() const {
   if (batch_size == 0 || batch_size > 65536)
     return bad("batch_size (--batch-size) must be in 1..65536");
   if (window < 2 || window > 4096) return bad("window (--window) must be in 2..4096 slots");
+  if (resume_slots > 4096) return bad("resume_slots (--resume-slots) must be in 0..4096 slots");
   BATCHCAST_RETURN_IF_ERROR(Shard().status());
   if (lag_timeout.count() <= 0) return bad("lag_timeout (--lag-timeout) must be positive");
   if (heartbeat_timeout.count() <= 0 || heartbeat_interval.count() < 0 ||

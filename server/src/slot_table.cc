@@ -6,8 +6,28 @@
 
 namespace batchcast {
 
-SlotTable::SlotTable(uint32_t window, uint32_t batch_size) : slots_(window) {
+SlotTable::SlotTable(uint32_t window, uint32_t batch_size, uint32_t first_slot)
+    : first_slot_(first_slot), slots_(window) {
   for (Slot& s : slots_) s.indices.resize(batch_size);
+}
+
+uint32_t SlotTable::Local(uint32_t slot) const {
+  BATCHCAST_CHECK(Owns(slot)) << "slot " << slot << " is not in this table";
+  return slot - first_slot_;
+}
+
+bool SlotTable::Idle() const {
+  for (const Slot& s : slots_) {
+    if (s.state == State::kWriting || s.leases > 0) return false;
+  }
+  return true;
+}
+
+void SlotTable::Restart(uint64_t seq) {
+  BATCHCAST_CHECK(Idle()) << "a slot is being written or leased";
+  for (Slot& s : slots_) s.state = State::kFree;
+  by_seq_.clear();
+  next_seq_ = published_ = seq;
 }
 
 uint64_t SlotTable::JoinFloor() const {
@@ -30,25 +50,31 @@ const SlotTable::Slot* SlotTable::OldestUnleased() const {
 
 SlotGrant SlotTable::Begin(uint32_t slot, uint32_t epoch, std::span<const int64_t> indices,
                            uint32_t ring) {
-  Slot& s = slots_[slot];
+  SlotGrant g = Begin(slot, epoch, static_cast<uint32_t>(indices.size()), ring);
+  std::copy(indices.begin(), indices.end(), g.indices);
+  return g;
+}
+
+SlotGrant SlotTable::Begin(uint32_t slot, uint32_t epoch, uint32_t count, uint32_t ring) {
+  const uint32_t i = Local(slot);
+  Slot& s = slots_[i];
   BATCHCAST_CHECK(s.state != State::kWriting && s.leases == 0);
-  BATCHCAST_CHECK(!indices.empty() && indices.size() <= s.indices.size());
+  BATCHCAST_CHECK(count > 0 && count <= s.indices.size());
   if (s.state == State::kReady) by_seq_.erase(s.first_seq);
   s.state = State::kWriting;
   s.first_seq = next_seq_;
-  s.count = static_cast<uint32_t>(indices.size());
+  s.count = count;
   s.valid = 0;
   s.epoch = epoch;
   s.ring = ring;
-  std::copy(indices.begin(), indices.end(), s.indices.begin());
-  by_seq_[s.first_seq] = slot;
+  by_seq_[s.first_seq] = i;
   next_seq_ += s.count;
   return SlotGrant{slot, s.first_seq, s.count, s.indices.data()};
 }
 
 bool SlotTable::Commit(uint32_t slot, uint32_t valid) {
-  if (slot >= slots_.size() || slots_[slot].state != State::kWriting) return false;
-  Slot& s = slots_[slot];
+  if (!Owns(slot) || slots_[slot - first_slot_].state != State::kWriting) return false;
+  Slot& s = slots_[slot - first_slot_];
   BATCHCAST_CHECK(valid <= s.count) << valid << " samples in a slot of " << s.count << " seqs";
   s.state = State::kReady;
   s.valid = valid;
@@ -83,7 +109,7 @@ SlotTable::Walk SlotTable::WalkSamples(uint64_t from, uint64_t limit, uint32_t w
     const uint64_t samples_end = std::min(s.first_seq + s.valid, stop);
     if (seq < samples_end) {
       const auto n = static_cast<uint32_t>(std::min<uint64_t>(want - w.samples, samples_end - seq));
-      run(slot, static_cast<uint32_t>(seq - s.first_seq), n);
+      run(first_slot_ + slot, static_cast<uint32_t>(seq - s.first_seq), n);
       w.samples += n;
       seq += n;
       if (w.samples == want) break;
@@ -129,7 +155,7 @@ std::vector<uint32_t> SlotTable::Lease(uint64_t from, uint32_t count,
   std::vector<uint32_t> pinned;
   const Walk w =
       WalkSamples(from, published_, count, [&](uint32_t slot, uint32_t offset, uint32_t n) {
-        Slot& s = slots_[slot];
+        Slot& s = slots_[Local(slot)];
         segments.push_back(Segment{slot, offset, n, s.epoch, s.ring});
         indices.insert(indices.end(), s.indices.begin() + offset, s.indices.begin() + offset + n);
         s.leases += 1;
@@ -142,9 +168,17 @@ std::vector<uint32_t> SlotTable::Lease(uint64_t from, uint32_t count,
 
 void SlotTable::Unpin(const std::vector<uint32_t>& slots) {
   for (uint32_t slot : slots) {
-    BATCHCAST_CHECK(slots_[slot].leases > 0);
-    slots_[slot].leases -= 1;
+    Slot& s = slots_[Local(slot)];
+    BATCHCAST_CHECK(s.leases > 0);
+    s.leases -= 1;
   }
+}
+
+bool SlotTable::FullFrom(uint64_t seq) const {
+  for (const Slot& s : slots_) {
+    if (s.state != State::kReady || s.end() <= seq) return false;
+  }
+  return true;
 }
 
 SlotTable::Counts SlotTable::Count() const {

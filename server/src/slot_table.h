@@ -72,10 +72,16 @@ class SlotTable {
     bool complete = false;
   };
 
-  SlotTable(uint32_t window, uint32_t batch_size);
+  // `window` slots numbered first_slot, first_slot + 1, ...: the shared
+  // ring's (from 0), or the resume lane's after them (Note [Resume],
+  // scheduler.h). Every slot number below is such a number.
+  SlotTable(uint32_t window, uint32_t batch_size, uint32_t first_slot = 0);
 
   uint32_t window() const { return static_cast<uint32_t>(slots_.size()); }
-  const Slot& slot(uint32_t i) const { return slots_[i]; }
+  uint32_t first_slot() const { return first_slot_; }
+  // Whether slot number `slot` is one of this table's.
+  bool Owns(uint32_t slot) const { return slot >= first_slot_ && slot - first_slot_ < window(); }
+  const Slot& slot(uint32_t i) const { return slots_[i - first_slot_]; }
   uint64_t next_seq() const { return next_seq_; }    // the first seq not yet begun
   uint64_t published() const { return published_; }  // every seq below is ready
 
@@ -90,13 +96,13 @@ class SlotTable {
   template <typename Needed>
   std::optional<uint32_t> FindWritable(Needed&& needed) const {
     for (uint32_t i = 0; i < slots_.size(); ++i) {
-      if (slots_[i].state == State::kFree) return i;
+      if (slots_[i].state == State::kFree) return first_slot_ + i;
     }
     for (const auto& [first, slot] : by_seq_) {
       const Slot& s = slots_[slot];
       if (s.state == State::kReady && s.leases == 0 && s.end() <= published_ &&
           !needed(first, s.end())) {
-        return slot;
+        return first_slot_ + slot;
       }
     }
     return std::nullopt;
@@ -106,10 +112,22 @@ class SlotTable {
   const Slot* OldestUnleased() const;
 
   // Starts writing the next indices.size() seqs (from next_seq()) of
-  // producer epoch `epoch` into `slot` of ring `ring`. REQUIRES: `slot` came
-  // from FindWritable; 1 <= indices.size() <= batch size.
+  // producer epoch `epoch` into `slot` of ring `ring` (Note [Placement]).
+  // REQUIRES: `slot` came from FindWritable; 1 <= indices.size() <= batch
+  // size.
   SlotGrant Begin(uint32_t slot, uint32_t epoch, std::span<const int64_t> indices,
                   uint32_t ring = 0);
+  // Begin for `count` seqs whose indices the caller writes (SlotGrant::
+  // indices) before Commit.
+  SlotGrant Begin(uint32_t slot, uint32_t epoch, uint32_t count, uint32_t ring = 0);
+  // Whether Restart may run: no slot is being written or leased.
+  bool Idle() const;
+  // Forgets every slot's contents (all free) and continues the stream at
+  // `seq`: the next Begin writes from there and everything below counts as
+  // published. REQUIRES: Idle(). Note [Resume]: the shared stream moves to
+  // a resumed consumer nobody else is reading beside; a lane starts at its
+  // owner's place.
+  void Restart(uint64_t seq);
   // Marks `slot` ready with its first `valid` seqs samples (the rest holes)
   // and advances published(). False (nothing changes) when `slot` is not
   // being written. REQUIRES: valid <= the slot's count.
@@ -134,6 +152,10 @@ class SlotTable {
   // Ends a lease on each of `slots` (as returned by Lease).
   void Unpin(const std::vector<uint32_t>& slots);
 
+  // Every slot is ready and still holds seqs at or after `seq`: none may be
+  // rewritten for a reader at `seq` (Note [Consumer epochs]: a starved one).
+  bool FullFrom(uint64_t seq) const;
+
   struct Counts {
     int free = 0, writing = 0, ready = 0, leased = 0;
   };
@@ -145,11 +167,16 @@ class SlotTable {
   // Calls run(slot, offset, n) for each run of samples Find walks over.
   template <typename Run>
   Walk WalkSamples(uint64_t from, uint64_t limit, uint32_t want, Run&& run) const;
-  // The ready slot that holds published seq `seq`.
+  // The index of the ready slot that holds published seq `seq`.
   uint32_t SlotOf(uint64_t seq) const;
 
+  // Index of slot number `slot` in slots_. REQUIRES: Owns(slot).
+  uint32_t Local(uint32_t slot) const;
+
+  uint32_t first_slot_;
   std::vector<Slot> slots_;
-  std::map<uint64_t, uint32_t> by_seq_;  // first_seq -> slot, for writing and ready slots
+  std::map<uint64_t, uint32_t>
+      by_seq_;  // first_seq -> index in slots_, for writing and ready slots
   uint64_t next_seq_ = 0;
   uint64_t published_ = 0;
   uint64_t holes_ = 0;

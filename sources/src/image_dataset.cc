@@ -5,6 +5,7 @@
 
 #include "batchcast/image/image_format.h"
 #include "core/src/logging.h"
+#include "core/src/stream_identity.h"
 #include "scan_progress.h"
 #include "shard_pattern.h"
 #include "shard_scan.h"
@@ -175,6 +176,17 @@ Result<std::unique_ptr<ImageDataset>> ImageDataset::Open(const SourceOptions& op
   ds->reader_ = sharded ? MakeShardSampleReader(*ds, 2 * options.shuffle_buffer + 1024)
                         : MakeFileSampleReader(*ds);
   return ds;
+}
+
+uint64_t ImageDataset::ListingDigest() const {
+  uint64_t h = Fnv1a64("");
+  for (const File& f : files_) {
+    const std::string_view path = f.entry.path;
+    const size_t slash = path.find_last_of('/');
+    h = Fnv1a64(path.substr(slash == std::string_view::npos ? 0 : slash + 1), h);
+    h = Fnv1a64(":" + std::to_string(f.entry.label) + "\n", h);
+  }
+  return h;
 }
 
 std::array<int64_t, std::size(image::kDecodedFormats)> ImageDataset::CountFormats(

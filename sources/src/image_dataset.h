@@ -134,6 +134,9 @@ class ImageDataset {
   // Shards: the number of samples of each shard (consecutive indices, in
   // order), for the sampler's shard order; empty for files.
   std::vector<uint64_t> sample_groups() const;
+  // Source::listing_digest: each usable file's name (the path's last
+  // component, so a dataset moved elsewhere keeps it) and label, in order.
+  uint64_t ListingDigest() const;
 
   // The fields of an image source: `image` (the transform's dtype, [3,S,S] or
   // [S,S,3]) and `label` (int64 []), in `memory`.

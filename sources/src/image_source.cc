@@ -30,6 +30,7 @@ class ImageSource : public SampleSource {
     return dataset_->counters();
   }
   std::vector<uint64_t> sample_groups() const override { return dataset_->sample_groups(); }
+  uint64_t listing_digest() const override { return dataset_->ListingDigest(); }
 
   // Files: each worker reads its samples' files. Shards (a sequential
   // reader, Note [Shard reads]): the prefetch thread reads each batch's

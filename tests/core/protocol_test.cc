@@ -99,6 +99,9 @@ Welcome SampleWelcome() {
   m.batches_per_epoch = 13345;
   m.heartbeat_interval_ms = 250;
   m.heartbeat_timeout_ms = 2000;
+  m.stream = "source=dataset;seed=7;fields=image:float16[3,224,224] label:int64[]";
+  m.resume_slots = 4;
+  m.start = 0x1122334455667788ull;
   return m;
 }
 
@@ -114,6 +117,8 @@ Batch SampleBatch() {
   for (int64_t i = 0; i < 264; ++i) m.indices.push_back(i * 4099 - 5);
   m.indices[7] = INT64_MIN;
   m.indices[8] = INT64_MAX;
+  m.epoch_start = 9876500000ull;
+  m.next_seq = 9876543474ull;
   return m;
 }
 
@@ -137,7 +142,7 @@ std::vector<Message> SampleMessages() {
   out.push_back(SampleWelcome());
   out.push_back(SampleNext());
   out.push_back(SampleBatch());
-  out.push_back(EndOfEpoch{99, 5, 5004, 12});
+  out.push_back(EndOfEpoch{99, 5, 5004, 12, 6405000, 6405001});
   out.push_back(Error{31, StatusCode::kResourceExhausted,
                       "consumer 'x' asked for batch size 100000; the limit is 512"});
   out.push_back(Release{{1, 2, 3, 0xFFFFFFFFFFFFFFFFull, 42}});
@@ -145,6 +150,8 @@ std::vector<Message> SampleMessages() {
   out.push_back(Bye{{12, 0xFFFFFFFFFFFFFFFFull, 1}});
   out.push_back(Stats{});
   out.push_back(StatsReply{R"({"consumers":[{"name":"a","delivered":12}],"produced":1024})"});
+  out.push_back(Resume{"source=synthetic;seed=3", 2, 40, 2562334, 2563614, 9, 8});
+  out.push_back(Resumed{2563614});
   return out;
 }
 
@@ -158,6 +165,7 @@ std::vector<Message> EdgeMessages() {
   out.push_back(w);  // no fields, no allocations
   Welcome big = SampleWelcome();
   big.window = kMaxWindow;
+  big.resume_slots = 0;  // the window and resume slots together are at most kMaxWindow
   big.producer_batch_size = kMaxBatch;
   out.push_back(big);
   out.push_back(Next{});
@@ -173,6 +181,8 @@ std::vector<Message> EdgeMessages() {
   out.push_back(Bye{});
   out.push_back(StatsReply{});
   out.push_back(StatsReply{std::string(100000, 'j')});
+  out.push_back(Resume{});
+  out.push_back(Resumed{});
   return out;
 }
 
@@ -281,16 +291,16 @@ TEST(ProtocolTest, RoundTripKeepsBatchDetails) {
 }
 
 TEST(ProtocolTest, MessageNames) {
-  const std::vector<std::string> names = {"HELLO",        "WELCOME", "NEXT",       "BATCH",
-                                          "END_OF_EPOCH", "ERROR",   "RELEASE",    "HEARTBEAT",
-                                          "BYE",          "STATS",   "STATS_REPLY"};
+  const std::vector<std::string> names = {
+      "HELLO",     "WELCOME", "NEXT",  "BATCH",       "END_OF_EPOCH", "ERROR",  "RELEASE",
+      "HEARTBEAT", "BYE",     "STATS", "STATS_REPLY", "RESUME",       "RESUMED"};
   const std::vector<Message> samples = SampleMessages();
   for (size_t i = 0; i < samples.size(); ++i) EXPECT_EQ(MessageName(samples[i]), names[i]);
 }
 
 TEST(ProtocolTest, HeaderLayout) {
   const std::vector<Message> samples = SampleMessages();
-  const uint8_t types[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  const uint8_t types[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
   for (size_t i = 0; i < samples.size(); ++i) {
     const Bytes f = EncodeBytes(samples[i]);
     ASSERT_GE(f.size(), 6u);
@@ -305,15 +315,17 @@ TEST(ProtocolTest, HeaderLayout) {
 
 TEST(ProtocolTest, GoldenEncodings) {
   // Pins the little-endian wire format so that an accidental change is caught.
-  EXPECT_EQ(EncodeBytes(EndOfEpoch{0x0102030405060708ull, 0x0A0B0C0D, 3, 0x1122}),
-            (Bytes{'B',  'C',  3,    0, 5, 0, 8, 7,    6,    5, 4, 3, 2, 1, 0x0D,
-                   0x0C, 0x0B, 0x0A, 3, 0, 0, 0, 0x22, 0x11, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(EncodeBytes(EndOfEpoch{0x0102030405060708ull, 0x0A0B0C0D, 3, 0x1122, 0x33, 0x44}),
+            (Bytes{'B',  'C',  3, 0, 5, 0, 8,    7,    6, 5, 4, 3, 2, 1, 0x0D, 0x0C,
+                   0x0B, 0x0A, 3, 0, 0, 0, 0x22, 0x11, 0, 0, 0, 0, 0, 0, 0x33, 0,
+                   0,    0,    0, 0, 0, 0, 0x44, 0,    0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(EncodeBytes(Bye{{5}}),
             (Bytes{'B', 'C', 3, 0, 9, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(EncodeBytes(Error{2, StatusCode::kNotFound, "ab"}),
             (Bytes{'B', 'C', 3, 0, 6, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 'a', 'b'}));
   EXPECT_EQ(EncodeBytes(Release{{5}}),
             (Bytes{'B', 'C', 3, 0, 7, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(EncodeBytes(Resumed{0x0102}), (Bytes{'B', 'C', 3, 0, 13, 0, 2, 1, 0, 0, 0, 0, 0, 0}));
   const Hello h{"n", 0x01020304, 32, true, JoinPolicy::kNextEpoch, 2, "", "g", 1, 3};
   // A segment: slot, offset, count, producer epoch, ring.
   Batch b;
@@ -437,8 +449,21 @@ TEST(ProtocolHostileTest, WrongVersionNamesBothVersions) {
   }
 }
 
+TEST(ProtocolHostileTest, ResumeValues) {
+  // A place before its epoch's start, a world size beyond the limit, a
+  // window and resume slots beyond kMaxWindow together.
+  ExpectInvalid(EncodeBytes(Resume{"s", 1, 2, 100, 99, 0, 0}), "next_seq < epoch_start");
+  ExpectInvalid(EncodeBytes(Resume{"s", 1, 2, 100, 100, 0, kMaxWorldSize + 1}), "world_size");
+  EXPECT_TRUE(DecodeBytes(EncodeBytes(Resume{"s", 1, 2, 100, 100, 0, kMaxWorldSize})).ok());
+  Welcome w = SampleWelcome();
+  w.resume_slots = kMaxWindow - w.window + 1;
+  ExpectInvalid(EncodeBytes(w), "resume slots");
+  w.resume_slots = kMaxWindow - w.window;
+  EXPECT_TRUE(DecodeBytes(EncodeBytes(w)).ok());
+}
+
 TEST(ProtocolHostileTest, UnknownType) {
-  for (uint8_t type : {uint8_t{0}, uint8_t{12}, uint8_t{13}, uint8_t{100}, uint8_t{255}}) {
+  for (uint8_t type : {uint8_t{0}, uint8_t{14}, uint8_t{15}, uint8_t{100}, uint8_t{255}}) {
     Bytes f = Header(static_cast<MessageType>(type));
     ExpectInvalid(f, "unknown type " + std::to_string(type));
     Result<Message> m = DecodeBytes(f);

@@ -51,8 +51,8 @@ void CheckLayout(const RingLayout& layout) {
     const size_t per_slot = spec.bytes_per_sample() * layout.batch_size();
     EXPECT_EQ(layout.field_slot_stride(f), AlignUp(per_slot)) << spec.name;
     EXPECT_EQ(layout.field_slot_stride(f) % kRingAlignment, 0u);
-    expected_bytes[kind] += AlignUp(per_slot) * layout.window();
-    for (uint32_t k = 0; k < layout.window(); ++k) {
+    expected_bytes[kind] += AlignUp(per_slot) * layout.slots();
+    for (uint32_t k = 0; k < layout.slots(); ++k) {
       const size_t begin = layout.SampleOffset(f, k, 0);
       EXPECT_EQ(begin % kRingAlignment, 0u) << spec.name << " slot " << k;
       // Samples are contiguous inside a slot.
@@ -62,8 +62,9 @@ void CheckLayout(const RingLayout& layout) {
       const size_t end = layout.SampleOffset(f, k, layout.batch_size());
       EXPECT_EQ(end - begin, per_slot);
       EXPECT_LE(end, layout.allocation_bytes(spec.memory)) << spec.name << " slot " << k;
-      // Slots of one field are one stride apart.
-      if (k > 0) {
+      // Slots of one field are one stride apart (the window's, and the extra
+      // ones after every field's window slots).
+      if (k > 0 && k != layout.window()) {
         EXPECT_EQ(begin - layout.SampleOffset(f, k - 1, 0), layout.field_slot_stride(f));
       }
       ranges[kind].push_back({begin, end, f, k});
@@ -255,6 +256,26 @@ TEST(RingLayoutTest, SampleSizeOverflowIsRefused) {
   ExpectInvalid(
       {FieldSpec{"x", DType::kUInt8, std::vector<int64_t>(8, int64_t{1} << 31), MemoryKind::kHost}},
       1, 1, "2^248-element sample");
+}
+
+// The resume lane's slots (Note [Resume]) follow every field's window slots:
+// the window's offsets are those of a layout without them.
+TEST(RingLayoutTest, ExtraSlotsLieAfterTheWindowsWithoutMovingThem) {
+  for (uint32_t extra : {1u, 4u}) {
+    Result<RingLayout> plain = RingLayout::Make(Mixed(), 5, 33);
+    Result<RingLayout> more = RingLayout::Make(Mixed(), 5, 33, extra);
+    ASSERT_TRUE(plain.ok() && more.ok());
+    EXPECT_EQ(more->window(), 5u);
+    EXPECT_EQ(more->slots(), 5u + extra);
+    CheckLayout(*more);
+    for (size_t f = 0; f < Mixed().size(); ++f) {
+      for (uint32_t k = 0; k < 5; ++k) {
+        EXPECT_EQ(more->SampleOffset(f, k, 0), plain->SampleOffset(f, k, 0)) << f << " " << k;
+      }
+      EXPECT_GE(more->SampleOffset(f, 5, 0),
+                plain->allocation_bytes(Mixed()[f].memory));  // after every window slot
+    }
+  }
 }
 
 using RingLayoutDeathTest = ::testing::Test;

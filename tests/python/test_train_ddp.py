@@ -4,7 +4,9 @@ The ranks take their consumer group from torchrun's variables; local rank 0
 serves a synthetic dataset (shard_from_env: shard 0 of 1). Checks: both
 epochs run on both ranks with the same batch count, and the ranks read
 disjoint samples that together make the whole epoch (the example's
---check-split). Skips when torchrun (torch.distributed.run) is missing.
+--check-split); and a job stopped mid-epoch with a checkpoint, run again with
+--resume, reads the rest of that epoch on every rank. Skips when torchrun
+(torch.distributed.run) is missing.
 """
 import importlib.util
 import os
@@ -29,8 +31,9 @@ def _torchrun_missing():
         return True
 
 
-@pytest.mark.skipif(_torchrun_missing(), reason="torchrun (torch.distributed.run) is not installed")
-def test_train_ddp_example_on_two_cpu_ranks(tmp_path):
+def _torchrun(tmp_path, *args):
+    """examples/train_ddp.py on 2 CPU ranks under torchrun: its output (the
+    test fails unless it exits with 0 within 240 s)."""
     import torch.distributed as dist
 
     if not dist.is_available() or not dist.is_gloo_available():
@@ -44,8 +47,8 @@ def test_train_ddp_example_on_two_cpu_ranks(tmp_path):
     # ('NoneType' object has no attribute 'get': Flag iteration skips 0).
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            "--redirects", "2", "--tee", "2", "--log_dir", str(tmp_path / "logs"), EXAMPLE,
-           "--synthetic", "192", "--size", "32", "--batch-size", "8", "--epochs", "2",
-           "--num-classes", "10", "--check-split"]
+           "--synthetic", "192", "--size", "32", "--batch-size", "8", "--num-classes", "10",
+           "--check-split", *args]
     # In a session of its own, so that a rank left behind (a hang at exit:
     # examples/train_ddp.py, "Note: the model goes before the process group")
     # is killed with torchrun instead of spinning on after the test.
@@ -64,6 +67,12 @@ def test_train_ddp_example_on_two_cpu_ranks(tmp_path):
             pass
     out = stdout + stderr
     assert p.returncode == 0, out
+    return out
+
+
+@pytest.mark.skipif(_torchrun_missing(), reason="torchrun (torch.distributed.run) is not installed")
+def test_train_ddp_example_on_two_cpu_ranks(tmp_path):
+    out = _torchrun(tmp_path, "--epochs", "2")
     # 192 samples / (2 ranks x 8) = 12 batches per rank and epoch.
     for rank in range(2):
         assert re.search(rf"\[rank {rank}\] batchcast.Loader\(.*group='torchrun:[^']+', "
@@ -73,3 +82,21 @@ def test_train_ddp_example_on_two_cpu_ranks(tmp_path):
     for epoch in range(2):
         assert f"epoch {epoch}: 2 ranks, 12..12 batches per rank, 192 images" in out, out
         assert f"epoch {epoch}: split ok: 192 samples read, 192 distinct" in out, out
+
+
+@pytest.mark.skipif(_torchrun_missing(), reason="torchrun (torch.distributed.run) is not installed")
+def test_train_ddp_example_resumes_every_rank_at_the_saved_round(tmp_path):
+    """A job stopped after 5 of its 12 rounds, with rank 0's checkpoint, is
+    run again with --resume (a new torchrun job, its in-process server started
+    again with the same options): every rank reads the other 7 rounds of that
+    epoch, split exactly, then whole epochs."""
+    ckpt = str(tmp_path / "ckpt.pt")
+    first = _torchrun(tmp_path, "--epochs", "1", "--steps", "5", "--checkpoint", ckpt)
+    assert "epoch 0: split ok: 80 samples read, 80 distinct" in first, first
+    again = _torchrun(tmp_path, "--epochs", "3", "--checkpoint", ckpt, "--resume", ckpt)
+    assert again.count(f"resumed from {ckpt}: epoch 0 after 5 batches") == 2, again
+    for rank in range(2):
+        assert f"[rank {rank}] epoch 1: 7 batches, 56 images" in again, again
+        assert f"[rank {rank}] epoch 2: 12 batches, 96 images" in again, again
+    assert "epoch 1: split ok: 112 samples read, 112 distinct" in again, again
+    assert "epoch 2: split ok: 192 samples read, 192 distinct" in again, again

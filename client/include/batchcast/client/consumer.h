@@ -47,9 +47,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "batchcast/client/batch.h"
@@ -64,6 +68,48 @@ namespace internal {
 class Session;
 class WaitClock;
 }  // namespace internal
+
+// A consumer's place in its server's stream, to resume there in a new
+// process (docs/semantics.md, "Resume"): Consumer::position() after the last
+// Next(), saved with the model's checkpoint; ConsumerOptions::resume_from
+// (or Consumer::Resume before the first Next()) in the restarted process,
+// against the same server or one started again with the same options. The
+// batches that follow are the ones the consumer would have got (the same
+// samples in the same order); a server of another stream (dataset, seed,
+// transform, shard, ...) refuses it naming what differs. A consumer of a
+// group saves its group's place: every rank of the restarted group resumes
+// from a place saved at the same step (any rank's).
+struct ConsumerPosition {
+  // The text format's version (ToString, Parse).
+  static constexpr uint32_t kFormat = 1;
+  std::string stream;        // the stream's identity (the server's, at WELCOME)
+  uint32_t epoch = 0;        // the consumer epoch it is in
+  uint32_t step = 0;         // batches it got in that epoch
+  uint64_t epoch_start = 0;  // the seq that epoch starts at
+  uint64_t next_seq = 0;     // the seq it continues from
+  uint64_t skipped = 0;      // samples it skipped (lag_policy skip)
+  uint32_t batch_size = 0;   // its batch size (informative: a resume may use another)
+  uint32_t world_size = 0;   // its group's ranks (0: no group); a resume needs the same
+  uint32_t rank = 0;         // its rank (informative)
+  bool operator==(const ConsumerPosition&) const = default;
+
+  // One line of text: "batchcast-position/1 epoch=3 step=17 ... check=HEX
+  // stream=...". Parse reads it back: InvalidArgument naming what is wrong
+  // (a missing or malformed field, a check that does not match, text of a
+  // newer format).
+  std::string ToString() const;
+  static Result<ConsumerPosition> Parse(std::string_view text);
+  // A digest of every field (16 hex digits), which ToString writes and
+  // Parse checks: a state changed or cut on its way back is refused.
+  std::string Check() const;
+
+  // For bindings (batchcast.Loader's state dict): the integer fields by name,
+  // in the text's order; and a position from text values by name (those of
+  // ToString: the integers, "stream" and "check"), checked as Parse checks.
+  std::vector<std::pair<std::string_view, uint64_t>> Integers() const;
+  static Result<ConsumerPosition> FromFields(
+      uint64_t format, std::map<std::string, std::string, std::less<>> fields);
+};
 
 struct ConsumerOptions {
   std::string endpoint = "batchcast";  // server name, ipc://PATH or tcp://HOST:PORT
@@ -107,6 +153,10 @@ struct ConsumerOptions {
   std::optional<std::string> group;
   std::optional<uint32_t> rank;
   std::optional<uint32_t> world_size;
+
+  // Resume (docs/semantics.md, "Resume"): start at this saved place
+  // (Consumer::position() of an earlier process) instead of the join point.
+  std::optional<ConsumerPosition> resume_from;
 };
 
 // How much of an interval a consumer spent waiting for data
@@ -141,6 +191,8 @@ class Consumer {
   // PermissionDenied when a tcp:// server refuses the key, InvalidArgument for
   // options the server refuses (with its reason), group fields ResolveGroup
   // refuses, and a malformed `device`.
+  // With options.resume_from, the server's refusal of the place
+  // (InvalidArgument naming what differs, see Resume) fails the connection.
   static Result<std::unique_ptr<Consumer>> Connect(ConsumerOptions options);
 
   ~Consumer();  // leaves the stream (BYE)
@@ -154,6 +206,19 @@ class Consumer {
   // batches), Cancelled (a rank of this consumer's group left: it gets no
   // batch its departed peer did not get).
   Result<Batch> Next();
+  // The place after the last batch or end-of-epoch marker Next() returned
+  // (before the first: where the consumer starts), to save for a resume.
+  // Same threads as Next().
+  ConsumerPosition position() const;
+  // Moves this consumer, before its first Next(), to a saved place, as
+  // ConsumerOptions::resume_from does at Connect. InvalidArgument naming
+  // what is wrong: a place saved from another stream (the differing
+  // components with both values), by a group of another world size (or
+  // without a group), a place no epoch has, a group whose other ranks
+  // resumed elsewhere or already read, a place the server cannot serve
+  // (its ring no longer holds it and it cannot write it again, with why),
+  // or a call after the first Next(). The consumer then stays where it was.
+  Status Resume(const ConsumerPosition& place);
   // Changes the delivery stream of the following batches (see
   // ConsumerOptions::cuda_stream), e.g. to the framework's current stream.
   void set_cuda_stream(CudaStreamRef cuda_stream);
@@ -195,6 +260,7 @@ class Consumer {
   std::shared_ptr<internal::Session> session_;
   std::atomic<CudaStreamRef> cuda_stream_;     // the delivery stream of the next batches
   std::unique_ptr<internal::WaitClock> wait_;  // wait_seconds(), TakeWaitShare()
+  ConsumerPosition position_;                  // position(); Next() and Resume() update it
 };
 
 // Asks the server at `endpoint_or_name` for its stats (JSON text) without

@@ -65,6 +65,9 @@ struct ServerOptions {
 
   uint32_t batch_size = 64;  // producer batch (one ring slot)
   uint32_t window = 8;       // ring slots
+  // Ring slots after the window's for consumers that resume outside the
+  // stream (their catch-up lane: docs/semantics.md, "Resume"); 0 = none.
+  uint32_t resume_slots = 4;
 
   // Order (the seed is source.seed).
   bool shuffle = true;

@@ -103,6 +103,11 @@ class Source {
   // instead of a permutation of all indices. Empty (the default): random
   // access.
   virtual std::vector<uint64_t> sample_groups() const { return {}; }
+  // A digest of what the dataset lists (each sample's file name and label,
+  // in index order), so that a consumer's saved place is refused by a
+  // server of another dataset (docs/semantics.md, "Resume"); 0 when the
+  // size and fields say it all (synthetic data).
+  virtual uint64_t listing_digest() const { return 0; }
 
   // Time per stage of FillBatch (see StageTime); empty when the source does
   // not time its stages. Called by other threads while FillBatch runs.
