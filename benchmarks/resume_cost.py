@@ -4,8 +4,9 @@
 One server; K "other" Loaders, each in a process of its own, read it on
 without pause but for a fixed step time (a training step); one Loader reads,
 saves its state_dict() and is killed (SIGKILL); after --gap-s seconds (the
-others run on, so its place falls out of the ring) a new process loads the
-state and reads on. Measured, in one run:
+others run on, so its place falls out of the ring; at least --measure-s) a
+new process loads the state and reads on for --after-s seconds. Measured, in
+one run:
 
 - the time from load_state_dict() to the first batch (the connection is made
   before, as a training script does: Loader, then model, then the state);
@@ -13,7 +14,9 @@ state and reads on. Measured, in one run:
   before the resume and from the resume until the resumed loader merged into
   the shared stream (or the run's end): their ratio is what the catch-up
   cost them;
-- the resumed loader's rate until it merged, and how long that took.
+- the resumed loader's rate until it merged, and how long that took (its
+  stats are polled every 20 ms: a server answers a peer's STATS at most 100
+  times a second).
 
 The server is an in-process batchcast.Server on synthetic uint8 images (or
 --data DIR) on the CPU, or a GPU ring with --device cuda:0.
@@ -48,16 +51,16 @@ def endless(loader):
         yield from loader
 
 
-def other_main(name, batch, step_s, stop_at, queue):
-    """Reads until `stop_at` (time.time()), a step of `step_s` per batch; sends
-    the time of every batch."""
+def other_main(name, batch, step_s, stop, queue):
+    """Reads until `stop` (an Event) is set, a step of `step_s` per batch;
+    sends the time of every batch."""
     batchcast = import_batchcast()
     loader = batchcast.Loader(name, batch_size=batch, timeout=60, group=False)
     times = []
     for _ in endless(loader):
         times.append(time.time())
         time.sleep(step_s)
-        if times[-1] >= stop_at:
+        if stop.is_set():
             break
     queue.put(("other", times))
     loader.close()
@@ -73,25 +76,39 @@ def victim_main(name, batch, batches, queue):
     time.sleep(600)  # killed
 
 
-def resumer_main(name, batch, state, stop_at, queue):
-    """Loads `state`, reads as fast as it can until `stop_at`; sends the
+def resumer_main(name, batch, state, after_s, queue):
+    """Loads `state`, reads as fast as it can for `after_s` seconds; sends the
     load-to-first-batch time, the time of every batch and when it merged."""
     batchcast = import_batchcast()
     loader = batchcast.Loader(name, batch_size=batch, timeout=60, group=False)
     cid = loader.consumer_id
     t0 = time.time()
     loader.load_state_dict(state)
-    times, merged = [], None
-    for i, _ in enumerate(endless(loader)):
-        times.append(time.time())
-        if merged is None and i % 16 == 0:
+    times, merged, polled = [], None, 0.0
+    for _ in endless(loader):
+        now = time.time()
+        times.append(now)
+        if merged is None and now - polled >= 0.02:
+            polled = now
             me = [c for c in loader.stats()["consumers"] if c["id"] == cid]
             if me and me[0].get("resumed") == "stream":
                 merged = time.time()
-        if times[-1] >= stop_at:
+        if now >= t0 + after_s:
             break
     queue.put(("resumer", t0, times, merged))
     loader.close()
+
+
+def reporting(target, queue, *args):
+    """Runs target(*args, queue) in a child; an exception is sent as ("error",
+    its traceback), so that the parent stops instead of waiting."""
+    try:
+        target(*args, queue)
+    except BaseException:
+        import traceback
+
+        queue.put(("error", traceback.format_exc()))
+        raise
 
 
 def rate(times, lo, hi):
@@ -134,40 +151,48 @@ def main():
     server = (batchcast.Server(args.data, **options) if args.data
               else batchcast.Server(synthetic=args.samples, **options))
     queue = ctx.Queue()
-    begin = time.time()
-    resume_at = begin + 4.0 + args.gap_s + args.measure_s  # the processes start meanwhile
-    stop_at = resume_at + args.after_s
-    others = [ctx.Process(target=other_main,
-                          args=(name, args.batch_size, args.step_ms / 1000, stop_at, queue))
+    stop = ctx.Event()
+    others = [ctx.Process(target=reporting,
+                          args=(other_main, queue, name, args.batch_size, args.step_ms / 1000,
+                                stop))
               for _ in range(args.others)]
-    victim = ctx.Process(target=victim_main, args=(name, args.batch_size, args.victim_batches,
-                                                   queue))
+    # The victim reports on a queue of its own: killed, it may die holding its
+    # queue's write lock (its feeder thread between sending and releasing).
+    victim_queue = ctx.Queue()
+    victim = ctx.Process(target=reporting, args=(victim_main, victim_queue, name,
+                                                 args.batch_size, args.victim_batches))
     for proc in others + [victim]:
         proc.start()
-    msg = queue.get(timeout=120)
-    assert msg[0] == "state", msg
+    # The server writes once all have joined (min_consumers): when the victim
+    # has its batches, the others read too.
+    msg = victim_queue.get(timeout=120)
+    if msg[0] == "error":
+        sys.exit(f"the loader to resume failed:\n{msg[1]}")
     state = msg[1]
     os.kill(victim.pid, signal.SIGKILL)
     victim.join()
-    # The resumer connects ahead (imports, connection), then loads at resume_at.
-    resumer = ctx.Process(target=resumer_main,
-                          args=(name, args.batch_size, state, stop_at, queue))
-    time.sleep(max(0.0, resume_at - time.time() - 3.0))
+    time.sleep(max(args.gap_s, args.measure_s))
+    resumer = ctx.Process(target=reporting,
+                          args=(resumer_main, queue, name, args.batch_size, state, args.after_s))
     resumer.start()
     got = {"other": []}
     while len(got["other"]) < args.others or "resumer" not in got:
-        m = queue.get(timeout=stop_at - time.time() + 120)
+        m = queue.get(timeout=args.after_s + 120)
+        if m[0] == "error":
+            stop.set()
+            sys.exit(f"a loader failed:\n{m[1]}")
         if m[0] == "other":
             got["other"].append(m[1])
         else:
             got["resumer"] = m[1:]
+            stop.set()  # the others read on until the resumed loader is done
     for proc in others + [resumer]:
         proc.join(10)
     stats = server.stats()
     server.close()
     t0, r_times, merged = got["resumer"]
     first = r_times[0] - t0
-    end = merged or stop_at
+    end = merged or r_times[-1]
     before = sum(rate(t, t0 - args.measure_s, t0) for t in got["other"])
     during = sum(rate(t, t0, end) for t in got["other"])
     catch_up = rate(r_times, t0, end)
@@ -197,7 +222,7 @@ def main():
               f"{merged - t0:.2f} s ({figures['lane_batches']} lane batches)")
     else:
         print(f"  resumed loader: {catch_up:.1f} batches/s from its lane, not merged in "
-              f"{stop_at - t0:.1f} s ({figures['lane_batches']} lane batches)")
+              f"{r_times[-1] - t0:.1f} s ({figures['lane_batches']} lane batches)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(figures, f, indent=1)
