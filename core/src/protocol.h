@@ -33,11 +33,12 @@ namespace batchcast {
 
 // 2: HELLO carries the consumer group (group, rank, world_size).
 // 3: WELCOME carries every ring of the server (and the consumer's home ring);
-//    a segment names its ring. Resume (Note [Resume], server/src/scheduler.h):
-//    RESUME -> RESUMED; WELCOME carries the stream's identity, the resume
-//    slots and the consumer's start; BATCH and END_OF_EPOCH say where the
-//    consumer's epoch starts and continues.
-inline constexpr uint16_t kProtocolVersion = 3;
+//    a segment names its ring.
+// 4: resume (Note [Resume], server/src/scheduler.h): RESUME -> RESUMED;
+//    WELCOME carries the stream's identity, the resume slots and the
+//    consumer's start; BATCH and END_OF_EPOCH say where the consumer's epoch
+//    starts and continues.
+inline constexpr uint16_t kProtocolVersion = 4;
 
 namespace proto {
 

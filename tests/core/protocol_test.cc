@@ -316,16 +316,16 @@ TEST(ProtocolTest, HeaderLayout) {
 TEST(ProtocolTest, GoldenEncodings) {
   // Pins the little-endian wire format so that an accidental change is caught.
   EXPECT_EQ(EncodeBytes(EndOfEpoch{0x0102030405060708ull, 0x0A0B0C0D, 3, 0x1122, 0x33, 0x44}),
-            (Bytes{'B',  'C',  3, 0, 5, 0, 8,    7,    6, 5, 4, 3, 2, 1, 0x0D, 0x0C,
+            (Bytes{'B',  'C',  4, 0, 5, 0, 8,    7,    6, 5, 4, 3, 2, 1, 0x0D, 0x0C,
                    0x0B, 0x0A, 3, 0, 0, 0, 0x22, 0x11, 0, 0, 0, 0, 0, 0, 0x33, 0,
                    0,    0,    0, 0, 0, 0, 0x44, 0,    0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(EncodeBytes(Bye{{5}}),
-            (Bytes{'B', 'C', 3, 0, 9, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
+            (Bytes{'B', 'C', 4, 0, 9, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(EncodeBytes(Error{2, StatusCode::kNotFound, "ab"}),
-            (Bytes{'B', 'C', 3, 0, 6, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 'a', 'b'}));
+            (Bytes{'B', 'C', 4, 0, 6, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 'a', 'b'}));
   EXPECT_EQ(EncodeBytes(Release{{5}}),
-            (Bytes{'B', 'C', 3, 0, 7, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
-  EXPECT_EQ(EncodeBytes(Resumed{0x0102}), (Bytes{'B', 'C', 3, 0, 13, 0, 2, 1, 0, 0, 0, 0, 0, 0}));
+            (Bytes{'B', 'C', 4, 0, 7, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(EncodeBytes(Resumed{0x0102}), (Bytes{'B', 'C', 4, 0, 13, 0, 2, 1, 0, 0, 0, 0, 0, 0}));
   const Hello h{"n", 0x01020304, 32, true, JoinPolicy::kNextEpoch, 2, "", "g", 1, 3};
   // A segment: slot, offset, count, producer epoch, ring.
   Batch b;
@@ -334,7 +334,7 @@ TEST(ProtocolTest, GoldenEncodings) {
   const Bytes batch = EncodeBytes(b);
   const Bytes segment = {1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5, 0, 0, 0};
   EXPECT_NE(std::search(batch.begin(), batch.end(), segment.begin(), segment.end()), batch.end());
-  EXPECT_EQ(EncodeBytes(h), (Bytes{'B', 'C', 3, 0, 1,   0,  // header
+  EXPECT_EQ(EncodeBytes(h), (Bytes{'B', 'C', 4, 0, 1,   0,  // header
                                    1,   0,   0, 0, 'n',     // name
                                    4,   3,   2, 1,          // pid
                                    32,  0,   0, 0,          // batch_size
@@ -431,7 +431,7 @@ TEST(ProtocolHostileTest, BadMagic) {
 
 TEST(ProtocolHostileTest, WrongVersionNamesBothVersions) {
   for (uint16_t v :
-       {uint16_t{0}, uint16_t{1}, uint16_t{2}, uint16_t{4}, uint16_t{513}, uint16_t{0xFFFF}}) {
+       {uint16_t{0}, uint16_t{1}, uint16_t{2}, uint16_t{3}, uint16_t{513}, uint16_t{0xFFFF}}) {
     for (const Message& msg : SampleMessages()) {
       Bytes f = EncodeBytes(msg);
       PokeLE<uint16_t>(f, 2, v);
