@@ -88,12 +88,9 @@ inline std::vector<std::unique_ptr<Consumer>> ConnectShapes(const std::string& n
                                                             std::vector<ConsumerShape>& shapes) {
   std::vector<std::unique_ptr<Consumer>> out;
   for (ConsumerShape& sh : shapes) {
-    ConsumerOptions o;
-    o.endpoint = name;
-    o.batch_size = sh.batch;
+    ConsumerOptions o =
+        ReaderOptions(name, sh.batch, JoinPolicy::kNextEpoch, std::chrono::seconds(60));
     o.drop_last = sh.drop_last;
-    o.join = JoinPolicy::kNextEpoch;
-    o.timeout = std::chrono::seconds(60);
     auto c = Consumer::Connect(o);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     if (!c.ok()) return {};

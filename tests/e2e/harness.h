@@ -95,16 +95,23 @@ void ForEachBatchOfEpoch(Consumer* c, F on_batch) {
   }
 }
 
-// An in-process consumer (null and a test failure if it cannot connect).
-inline std::unique_ptr<Consumer> ConnectConsumer(const std::string& name, uint32_t batch,
-                                                 JoinPolicy join, uint16_t prefetch = 2,
-                                                 CudaStreamRef cuda_stream = {}) {
+// Options of a consumer of server `name` reading batches of `batch`.
+inline ConsumerOptions ReaderOptions(const std::string& name, uint32_t batch, JoinPolicy join,
+                                     std::chrono::seconds timeout) {
   ConsumerOptions o;
   o.endpoint = name;
   o.batch_size = batch;
   o.join = join;
+  o.timeout = timeout;
+  return o;
+}
+
+// An in-process consumer (null and a test failure if it cannot connect).
+inline std::unique_ptr<Consumer> ConnectConsumer(const std::string& name, uint32_t batch,
+                                                 JoinPolicy join, uint16_t prefetch = 2,
+                                                 CudaStreamRef cuda_stream = {}) {
+  ConsumerOptions o = ReaderOptions(name, batch, join, std::chrono::seconds(20));
   o.prefetch = prefetch;
-  o.timeout = std::chrono::seconds(20);
   o.cuda_stream = cuda_stream;
   auto c = Consumer::Connect(o);
   EXPECT_TRUE(c.ok()) << c.status().ToString();

@@ -59,12 +59,9 @@ struct Reader {
 void ReadAll(const std::string& name, std::vector<Reader>& readers) {
   std::vector<std::unique_ptr<Consumer>> consumers;
   for (Reader& r : readers) {
-    ConsumerOptions o;
-    o.endpoint = name;
-    o.batch_size = r.batch;
+    ConsumerOptions o =
+        testing::ReaderOptions(name, r.batch, JoinPolicy::kNextEpoch, std::chrono::seconds(30));
     o.device = r.device;
-    o.join = JoinPolicy::kNextEpoch;
-    o.timeout = std::chrono::seconds(30);
     o.group = r.group;  // "": none, whatever the environment says
     if (r.world > 0) {
       o.rank = r.rank;

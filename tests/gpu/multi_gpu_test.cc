@@ -133,9 +133,17 @@ nlohmann::json ServerStats(const std::string& name) {
 class MultiGpu : public ::testing::Test {
  protected:
   void SetUp() override { BC_REQUIRE_GPUS(2); }
+  // Starts a server with a ring on each of cuda:0 and cuda:1 (synthetic
+  // samples), named after `prefix`; its name, "" when it did not start.
+  std::string StartTwoRings(const std::string& prefix) {
+    const std::string name = UniqueName(prefix);
+    server_ = StartServerProcess(BC_SERVER_BIN, name, SyntheticArgs("cuda:0,1"));
+    return server_ ? name : "";
+  }
+  std::unique_ptr<testing::Process> server_;
 };
 
-// Item 1: server on cuda:0, the consumer's current device cuda:1, every batch
+// A server on cuda:0, the consumer's current device cuda:1, every batch
 // size (zero-copy and gathered across slots): correct data, fields on cuda:0.
 TEST_F(MultiGpu, ConsumerOnAnotherGpuGetsEveryBatchSize) {
   const std::string name = UniqueName("xgpu");
@@ -215,9 +223,8 @@ TEST_F(MultiGpu, TwoGpuServerReadsLocalZeroCopyAndCopiesFromThePeer) {
 // A DDP job with a rank per GPU and B equal to the producer batch: one group
 // over both GPUs, an exact split, and no byte moved between the GPUs.
 TEST_F(MultiGpu, AGroupWithARankPerGpuReadsOnlyItsOwnRing) {
-  const std::string name = UniqueName("gpugroup");
-  auto server = StartServerProcess(BC_SERVER_BIN, name, SyntheticArgs("cuda:0,1"));
-  ASSERT_TRUE(server);
+  const std::string name = StartTwoRings("gpugroup");
+  ASSERT_FALSE(name.empty());
   auto r0 = Connect(name, 64, "cuda:0", {}, "ddp", 0, 2);
   auto r1 = Connect(name, 64, "cuda:1", {}, "ddp", 1, 2);
   ASSERT_TRUE(r0 && r1);
@@ -235,9 +242,8 @@ TEST_F(MultiGpu, AGroupWithARankPerGpuReadsOnlyItsOwnRing) {
 
 // Two DDP jobs over the same two GPUs: each gets the whole stream, from one decode.
 TEST_F(MultiGpu, TwoGroupsShareOneDecode) {
-  const std::string name = UniqueName("twogroups");
-  auto server = StartServerProcess(BC_SERVER_BIN, name, SyntheticArgs("cuda:0,1"));
-  ASSERT_TRUE(server);
+  const std::string name = StartTwoRings("twogroups");
+  ASSERT_FALSE(name.empty());
   auto a0 = Connect(name, 64, "cuda:0", {}, "a", 0, 2);
   auto a1 = Connect(name, 64, "cuda:1", {}, "a", 1, 2);
   auto b0 = Connect(name, 64, "cuda:0", {}, "b", 0, 2);
@@ -267,9 +273,8 @@ TEST_F(MultiGpu, MinConsumersCountsConsumersOnEveryGpu) {
 
 // A GPU whose ring has no consumer produces nothing.
 TEST_F(MultiGpu, GpuWithoutConsumersStaysIdle) {
-  const std::string name = UniqueName("idlegpu");
-  auto server = StartServerProcess(BC_SERVER_BIN, name, SyntheticArgs("cuda:0,1"));
-  ASSERT_TRUE(server);
+  const std::string name = StartTwoRings("idlegpu");
+  ASSERT_FALSE(name.empty());
   auto c = Connect(name, 64, "cuda:0");
   ASSERT_TRUE(c);
   ASSERT_NO_FATAL_FAILURE(ReadAndCheck(c.get(), 20, Device::Cuda(0), 64));

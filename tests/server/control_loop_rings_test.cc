@@ -114,20 +114,20 @@ TEST_F(ControlLoopRings, EachHelloGetsEveryRingAndItsHome) {
   EXPECT_EQ(scheduler_->Identities().size(), 5u);
 }
 
-TEST_F(ControlLoopRings, AHostRingNameNeedsAHostRing) {
-  proto::Message m = Hello("cpu:1");
+// A HELLO naming `device` is refused with InvalidArgument saying `why`.
+void ExpectRefused(const proto::Message& m, const std::string& why) {
   auto* e = std::get_if<proto::Error>(&m);
   ASSERT_NE(e, nullptr) << proto::MessageName(m);
   EXPECT_EQ(e->code, StatusCode::kInvalidArgument);
-  EXPECT_NE(e->message.find("host ring"), std::string::npos) << e->message;
+  EXPECT_NE(e->message.find(why), std::string::npos) << e->message;
+}
+
+TEST_F(ControlLoopRings, AHostRingNameNeedsAHostRing) {
+  ExpectRefused(Hello("cpu:1"), "host ring");
 }
 
 TEST_F(ControlLoopRings, AHelloNamingNoDeviceIsRefused) {
-  proto::Message m = Hello("tpu:0");
-  auto* e = std::get_if<proto::Error>(&m);
-  ASSERT_NE(e, nullptr) << proto::MessageName(m);
-  EXPECT_EQ(e->code, StatusCode::kInvalidArgument);
-  EXPECT_NE(e->message.find("not cpu or cuda:N"), std::string::npos) << e->message;
+  ExpectRefused(Hello("tpu:0"), "not cpu or cuda:N");
 }
 
 }  // namespace

@@ -28,6 +28,18 @@ class PlacementTest : public SchedulerTest {
     t.sample_bytes = 10;
     return t;
   }
+  // Two rings and a stream of `samples` samples.
+  static TestConfig TwoRingsOf(uint64_t samples) {
+    TestConfig t = Rings(2);
+    t.stream_end = samples;
+    return t;
+  }
+  // Makes the scheduler of `t` with reader "a" on ring 0 and "b" on ring 1.
+  void MakeWithTwoReaders(const TestConfig& t) {
+    Make(t);
+    MustJoin("a", On(0));
+    MustJoin("b", On(1));
+  }
   JoinOptions On(uint32_t ring) {
     JoinOptions o;
     o.ring = ring;
@@ -121,9 +133,7 @@ TEST_F(PlacementTest, RoundRobinOverTheRingsWithReaders) {
 }
 
 TEST_F(PlacementTest, AProducersReadAheadIsItsOwnRingsNextBatch) {
-  Make(Rings(2));
-  MustJoin("a", On(0));
-  MustJoin("b", On(1));
+  MakeWithTwoReaders(Rings(2));
   // Batches of 4: the stream's next is ring 0's (seq 0), then ring 1's (4).
   EXPECT_EQ(s_->PredictNextBatch(0), std::optional<uint64_t>(0));
   EXPECT_EQ(s_->PredictNextBatch(1), std::optional<uint64_t>(4));
@@ -154,11 +164,7 @@ TEST_F(PlacementTest, DecodeFollowsReadersOnOneRing) {
 }
 
 TEST_F(PlacementTest, EverySampleOnceAndEveryConsumerGetsTheWholeStream) {
-  TestConfig t = Rings(2);
-  t.stream_end = 32;
-  Make(t);
-  MustJoin("a", On(0));
-  MustJoin("b", On(1));
+  MakeWithTwoReaders(TwoRingsOf(32));
   std::map<std::string, Read> read = DriveToEnd({"a", "b"});
   std::vector<int64_t> want;
   for (uint64_t seq = 0; seq < 32; ++seq) want.push_back(IndexOf(seq));
@@ -174,9 +180,7 @@ TEST_F(PlacementTest, EverySampleOnceAndEveryConsumerGetsTheWholeStream) {
 
 // Batches the placed producers commit out of order are published in order.
 TEST_F(PlacementTest, OutOfOrderCommitsPublishInOrder) {
-  Make(Rings(2));
-  MustJoin("a", On(0));
-  MustJoin("b", On(1));
+  MakeWithTwoReaders(Rings(2));
   Result<SlotGrant> first = s_->BeginPlacedBatch(0, Clock::time_point::min());
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   Result<SlotGrant> second = s_->BeginPlacedBatch(1, Clock::time_point::min());
@@ -201,9 +205,7 @@ TEST_F(PlacementTest, OutOfOrderCommitsPublishInOrder) {
 // for the server, an exact split with equal counts, and every rank fed only
 // from its own ring.
 TEST_F(PlacementTest, GroupRanksOnTwoRingsReadOnlyTheirOwnRing) {
-  TestConfig t = Rings(2);
-  t.stream_end = 48;
-  Make(t);
+  Make(TwoRingsOf(48));
   MustJoin("r0", Rank(0, 0));
   MustJoin("r1", Rank(1, 1));
   std::map<std::string, Read> read = DriveToEnd({"r0", "r1"});
@@ -225,9 +227,7 @@ TEST_F(PlacementTest, GroupRanksOnTwoRingsReadOnlyTheirOwnRing) {
 // With B smaller than the producer batch a rank also reads from the other
 // ring, through copies; the split stays exact.
 TEST_F(PlacementTest, ARankNotJoinedYetHasItsBatchesOnItsExpectedRing) {
-  TestConfig t = Rings(2);
-  t.stream_end = 48;
-  Make(t);
+  Make(TwoRingsOf(48));
   // The producer starts with rank 0 alone (min_consumers 1): rank 1's
   // batches go to ring 1, where rank 1 of a rank-per-GPU job will be.
   MustJoin("r0", Rank(0, 0));
@@ -241,9 +241,7 @@ TEST_F(PlacementTest, ARankNotJoinedYetHasItsBatchesOnItsExpectedRing) {
 }
 
 TEST_F(PlacementTest, GroupWithSmallerBatchesStaysExact) {
-  TestConfig t = Rings(2);
-  t.stream_end = 48;
-  Make(t);
+  Make(TwoRingsOf(48));
   MustJoin("r0", Rank(0, 0, 2));
   MustJoin("r1", Rank(1, 1, 2));
   std::map<std::string, Read> read = DriveToEnd({"r0", "r1"});
@@ -258,9 +256,7 @@ TEST_F(PlacementTest, GroupWithSmallerBatchesStaysExact) {
 
 // Two DDP jobs on the same two rings: each gets the whole stream, from one decode.
 TEST_F(PlacementTest, TwoGroupsEachGetTheWholeStreamFromOneDecode) {
-  TestConfig t = Rings(2);
-  t.stream_end = 32;
-  Make(t);
+  Make(TwoRingsOf(32));
   MustJoin("a0", Rank(0, 0));
   MustJoin("a1", Rank(1, 1));
   JoinOptions b0 = Rank(0, 0);
@@ -293,9 +289,7 @@ TEST_F(PlacementTest, MinConsumersCountsTheServersConsumers) {
 TEST_F(PlacementTest, MaxConsumersCountsTheServersConsumers) {
   TestConfig t = Rings(2);
   t.max_consumers = 2;
-  Make(t);
-  MustJoin("a", On(0));
-  MustJoin("b", On(1));
+  MakeWithTwoReaders(t);
   Result<Scheduler::Admission> c = Join("c", On(0));
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kResourceExhausted);
@@ -312,9 +306,7 @@ TEST_F(PlacementTest, AGroupLargerThanMaxConsumersIsRefused) {
 }
 
 TEST_F(PlacementTest, PlacedProducersStopAtTheStreamEnd) {
-  TestConfig t = Rings(2);
-  t.stream_end = 16;
-  Make(t);
+  Make(TwoRingsOf(16));
   MustJoin("a", On(0));
   EXPECT_EQ(Pump(), 4);
   for (uint32_t ring : {0u, 1u}) {
