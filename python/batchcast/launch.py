@@ -184,11 +184,10 @@ def mps_advice(stats: Mapping[str, Any]) -> Optional[str]:
     is false; a host ring has no such key): None otherwise."""
     if stats.get("mps") is not False:
         return None
-    return (f"{PREFIX} MPS is off, so the GPU time-slices the jobs and this server (on an H100 "
-            "four ResNet-18 jobs ran at 0.89-0.93 of their speed on synthetic data, a lone one "
-            "at about 0.7): start MPS (--mps on, README \"Several jobs on one GPU\"), or host "
-            "the server in one of the jobs instead of this launcher (README, \"Without MPS, host "
-            "the server inside one of the jobs\"; 0.98-0.99)")
+    return (f"{PREFIX} MPS is off, so the GPU time-slices the jobs and this server, and each job "
+            "loses part of its speed: start MPS (--mps on, README \"Several jobs on one GPU\"), "
+            "or host the server in one of the jobs instead of this launcher (docs/performance.md, "
+            "\"Without MPS, host the server inside one of the jobs\")")
 
 
 def run(args: argparse.Namespace, command: List[str]) -> int:
