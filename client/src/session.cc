@@ -371,14 +371,13 @@ Status Session::Resume(const ConsumerPosition& place) {
 }
 
 Status Session::ResumeLocked(const ConsumerPosition& place) {
-  proto::Resume r;
-  r.stream = place.stream;
-  r.epoch = place.epoch;
-  r.step = place.step;
-  r.epoch_start = place.epoch_start;
-  r.next_seq = place.next_seq;
-  r.skipped = place.skipped;
-  r.world_size = place.world_size;
+  const proto::Resume r{.stream = place.stream,
+                        .epoch = place.epoch,
+                        .step = place.step,
+                        .epoch_start = place.epoch_start,
+                        .next_seq = place.next_seq,
+                        .skipped = place.skipped,
+                        .world_size = place.world_size};
   if (r.next_seq < r.epoch_start) {
     return InvalidArgumentError("not a saved consumer position: next_seq " +
                                 std::to_string(r.next_seq) + " is before epoch_start " +
