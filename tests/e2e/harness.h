@@ -98,12 +98,7 @@ void ForEachBatchOfEpoch(Consumer* c, F on_batch) {
 // Options of a consumer of server `name` reading batches of `batch`.
 inline ConsumerOptions ReaderOptions(const std::string& name, uint32_t batch, JoinPolicy join,
                                      std::chrono::seconds timeout) {
-  ConsumerOptions o;
-  o.endpoint = name;
-  o.batch_size = batch;
-  o.join = join;
-  o.timeout = timeout;
-  return o;
+  return ConsumerOptions{.endpoint = name, .batch_size = batch, .join = join, .timeout = timeout};
 }
 
 // An in-process consumer (null and a test failure if it cannot connect).
