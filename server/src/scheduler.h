@@ -366,14 +366,6 @@ class Scheduler {
   // real steady_clock time; DeadlineExceeded then).
   Result<SlotGrant> BeginBatch(uint32_t epoch, std::span<const int64_t> indices,
                                Clock::time_point deadline) BC_EXCLUDES(mu_);
-  // The producer of ring `ring` (one thread per ring): waits until the
-  // stream's next producer batch is placed on `ring` (Note [Placement]) and
-  // a slot may be written, then begins it: seqs [next_seq, min(next_seq +
-  // batch_size, the end of its producer epoch, the stream end)). The caller
-  // writes the batch's dataset indices into grant.indices (the producer
-  // epoch is first_seq / epoch_len) before it commits. Errors as
-  // BeginBatch's (OutOfRange once the stream is begun to its end).
-  Result<SlotGrant> BeginPlacedBatch(uint32_t ring, Clock::time_point deadline) BC_EXCLUDES(mu_);
   // The ring the next producer batch would be placed on now (Note [Placement]).
   uint32_t NextPlacement() const BC_EXCLUDES(mu_);
   // The first seq of the next batch that would be placed on `ring` if the
@@ -577,8 +569,8 @@ class Scheduler {
   Result<std::optional<Work>> TryBeginWorkLocked(uint32_t ring) BC_REQUIRES(mu_);
   void RemoveLocked(const std::string& identity, const std::string& reason) BC_REQUIRES(mu_);
   void RemoveDeadLocked(Clock::time_point now) BC_REQUIRES(mu_);
-  Result<std::optional<SlotGrant>> TryBeginLocked(uint32_t epoch, std::span<const int64_t> indices,
-                                                  uint32_t ring = 0) BC_REQUIRES(mu_);
+  Result<std::optional<SlotGrant>> TryBeginLocked(uint32_t epoch, std::span<const int64_t> indices)
+      BC_REQUIRES(mu_);
   // ---- placement (scheduler_placement.cc, Note [Placement]) ----
   uint32_t PlaceNextLocked() const BC_REQUIRES(mu_);
   // The rings with readers (every ring while none has one), and the ring of
@@ -654,8 +646,6 @@ class Scheduler {
     uint64_t peer_bytes = 0;          // bytes those copies moved onto this ring's device
   };
   std::vector<RingCounts> ring_counts_ BC_GUARDED_BY(mu_);
-  // Dataset indices for a placed batch until its producer fills them.
-  const std::vector<int64_t> placeholder_;
   uint64_t next_consumer_id_ BC_GUARDED_BY(mu_) = 1;
   std::vector<Outgoing> outbox_ BC_GUARDED_BY(mu_);
 

@@ -63,8 +63,7 @@ Result<std::optional<SlotGrant>> Scheduler::TryBeginBatch(uint32_t epoch,
 }
 
 Result<std::optional<SlotGrant>> Scheduler::TryBeginLocked(uint32_t epoch,
-                                                           std::span<const int64_t> indices,
-                                                           uint32_t ring) {
+                                                           std::span<const int64_t> indices) {
   const size_t count = indices.size();
   if (count == 0 || count > config_.batch_size) {
     return InvalidArgumentError("a producer batch holds 1 to " +
@@ -100,7 +99,7 @@ Result<std::optional<SlotGrant>> Scheduler::TryBeginLocked(uint32_t epoch,
   warned_all_leased_ = false;
   started_ = true;
   ++batches_begun_;
-  return std::optional<SlotGrant>(slots_.Begin(*slot, epoch, indices, ring));
+  return std::optional<SlotGrant>(slots_.Begin(*slot, epoch, indices));
 }
 
 Result<SlotGrant> Scheduler::BeginBatch(uint32_t epoch, std::span<const int64_t> indices,
@@ -111,28 +110,6 @@ Result<SlotGrant> Scheduler::BeginBatch(uint32_t epoch, std::span<const int64_t>
     if (grant) return *grant;
     if (Clock::now() >= deadline) return DeadlineExceededError("no slot became free in time");
     // Every change that can make a slot writable signals producer_cv_.
-    producer_cv_.WaitUntil(&mu_, deadline);
-  }
-}
-
-Result<SlotGrant> Scheduler::BeginPlacedBatch(uint32_t ring, Clock::time_point deadline) {
-  MutexLock lock(&mu_);
-  while (true) {
-    if (stopped_) return CancelledError("server stopped");
-    const uint64_t next_seq = slots_.next_seq();
-    if (next_seq >= stream_end_) return OutOfRangeError("the stream has ended");
-    if (PlaceNextLocked() == ring) {
-      const std::span<const int64_t> indices(placeholder_.data(),
-                                             NextBatchEndLocked(next_seq) - next_seq);
-      BATCHCAST_ASSIGN_OR_RETURN(
-          std::optional<SlotGrant> grant,
-          TryBeginLocked(static_cast<uint32_t>(next_seq / config_.epoch_len), indices, ring));
-      if (grant) {
-        NotifyProducer();  // the next batch may be another ring's
-        return *grant;
-      }
-    }
-    if (Clock::now() >= deadline) return DeadlineExceededError("no slot became free in time");
     producer_cv_.WaitUntil(&mu_, deadline);
   }
 }

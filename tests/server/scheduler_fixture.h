@@ -59,6 +59,8 @@ class SchedulerTest : public ::testing::Test {
         t.window,        t.batch_size,        t.epoch_len,     t.stream_end,    t.lag_policy,
         t.lag_timeout,   t.heartbeat_timeout, t.min_consumers, t.max_consumers, t.max_leases,
         t.group_timeout, t.group_epoch_len,   t.rings,         t.sample_bytes};
+    // Note [Placement]: several rings are the built-in producers' (BeginWork).
+    config_.replay = t.rings > 1;
     s_ = std::make_unique<Scheduler>(config_, &env_);
   }
 
@@ -111,12 +113,12 @@ class SchedulerTest : public ::testing::Test {
       // Note [Placement]: the producer of the ring the batch is placed on
       // (the others would wait), trying once.
       const uint32_t ring = s_->NextPlacement();
-      Result<SlotGrant> placed = s_->BeginPlacedBatch(ring, Clock::time_point::min());
-      EXPECT_TRUE(placed.ok() || placed.status().code() == StatusCode::kDeadlineExceeded)
-          << placed.status().ToString();
-      if (!placed.ok()) return std::nullopt;
-      EXPECT_EQ(placed->count, n);
-      grant = std::optional<SlotGrant>(*placed);
+      Result<std::optional<Scheduler::Work>> work = s_->TryBeginWork(ring);
+      EXPECT_TRUE(work.ok()) << work.status().ToString();
+      if (!work.ok() || !work->has_value()) return std::nullopt;
+      EXPECT_FALSE((*work)->lane);
+      EXPECT_EQ((*work)->grant.count, n);
+      grant = std::optional<SlotGrant>((*work)->grant);
       placements.push_back(ring);
     } else {
       grant = s_->TryBeginBatch(static_cast<uint32_t>(seq / L), idx);

@@ -154,8 +154,9 @@ TEST_F(PlacementTest, DecodeFollowsReadersOnOneRing) {
   EXPECT_EQ(Pump(), 8);
   EXPECT_EQ(placements, std::vector<uint32_t>(8, 1));
   // The producer of ring 0 waits: the next batch is ring 1's.
-  Result<SlotGrant> g = s_->BeginPlacedBatch(0, Clock::time_point::min());
-  EXPECT_EQ(g.status().code(), StatusCode::kDeadlineExceeded);
+  Result<std::optional<Scheduler::Work>> w = s_->TryBeginWork(0);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_FALSE(w->has_value());
   const proto::Batch b = NextBatch("a");
   ASSERT_EQ(b.segments.size(), 1u);
   EXPECT_EQ(b.segments[0].ring, 1u);
@@ -181,10 +182,12 @@ TEST_F(PlacementTest, EverySampleOnceAndEveryConsumerGetsTheWholeStream) {
 // Batches the placed producers commit out of order are published in order.
 TEST_F(PlacementTest, OutOfOrderCommitsPublishInOrder) {
   MakeWithTwoReaders(Rings(2));
-  Result<SlotGrant> first = s_->BeginPlacedBatch(0, Clock::time_point::min());
-  ASSERT_TRUE(first.ok()) << first.status().ToString();
-  Result<SlotGrant> second = s_->BeginPlacedBatch(1, Clock::time_point::min());
-  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  Result<std::optional<Scheduler::Work>> w0 = s_->TryBeginWork(0);
+  ASSERT_TRUE(w0.ok() && w0->has_value()) << w0.status().ToString();
+  Result<std::optional<Scheduler::Work>> w1 = s_->TryBeginWork(1);
+  ASSERT_TRUE(w1.ok() && w1->has_value()) << w1.status().ToString();
+  const SlotGrant* first = &(*w0)->grant;
+  const SlotGrant* second = &(*w1)->grant;
   EXPECT_EQ(first->first_seq, 0u);
   EXPECT_EQ(second->first_seq, 4u);
   for (uint32_t i = 0; i < 4; ++i) {
@@ -309,9 +312,12 @@ TEST_F(PlacementTest, PlacedProducersStopAtTheStreamEnd) {
   Make(TwoRingsOf(16));
   MustJoin("a", On(0));
   EXPECT_EQ(Pump(), 4);
+  // The stream is begun to its end: neither ring's producer has anything
+  // of it to write (Note [Resume]: they stay, for a lane).
   for (uint32_t ring : {0u, 1u}) {
-    Result<SlotGrant> g = s_->BeginPlacedBatch(ring, Clock::time_point::min());
-    EXPECT_EQ(g.status().code(), StatusCode::kOutOfRange);
+    Result<std::optional<Scheduler::Work>> w = s_->TryBeginWork(ring);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    EXPECT_FALSE(w->has_value());
   }
 }
 
