@@ -366,8 +366,6 @@ class Scheduler {
   // real steady_clock time; DeadlineExceeded then).
   Result<SlotGrant> BeginBatch(uint32_t epoch, std::span<const int64_t> indices,
                                Clock::time_point deadline) BC_EXCLUDES(mu_);
-  // The ring the next producer batch would be placed on now (Note [Placement]).
-  uint32_t NextPlacement() const BC_EXCLUDES(mu_);
   // The first seq of the next batch that would be placed on `ring` if the
   // readers stayed as they are (the producer's read-ahead hint: with several
   // rings the stream's next batch is mostly another ring's); nullopt when

@@ -61,11 +61,6 @@ uint32_t Scheduler::PlaceNextLocked() const {
   return PlaceAtLocked(slots_.next_seq(), batches_begun_, CandidateRingsLocked());
 }
 
-uint32_t Scheduler::NextPlacement() const {
-  MutexLock lock(&mu_);
-  return PlaceNextLocked();
-}
-
 uint64_t Scheduler::NextBatchEndLocked(uint64_t seq) const {
   return seq + Lane::BatchCount(seq, config_.epoch_len, config_.batch_size, stream_end_);
 }
