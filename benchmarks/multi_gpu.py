@@ -1,29 +1,31 @@
 #!/usr/bin/env python3
 """One server with a ring per GPU (one stream, each sample decoded once), against one GPU.
 
-    benchmarks/multi_gpu.py [--build DIR] [--data DIR] [--gpus 1,2] [--seconds S]
+    benchmarks/multi_gpu.py [--build DIR] [--data DIR] [--gpus 1,2,4] [--seconds S]
                             [--warmup S] [--quick] [--skip producer,trainers,ddp]
                             [--json FILE]
 
 In one run, on the same dataset (3,000 JPEGs by tools/make_dataset.py, made
 once under /tmp and read into the page cache):
 
-1. producer: for each GPU count g (default 1 and 2, as visible), starts
+1. producer: for each GPU count g (default 1, 2 and 4, as visible), starts
    `batchcast-server serve DATA --device cuda:0,..,g-1 --decode gpu` (train
    transform, 224, float16, NCHW, producer batch 256, window 8) with one
    batchcast.Loader per GPU (device=cuda:i, batch 256, in threads) reading as
    fast as it can; after --warmup seconds it measures over --seconds the
    server's aggregate rate (samples published: each decoded once) and what
    each GPU decoded (`rings[i].samples_decoded`), per second and per epoch,
-   and the bytes copied between GPUs.
-2. trainers: one trainer process per GPU, all at once (ResNet-50 batch 128
+   the bytes copied between GPUs, and each ring's producer stages (share of
+   the interval, docs/stats.md `producer_stage_s`).
+2. trainers: on the most GPUs, one trainer process per GPU, all at once (ResNet-50 batch 128
    bfloat16, then ResNet-18), fed by the g-GPU server (a batchcast.Loader on
    its GPU, each reading the whole stream) vs synthetic tensors already on
    its GPU, also all at once: images/s per trainer and the fed/synthetic
    ratio.
-3. ddp: examples/train_ddp.py under torchrun over g GPUs (one rank per GPU,
-   ResNet-50, batch 128), with the server's rings on every GPU
-   (--server-device cuda:all) vs one cuda:0 ring.
+3. ddp: for each g of 2 or more, examples/train_ddp.py under torchrun over g
+   GPUs (one rank per GPU, batch 128; ResNet-50 on 2 GPUs, ResNet-18 on more),
+   with the server's rings on every GPU (--server-device cuda:all) vs one
+   cuda:0 ring.
 
 Needs torch with CUDA, nvJPEG in the build and a CUDA build of batchcast.
 About 8 minutes in all; --quick (shorter measurements, fewer steps) about 3.
@@ -107,7 +109,18 @@ def producer(batchcast, binary, args, g):
             "epoch_share_per_ring": [d / max(sum(decoded), 1e-9) for d in decoded],
             "epoch_len": epoch,
             "peer_bytes_per_s": [(b - a) / dt for a, b in
-                                 zip(ring_counts(s0, "peer_bytes"), ring_counts(s1, "peer_bytes"))]}
+                                 zip(ring_counts(s0, "peer_bytes"), ring_counts(s1, "peer_bytes"))],
+            "stage_share_per_ring": [stage_shares(a, b, dt) for a, b in
+                                     zip(s0.get("rings", []), s1.get("rings", []))],
+            "slot_wait_share": (s1.get("producer_blocked_s", 0.0)
+                                - s0.get("producer_blocked_s", 0.0)) / dt}
+
+
+def stage_shares(before, after, dt):
+    """Each producer stage's share of the interval on one ring (docs/stats.md
+    producer_stage_s; a stage on a pool is summed over its threads)."""
+    b, a = before.get("producer_stage_s", {}), after.get("producer_stage_s", {})
+    return {k: round((a[k] - b.get(k, 0.0)) / dt, 3) for k in sorted(a)}
 
 
 TRAINER = r"""
@@ -165,7 +178,7 @@ def trainers_at_once(args, g, arch, batch, source):
     return rates
 
 
-def trainer_rates(binary, args, g, arch, batch):
+def trainer_rates(batchcast, binary, args, g, arch, batch):
     """img/s per GPU of one trainer process per GPU, fed by the g-GPU server
     and synthetic, each set of g at once."""
     synthetic = trainers_at_once(args, g, arch, batch, "synthetic")
@@ -173,17 +186,18 @@ def trainer_rates(binary, args, g, arch, batch):
     with ServerProcess(binary, name, dict(SERVER, device=devices(g)), data=args.data,
                        timeout=120):
         fed = trainers_at_once(args, g, arch, batch, name)
+        mps = server_stats(batchcast, name).get("mps", "unknown")
     return {"gpus": g, "arch": arch, "batch": batch, "fed": fed, "synthetic": synthetic,
-            "ratio": [f / s if s else 0.0 for f, s in zip(fed, synthetic)]}
+            "ratio": [f / s if s else 0.0 for f, s in zip(fed, synthetic)], "mps": mps}
 
 
-def ddp(args, g, server_device):
+def ddp(args, g, arch, server_device):
     """examples/train_ddp.py under torchrun over g GPUs: its last aggregate images/s."""
     steps = 10 if args.quick else 30
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc_per_node={g}", os.path.join(ROOT, "examples", "train_ddp.py"),
            "--data", args.data, "--device", "cuda", "--size", "224", "--batch-size", "128",
-           "--arch", "resnet50", "--epochs", "2", "--steps", str(steps),
+           "--arch", arch, "--epochs", "2", "--steps", str(steps),
            "--server-device", server_device]
     env = dict(os.environ, PYTHONPATH=os.path.join(args.build_dir, "python") + os.pathsep
                + os.environ.get("PYTHONPATH", ""))
@@ -192,14 +206,15 @@ def ddp(args, g, server_device):
     if out.returncode != 0 or not rates:
         raise RuntimeError(f"train_ddp.py ({server_device}) exited {out.returncode}: "
                            f"{(out.stdout + out.stderr)[-2000:]}")
-    return {"gpus": g, "server_device": server_device, "images_per_s": rates[-1]}
+    return {"gpus": g, "arch": arch, "server_device": server_device, "images_per_s": rates[-1]}
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--build", help="the batchcast build (default: BATCHCAST_BUILD_DIR, build/)")
     p.add_argument("--data", default="/tmp/bc_multigpu_data")
-    p.add_argument("--gpus", default=None, help="GPU counts, e.g. 1,2 (default: 1, 2 as visible)")
+    p.add_argument("--gpus", default=None,
+                   help="GPU counts, e.g. 1,2 (default: 1, 2, 4 as visible)")
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--warmup", type=float, default=5.0)
     p.add_argument("--quick", action="store_true", help="shorter runs (about 3 minutes)")
@@ -215,7 +230,7 @@ def main() -> int:
 
     visible = torch.cuda.device_count()
     counts = ([int(x) for x in args.gpus.split(",")] if args.gpus
-              else [g for g in (1, 2) if g <= visible])
+              else [g for g in (1, 2, 4) if g <= visible])
     counts = [g for g in counts if 1 <= g <= visible]
     if not counts:
         print(f"needs a GPU (visible: {visible})")
@@ -233,25 +248,32 @@ def main() -> int:
                   + ", ".join(f"{x:.0f}/s ({s:.0%} of each epoch)"
                               for x, s in zip(r["decoded_per_ring"], r["epoch_share_per_ring"]))
                   + "; copied between GPUs: "
-                  + ", ".join(f"{b / 1e6:.0f} MB/s" for b in r["peer_bytes_per_s"]), flush=True)
+                  + ", ".join(f"{b / 1e6:.0f} MB/s" for b in r["peer_bytes_per_s"])
+                  + f"; waiting for a slot: {r['slot_wait_share']:.0%}", flush=True)
+            for i, shares in enumerate(r["stage_share_per_ring"]):
+                print(f"  ring {i} stages: "
+                      + ", ".join(f"{k} {v:.0%}" for k, v in shares.items() if v >= 0.01),
+                      flush=True)
         base = out["producer"][0]["rate"] if out["producer"][0]["gpus"] == 1 else None
         for r in out["producer"]:
             r["ratio"] = r["rate"] / base if base else None
     if "trainers" not in skip:
-        archs = [("resnet50", 128)] + ([] if args.quick else [("resnet18", 128)])
-        for arch, batch in archs:
-            r = trainer_rates(binary, args, counts[-1], arch, batch)
+        for arch, batch in (("resnet50", 128), ("resnet18", 128)):
+            r = trainer_rates(batchcast, binary, args, counts[-1], arch, batch)
             out["trainers"].append(r)
             print(f"trainers, {arch} batch {batch} bf16, one per GPU on {r['gpus']} GPU(s): "
                   + ", ".join(f"cuda:{i} {f:.0f} img/s fed / {s:.0f} synthetic ({q:.2f})"
                               for i, (f, s, q) in enumerate(zip(r["fed"], r["synthetic"],
-                                                                r["ratio"]))), flush=True)
-    if "ddp" not in skip and counts[-1] >= 2:
-        g = counts[-1]
+                                                                r["ratio"])))
+                  + f" (MPS: {r['mps']})", flush=True)
+    for g in [g for g in counts if g >= 2 and "ddp" not in skip]:
+        # ResNet-50 over 2 GPUs; ResNet-18 over more (about 10k images/s per
+        # GPU, more than one GPU's decode feeds).
+        arch = "resnet50" if g == 2 else "resnet18"
         for device in ("cuda:all", "cuda:0"):
-            r = ddp(args, g, device)
+            r = ddp(args, g, arch, device)
             out["ddp"].append(r)
-            print(f"ddp, {g} ranks, ResNet-50 batch 128, server rings {device}: "
+            print(f"ddp, {g} ranks, {arch} batch 128, server rings {device}: "
                   f"{r['images_per_s']:.0f} img/s", flush=True)
     if args.json:
         with open(args.json, "w") as f:
