@@ -2,16 +2,17 @@
 """One server with a ring per GPU (one stream, each sample decoded once), against one GPU.
 
     benchmarks/multi_gpu.py [--build DIR] [--data DIR] [--gpus 1,2,4] [--seconds S]
-                            [--warmup S] [--quick] [--skip producer,trainers,ddp]
+                            [--warmup S] [--images N] [--quick]
+                            [--skip producer,trainers,ddp]
                             [--json FILE]
 
-In one run, on the same dataset (3,000 JPEGs by tools/make_dataset.py, made
-once under /tmp and read into the page cache):
+In one run, on the same dataset (--images JPEGs, default 20,000, made by
+tools/make_dataset.py once under /tmp and read into the page cache):
 
 1. producer: for each GPU count g (default 1, 2 and 4, as visible), starts
    `batchcast-server serve DATA --device cuda:0,..,g-1 --decode gpu` (train
    transform, 224, float16, NCHW, producer batch 256, window 8) with one
-   batchcast.Loader per GPU (device=cuda:i, batch 256, in threads) reading as
+   batchcast.Loader per GPU (device=cuda:i, batch 256, a process each) reading as
    fast as it can; after --warmup seconds it measures over --seconds the
    server's aggregate rate (samples published: each decoded once) and what
    each GPU decoded (`rings[i].samples_decoded`), per second and per epoch,
@@ -20,15 +21,15 @@ once under /tmp and read into the page cache):
 2. trainers: on the most GPUs, one trainer process per GPU, all at once (ResNet-50 batch 128
    bfloat16, then ResNet-18), fed by the g-GPU server (a batchcast.Loader on
    its GPU, each reading the whole stream) vs synthetic tensors already on
-   its GPU, also all at once: images/s per trainer and the fed/synthetic
-   ratio.
+   its GPU, also all at once: images/s per trainer over --seconds after a
+   warm-up (--warmup, at least 5 s), and the fed/synthetic ratio.
 3. ddp: for each g of 2 or more, examples/train_ddp.py under torchrun over g
    GPUs (one rank per GPU, batch 128; ResNet-50 on 2 GPUs, ResNet-18 on more),
    with the server's rings on every GPU (--server-device cuda:all) vs one
-   cuda:0 ring.
+   cuda:0 ring: the images/s of its last whole epoch (3 epochs; --quick 2).
 
 Needs torch with CUDA, nvJPEG in the build and a CUDA build of batchcast.
-About 8 minutes in all; --quick (shorter measurements, fewer steps) about 3.
+About 8 minutes in all on 4 GPUs; --quick (shorter measurements) about 5.
 """
 import argparse
 import json
@@ -36,7 +37,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -62,44 +62,55 @@ def ring_counts(stats, key):
     return [r.get(key, 0) for r in stats.get("rings", [])]
 
 
-def loaders_reading(batchcast, name, g, batch, body, stop, errors):
-    """Threads, one per GPU, each running body(i, loader) until `stop`."""
-    def run(i):
-        try:
-            import torch
-            torch.cuda.set_device(i)
-            loader = batchcast.Loader(name, batch_size=batch, timeout=120, device=f"cuda:{i}")
-            while not stop.is_set():
-                for images, _ in loader:
-                    body(i, images)
-                    if stop.is_set():
-                        break
-            loader.close()
-        except Exception as e:  # reported by the caller
-            errors.append(f"cuda:{i}: {e!r}")
-    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(g)]
-    for t in threads:
-        t.start()
-    return threads
+READER = r"""
+import sys, torch, batchcast
+name, device, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
+torch.cuda.set_device(device)
+loader = batchcast.Loader(name, batch_size=batch, timeout=120, device=device)
+while True:
+    for images, _ in loader:
+        pass
+"""
+
+
+def start_processes(args, g, script, argv):
+    """One process per GPU i running `script` with argv(i)."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(args.build_dir, "python") + os.pathsep
+               + os.environ.get("PYTHONPATH", ""))
+    return [subprocess.Popen([sys.executable, "-c", script, *argv(i)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for i in range(g)]
+
+
+def wait_for_consumers(batchcast, name, n, procs, timeout=120.0):
+    """Until the server counts `n` consumers; RuntimeError if a process ends first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for proc in procs:
+            if proc.poll() is not None:
+                raise RuntimeError(f"a reader exited {proc.returncode}: "
+                                   f"{proc.communicate()[0][-2000:]}")
+        if len(server_stats(batchcast, name).get("consumers", [])) >= n:
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"{n} readers did not connect in {timeout:.0f} s")
 
 
 def producer(batchcast, binary, args, g):
     name = f"mgbench-{os.getpid()}-p{g}"
-    stop, errors = threading.Event(), []
     with ServerProcess(binary, name, dict(SERVER, device=devices(g)), data=args.data,
                        timeout=120):
-        threads = loaders_reading(batchcast, name, g, 256, lambda i, x: None, stop, errors)
+        readers = start_processes(args, g, READER, lambda i: [name, f"cuda:{i}", "256"])
         try:
+            wait_for_consumers(batchcast, name, g, readers)
             time.sleep(args.warmup)
             t0, s0 = time.monotonic(), server_stats(batchcast, name)
             time.sleep(args.seconds)
             t1, s1 = time.monotonic(), server_stats(batchcast, name)
         finally:
-            stop.set()
-            for t in threads:
-                t.join(30)
-    if errors:
-        raise RuntimeError("; ".join(errors))
+            for proc in readers:
+                proc.kill()
+                proc.wait()
     dt = t1 - t0
     before, after = ring_counts(s0, "samples_decoded"), ring_counts(s1, "samples_decoded")
     decoded = [(b - a) / dt for a, b in zip(before, after)]
@@ -125,8 +136,9 @@ def stage_shares(before, after, dt):
 
 TRAINER = r"""
 import sys, time, torch, torchvision
-device, arch, batch, steps, source = sys.argv[1:6]
-batch, steps, i = int(batch), int(steps), int(device.split(":")[1])
+device, arch, batch, warmup, seconds, source = sys.argv[1:7]
+batch, warmup, seconds = int(batch), float(warmup), float(seconds)
+i = int(device.split(":")[1])
 torch.cuda.set_device(i)
 model = getattr(torchvision.models, arch)().cuda(i).to(memory_format=torch.channels_last)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -141,14 +153,16 @@ else:
             for images, _ in loader:
                 yield images
     batches = endless()
-warm, t0 = 5, None
+# A warm-up, then whole steps for `seconds` (the GPU drained at both ends).
+start, t0, n0 = time.monotonic(), None, 0
 for n, x in enumerate(batches):
-    if n == warm:
+    now = time.monotonic()
+    if t0 is None and now - start >= warmup:
         torch.cuda.synchronize(i)
-        t0 = time.monotonic()
-    if n == warm + steps:
+        t0, n0 = time.monotonic(), n
+    elif t0 is not None and now - t0 >= seconds:
         torch.cuda.synchronize(i)
-        print("RATE", batch * steps / (time.monotonic() - t0), flush=True)
+        print("RATE", batch * (n - n0) / (time.monotonic() - t0), flush=True)
         break
     with torch.autocast("cuda", dtype=torch.bfloat16):
         loss = model(x.to(memory_format=torch.channels_last)).float().mean()
@@ -161,12 +175,8 @@ for n, x in enumerate(batches):
 def trainers_at_once(args, g, arch, batch, source):
     """img/s of one trainer process per GPU, all at once, reading `source`
     (a server's name, or "synthetic": a tensor already on its GPU)."""
-    steps = 20 if args.quick else 60
-    env = dict(os.environ, PYTHONPATH=os.path.join(args.build_dir, "python") + os.pathsep
-               + os.environ.get("PYTHONPATH", ""))
-    procs = [subprocess.Popen([sys.executable, "-c", TRAINER, f"cuda:{i}", arch, str(batch),
-                               str(steps), source], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for i in range(g)]
+    procs = start_processes(args, g, TRAINER, lambda i: [
+        f"cuda:{i}", arch, str(batch), str(max(args.warmup, 5.0)), str(args.seconds), source])
     rates = []
     for i, proc in enumerate(procs):
         out, _ = proc.communicate(timeout=300)
@@ -193,11 +203,11 @@ def trainer_rates(batchcast, binary, args, g, arch, batch):
 
 def ddp(args, g, arch, server_device):
     """examples/train_ddp.py under torchrun over g GPUs: its last aggregate images/s."""
-    steps = 10 if args.quick else 30
+    epochs = 2 if args.quick else 3
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc_per_node={g}", os.path.join(ROOT, "examples", "train_ddp.py"),
            "--data", args.data, "--device", "cuda", "--size", "224", "--batch-size", "128",
-           "--arch", arch, "--epochs", "2", "--steps", str(steps),
+           "--arch", arch, "--epochs", str(epochs),
            "--server-device", server_device]
     env = dict(os.environ, PYTHONPATH=os.path.join(args.build_dir, "python") + os.pathsep
                + os.environ.get("PYTHONPATH", ""))
@@ -212,12 +222,14 @@ def ddp(args, g, arch, server_device):
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--build", help="the batchcast build (default: BATCHCAST_BUILD_DIR, build/)")
-    p.add_argument("--data", default="/tmp/bc_multigpu_data")
+    p.add_argument("--data", default=None,
+                   help="image folder, made once (default: /tmp/bc_multigpu_data_IMAGES)")
+    p.add_argument("--images", type=int, default=20000, help="JPEGs in the made folder")
     p.add_argument("--gpus", default=None,
                    help="GPU counts, e.g. 1,2 (default: 1, 2, 4 as visible)")
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--warmup", type=float, default=5.0)
-    p.add_argument("--quick", action="store_true", help="shorter runs (about 3 minutes)")
+    p.add_argument("--quick", action="store_true", help="shorter measurements")
     p.add_argument("--skip", default="", help="parts to leave out: producer,trainers,ddp")
     p.add_argument("--json", default=None, help="also write the results here")
     args = p.parse_args()
@@ -236,7 +248,8 @@ def main() -> int:
         print(f"needs a GPU (visible: {visible})")
         return 1
     skip = set(x for x in args.skip.split(",") if x)
-    make_dataset(args.data, 3000, classes=100)
+    args.data = args.data or f"/tmp/bc_multigpu_data_{args.images}"
+    make_dataset(args.data, args.images, classes=100)
     warm_page_cache(args.data)
     binary = server_bin(build)
     out = {"device": torch.cuda.get_device_name(0), "producer": [], "trainers": [], "ddp": []}

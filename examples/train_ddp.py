@@ -128,9 +128,10 @@ def start_server(args, batchcast, job):
     device = args.server_device or server_device_default(args.device)
     if "," in device or device == "cuda:all":
         # A ring per GPU sharing one stream: a producer batch per rank batch, so
-        # that each batch is decoded on the GPU of the rank that reads it (a
-        # round of the node's ranks must fit half the ring).
-        batch_size, window = args.batch_size, max(8, 2 * local_ranks)
+        # that each batch is decoded on the GPU of the rank that reads it. Each
+        # rank holds a batch or two while its GPU works on them and each ring's
+        # producer writes ahead: 4 slots per rank.
+        batch_size, window = args.batch_size, max(8, 4 * local_ranks)
     else:  # a producer batch per round of the node's ranks
         batch_size, window = args.batch_size * local_ranks, 8
     options = dict(name=f"ddp-{job}"[:64], device=device, size=args.size,
