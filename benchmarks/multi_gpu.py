@@ -11,7 +11,8 @@ tools/make_dataset.py once under /tmp and read into the page cache):
 
 1. producer: for each GPU count g (default 1, 2 and 4, as visible), starts
    `batchcast-server serve DATA --device cuda:0,..,g-1 --decode gpu` (train
-   transform, 224, float16, NCHW, producer batch 256, window 8) with one
+   transform, 224, float16, NCHW, producer batch 256, window 8, or 4 per GPU
+   beyond 2 GPUs) with one
    batchcast.Loader per GPU (device=cuda:i, batch 256, a process each) reading as
    fast as it can; after --warmup seconds it measures over --seconds the
    server's aggregate rate (samples published: each decoded once) and what
@@ -98,8 +99,10 @@ def wait_for_consumers(batchcast, name, n, procs, timeout=120.0):
 
 def producer(batchcast, binary, args, g):
     name = f"mgbench-{os.getpid()}-p{g}"
-    with ServerProcess(binary, name, dict(SERVER, device=devices(g)), data=args.data,
-                       timeout=120):
+    # Each reader holds a slot or two while it reads and each ring's producer
+    # writes ahead: 4 slots per reader (examples/train_ddp.py does the same).
+    options = dict(SERVER, device=devices(g), window=max(SERVER["window"], 4 * g))
+    with ServerProcess(binary, name, options, data=args.data, timeout=120):
         readers = start_processes(args, g, READER, lambda i: [name, f"cuda:{i}", "256"])
         try:
             wait_for_consumers(batchcast, name, g, readers)
