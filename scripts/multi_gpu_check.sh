@@ -3,7 +3,7 @@
 # builds what it needs with CUDA, runs the multi-GPU tests (C++: ctest label
 # `multigpu`; Python: tests/python/test_multi_gpu.py, plus the one-GPU CUDA
 # suites as a guard) and the aggregate producer benchmark
-# (benchmarks/multi_gpu.py: 1, 2 and 4 GPUs where visible). For the device
+# (benchmarks/multi_gpu.py, its producer part: 1, 2 and 4 GPUs where visible). For the device
 # machine, with the carried .gpu-deps sourced first:
 #   scripts/multi_gpu_check.sh [BUILD_DIR] [LOG_DIR] [all|build|run]
 # (`build` then `run` splits it into two shorter commands.) Logs: LOG_DIR/multi_gpu_check.log (everything), LOG_DIR/multi_gpu.json (the
@@ -33,7 +33,8 @@ ctest_rc=$?
 BATCHCAST_BUILD_DIR="$B" PYTHONPATH="$B/python" \
   step 200 python3 -m pytest tests/python/test_multi_gpu.py tests/python/test_cuda.py -v -p no:cacheprovider
 py_rc=$?
-BATCHCAST_BUILD_DIR="$B" step 240 python3 benchmarks/multi_gpu.py --build "$B" --json "$L/multi_gpu.json"
+BATCHCAST_BUILD_DIR="$B" step 240 python3 benchmarks/multi_gpu.py --build "$B" --skip trainers,ddp \
+  --json "$L/multi_gpu.json"
 bench_rc=$?
 echo "ctest rc=$ctest_rc pytest rc=$py_rc bench rc=$bench_rc (GPUs: $gpus)" >>"$LOG"
 tail -8 "$LOG"
