@@ -62,10 +62,12 @@ class CudaImageSource : public Source {
   // of `cache_bytes` (0: none); one decoder per nvJPEG call of a hardware
   // batch (Note [Split hardware batch]); side streams at `priority` (Note
   // [Server stream priority]); hardware decodes of the crop's region only
-  // when `regions` and the decoders take them (Note [Region decode]).
+  // when `regions` and the decoders take them (Note [Region decode]); the
+  // next batch's files read on `read_threads` threads (file_prefetcher.h).
   CudaImageSource(std::unique_ptr<ImageDataset> dataset, int device,
                   std::vector<std::unique_ptr<cuda::NvJpegDecoder>> decoders, int workers,
-                  size_t cache_bytes, size_t transcode_bytes, StreamPriority priority, bool regions)
+                  size_t cache_bytes, size_t transcode_bytes, StreamPriority priority, bool regions,
+                  int read_threads)
       : dataset_(std::move(dataset)),
         device_(device),
         priority_(priority),
@@ -86,7 +88,7 @@ class CudaImageSource : public Source {
         augment_(*dataset_, cache_, device),
         gpu_files_(CountFlagged(*dataset_)),
         fallback_ahead_(cache_bytes == 0),
-        prefetcher_(*dataset_, true, &stages_, kRead),
+        prefetcher_(*dataset_, true, &stages_, kRead, read_threads),
         split_(pool_, &stages_,
                {.read = kRead,
                 .hw_decode = kHwDecode,
@@ -351,7 +353,8 @@ Result<std::unique_ptr<Source>> MakeCudaImageSource(const SourceOptions& options
               decoder->backend_name(), dataset->size() - gpu, workers);
   auto source = std::make_unique<CudaImageSource>(
       std::move(dataset), device, std::move(decoders), workers, options.device_cache_mb << 20,
-      options.transcode_cache_mb << 20, options.gpu_priority, options.nvjpeg_region);
+      options.transcode_cache_mb << 20, options.gpu_priority, options.nvjpeg_region,
+      options.read_threads);
   BATCHCAST_RETURN_IF_ERROR(source->Init());
   source->LogDeviceCache();
   return std::unique_ptr<Source>(std::move(source));

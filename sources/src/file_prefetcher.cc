@@ -1,5 +1,6 @@
 #include "file_prefetcher.h"
 
+#include "batchcast/core/check.h"
 #include "core/src/catch_all.h"
 #include "core/src/logging.h"
 #include "core/src/thread_name.h"
@@ -13,8 +14,12 @@ Status FileBuffer::Read(SampleReader& reader, int64_t sample) {
 }
 
 FilePrefetcher::FilePrefetcher(const ImageDataset& dataset, bool enabled, StageTimes* times,
-                               size_t stage)
+                               size_t stage, int read_threads)
     : dataset_(dataset), times_(times), stage_(stage) {
+  BATCHCAST_CHECK(read_threads >= 1) << read_threads;
+  if (enabled && read_threads > 1 && !dataset_.reader().sequential()) {
+    pool_ = std::make_unique<ThreadPool>(read_threads);
+  }
   if (enabled) {
     thread_ = std::thread([this] {
       SetThreadName("bc-readahead");
@@ -50,13 +55,7 @@ void FilePrefetcher::Loop() {
     mu_.Unlock();
     const Status s = CatchAll("the file prefetcher", [&] {
       StageTimes::Scope timed(times_, stage_);
-      if (files.size() < indices.size()) files.resize(indices.size());
-      for (size_t i = 0; i < indices.size(); ++i) {
-        const int64_t index = indices[i];
-        if (index < 0 || static_cast<uint64_t>(index) >= dataset_.size()) continue;
-        if (dataset_.known_bad(index)) continue;        // Note [Dropped files]: never read again
-        (void)files[i].Read(dataset_.reader(), index);  // a failure is found again when used
-      }
+      return ReadAll(files, indices);
     });
     if (!s.ok()) BC_LOG_WARN_LIMITED("{} (the files are read again when used)", s.message());
     if (then) {
@@ -68,6 +67,24 @@ void FilePrefetcher::Loop() {
     cv_.SignalAll();
   }
   mu_.Unlock();
+}
+
+Status FilePrefetcher::ReadAll(std::vector<FileBuffer>& files,
+                               const std::vector<int64_t>& indices) {
+  if (files.size() < indices.size()) files.resize(indices.size());
+  const auto read = [&](size_t i) {
+    const int64_t index = indices[i];
+    if (index < 0 || static_cast<uint64_t>(index) >= dataset_.size()) return;
+    if (dataset_.known_bad(index)) return;          // Note [Dropped files]: never read again
+    (void)files[i].Read(dataset_.reader(), index);  // a failure is found again when used
+  };
+  if (pool_) {
+    // Each item writes its own buffer.
+    return pool_->ParallelFor(static_cast<int64_t>(indices.size()),
+                              [&](int, int64_t i) { read(static_cast<size_t>(i)); });
+  }
+  for (size_t i = 0; i < indices.size(); ++i) read(i);
+  return Status::Ok();
 }
 
 void FilePrefetcher::Start(std::vector<FileBuffer>* files, std::span<const int64_t> indices,

@@ -3,7 +3,10 @@
 // of the samples most likely asked for next (ReadAhead) through the dataset's
 // SampleReader (sample_reader.h) into the other buffer set
 // (cuda_batch_buffers.h), so that the pipeline thread finds them in memory.
-// For shards this makes the reads sequential, on one thread, in stream order.
+// A batch's files are read on `read_threads` threads at once (the thread and
+// a pool), since a disk serves several reads at a time and one thread waits
+// out each read's latency; a sequential() reader's (shards) on the thread
+// alone, in stream order.
 //
 // Hand-off: between Start(files, ...) and the next Wait() the thread owns
 // *files (it may grow it and writes its buffers); the caller must not touch
@@ -17,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <thread>
@@ -26,6 +30,7 @@
 #include "core/src/mutex.h"
 #include "image_dataset.h"
 #include "stage_times.h"
+#include "thread_pool.h"
 
 namespace batchcast {
 
@@ -41,9 +46,10 @@ struct FileBuffer {
 class FilePrefetcher {
  public:
   // With `enabled` false no thread is started and Start does nothing. The
-  // reads' time goes to stage `stage` of `times` (when not null).
+  // reads' time goes to stage `stage` of `times` (when not null). A dataset
+  // of files is read on `read_threads` threads at once (REQUIRES: >= 1).
   FilePrefetcher(const ImageDataset& dataset, bool enabled, StageTimes* times = nullptr,
-                 size_t stage = 0);
+                 size_t stage = 0, int read_threads = 1);
   ~FilePrefetcher();  // Stop()
   FilePrefetcher(const FilePrefetcher&) = delete;
   FilePrefetcher& operator=(const FilePrefetcher&) = delete;
@@ -60,15 +66,21 @@ class FilePrefetcher {
       BC_EXCLUDES(mu_);
   // Returns when the read Start began is done (at once when none is).
   void Wait() BC_EXCLUDES(mu_);
+  // How many threads read a batch's files at once (1 for shards).
+  int read_threads() const { return pool_ ? pool_->size() : 1; }
   // Ends the thread (after the read in flight, if any).
   void Stop() BC_EXCLUDES(mu_);
 
  private:
   void Loop() BC_EXCLUDES(mu_);
+  // Reads the file of indices[i] into files[i] (those that may be read); an
+  // error is an exception's (a read's own failure is left for its user).
+  Status ReadAll(std::vector<FileBuffer>& files, const std::vector<int64_t>& indices);
 
   const ImageDataset& dataset_;
   StageTimes* const times_;
   const size_t stage_;
+  std::unique_ptr<ThreadPool> pool_;  // read_threads > 1 on a dataset of files
   std::thread thread_;
   Mutex mu_;
   CondVar cv_;  // with mu_: busy_ or stop_ changed

@@ -73,6 +73,8 @@ Status SourceOptions::Validate() const {
   }
   if (nvjpeg_calls < 1 || nvjpeg_calls > 4)
     return bad("nvjpeg_calls (--nvjpeg-calls) must be in 1..4");
+  if (read_threads < 1 || read_threads > 64)
+    return bad("read_threads (--read-threads) must be in 1..64");
   if (max_pixels == 0) return bad("max_pixels (--max-pixels) must be positive");
   if (shuffle_buffer > 10'000'000)
     return bad("shuffle_buffer (--shuffle-buffer) must be at most 10000000");

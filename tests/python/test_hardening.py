@@ -73,6 +73,8 @@ def test_loader_arguments_are_checked_by_name(kwargs, name):
     ({"synthetic": 10, "name": "a/b"}, "name"),
     ({"synthetic": 10, "nvjpeg_calls": 5}, r"nvjpeg_calls \(--nvjpeg-calls\) must be in 1\.\.4"),
     ({"synthetic": 10, "nvjpeg_calls": 0}, r"nvjpeg_calls \(--nvjpeg-calls\)"),
+    ({"synthetic": 10, "read_threads": 0}, r"read_threads \(--read-threads\) must be in 1\.\.64"),
+    ({"synthetic": 10, "read_threads": 65}, r"read_threads \(--read-threads\)"),
     ({"synthetic": 10, "gpu_priority": "urgent"},
      r"gpu_priority \(--gpu-priority\) must be normal or high, got 'urgent'"),
 ])

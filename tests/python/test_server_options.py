@@ -22,7 +22,8 @@ def test_records_describe_every_option():
     assert by_name["lag_timeout"].type == "seconds" and by_name["mean"].type == "triple"
     assert by_name["key_file"].type == "text" and by_name["key_file"].default == ""
     assert {o.name for o in options if o.cuda_only} == {
-        "device_cache_mb", "transcode_cache_mb", "nvjpeg_calls", "nvjpeg_region", "gpu_priority"}
+        "device_cache_mb", "transcode_cache_mb", "nvjpeg_calls", "read_threads", "nvjpeg_region",
+        "gpu_priority"}
     assert {o.group for o in options} == {"source", "ring", "order", "consumers"}
     assert all(o.help and "issue" not in o.help for o in options)
 

@@ -57,7 +57,7 @@ TEST(OptionTable, CudaOnlyOptionsAreTheGpuDecodeOnesAndThePriority) {
   }
   EXPECT_EQ(cuda_only,
             (std::set<std::string_view>{"device_cache_mb", "transcode_cache_mb", "nvjpeg_calls",
-                                        "nvjpeg_region", "gpu_priority"}));
+                                        "read_threads", "nvjpeg_region", "gpu_priority"}));
 }
 
 TEST(OptionTable, CudaOnlyOptionsSetNamesThoseOffTheirDefaultsAsTyped) {

@@ -5,6 +5,7 @@
 // (eoi_probe.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -181,6 +182,39 @@ TEST(FilePrefetcher, ReadsTheHintedFiles) {
   prefetcher.Start(&after_stop, hint);
   prefetcher.Wait();
   EXPECT_TRUE(after_stop.empty());
+}
+
+// A dataset of files is read on read_threads threads at once: every file
+// lands in its own buffer, known-bad and out-of-range ones are skipped, and
+// a batch larger than the pool (and a second batch) reads the same.
+TEST(FilePrefetcher, ReadsAFoldersFilesOnSeveralThreadsAtOnce) {
+  Fixture f;
+  ASSERT_TRUE(f.dataset->OnDecodeError(3, DataLossError("truncated")).ok());
+  FilePrefetcher prefetcher(*f.dataset, true, nullptr, 0, /*read_threads=*/3);
+  EXPECT_EQ(prefetcher.read_threads(), 3);
+  std::vector<int64_t> hint;
+  for (int round = 0; round < 4; ++round) {
+    for (int64_t i = 4; i >= -1; --i) hint.push_back(i);
+  }
+  std::vector<FileBuffer> files;
+  for (int batch = 0; batch < 2; ++batch) {
+    prefetcher.Start(&files, hint);
+    prefetcher.Wait();
+    ASSERT_EQ(files.size(), hint.size());
+    for (size_t i = 0; i < hint.size(); ++i) {
+      const int64_t want = hint[i];
+      if (want < 0 || want == 3) {
+        EXPECT_EQ(files[i].index, -1) << i;
+        continue;
+      }
+      EXPECT_EQ(files[i].index, want) << i;
+      EXPECT_EQ(files[i].bytes, f.Bytes(want)) << i;
+    }
+    std::reverse(hint.begin(), hint.end());
+    files.clear();
+  }
+  FilePrefetcher one(*f.dataset, true);
+  EXPECT_EQ(one.read_threads(), 1);
 }
 
 // Note [Dropped files]: a file known bad is not read ahead either.

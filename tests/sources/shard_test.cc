@@ -14,6 +14,7 @@
 
 #include "core/src/sampler.h"
 #include "log_capture.h"
+#include "sources/src/file_prefetcher.h"
 #include "sources/src/image_dataset.h"
 #include "sources/src/image_source.h"
 #include "sources/src/shard_pattern.h"
@@ -284,6 +285,27 @@ TEST(ShardReader, SamplerOrderIsSequentialWithBoundedMemory) {
   EXPECT_EQ(Counter(*ds, "shard_rereads"), 0);
   EXPECT_LE(Counter(*ds, "shard_held_peak_samples"), static_cast<int64_t>(k));
   EXPECT_GT(Counter(*ds, "shard_held_peak_samples"), 0);
+}
+
+// The read-ahead reads shards on its one thread, in stream order, whatever
+// its read_threads (a folder's files are read on that many at once).
+TEST(ShardReader, ThePrefetcherReadsShardsOnOneThread) {
+  SKIP_WITHOUT_TAR();
+  ShardSet s(2, 8);
+  auto ds = Open(s.pattern);
+  ASSERT_TRUE(ds);
+  FilePrefetcher prefetcher(*ds, true, nullptr, 0, /*read_threads=*/4);
+  EXPECT_EQ(prefetcher.read_threads(), 1);
+  std::vector<FileBuffer> files;
+  const std::vector<int64_t> hint = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  prefetcher.Start(&files, hint);
+  prefetcher.Wait();
+  ASSERT_EQ(files.size(), hint.size());
+  for (size_t i = 0; i < hint.size(); ++i) {
+    EXPECT_EQ(files[i].index, hint[i]);
+    EXPECT_EQ(files[i].bytes, s.images[static_cast<size_t>(hint[i])]) << i;
+  }
+  EXPECT_EQ(Counter(*ds, "shard_rereads"), 0);
 }
 
 // Any order gets the right bytes; memory stays within the reader's bound.

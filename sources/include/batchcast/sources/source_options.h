@@ -93,6 +93,10 @@ struct SourceOptions {
   // GPU decode: nvJPEG calls that share one batch's hardware-decoded files,
   // run at once, each with its own decoder, stream and thread; 1..4.
   int nvjpeg_calls = 1;
+  // GPU decode: threads that read the next batch's files while this batch
+  // decodes, at once (a disk serves several reads at a time); 1..64. Tar
+  // shards are read by one thread, in order (Note [Shard reads]).
+  int read_threads = 4;
   // GPU decode: nvJPEG's hardware engine writes only the region of each image
   // the crop reads (the same pixels, a smaller decode buffer); false: whole
   // images.
