@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <numeric>
 #include <random>
 #include <set>
 
@@ -166,6 +167,17 @@ TEST(ShardDataset, IndicesFollowShardThenMemberOrder) {
     EXPECT_EQ(bytes, s.images[static_cast<size_t>(i)]) << i;
   }
   EXPECT_NE(ds->Describe().find(s.pattern), std::string::npos);
+  // The read-ahead reads shards on its one thread, in stream order, whatever
+  // its read_threads (a folder's files are read on that many at once).
+  FilePrefetcher prefetcher(*ds, true, nullptr, 0, /*read_threads=*/4);
+  EXPECT_EQ(prefetcher.read_threads(), 1);
+  std::vector<FileBuffer> files;
+  std::vector<int64_t> all(12);
+  std::iota(all.begin(), all.end(), 0);
+  prefetcher.Start(&files, all);
+  prefetcher.Wait();
+  ASSERT_EQ(files.size(), all.size());
+  for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(files[i].bytes, s.images[i]) << i;
 }
 
 TEST(ShardScan, LabelsOfEveryKindAndSamplesThatCannotBeUsed) {
@@ -285,27 +297,6 @@ TEST(ShardReader, SamplerOrderIsSequentialWithBoundedMemory) {
   EXPECT_EQ(Counter(*ds, "shard_rereads"), 0);
   EXPECT_LE(Counter(*ds, "shard_held_peak_samples"), static_cast<int64_t>(k));
   EXPECT_GT(Counter(*ds, "shard_held_peak_samples"), 0);
-}
-
-// The read-ahead reads shards on its one thread, in stream order, whatever
-// its read_threads (a folder's files are read on that many at once).
-TEST(ShardReader, ThePrefetcherReadsShardsOnOneThread) {
-  SKIP_WITHOUT_TAR();
-  ShardSet s(2, 8);
-  auto ds = Open(s.pattern);
-  ASSERT_TRUE(ds);
-  FilePrefetcher prefetcher(*ds, true, nullptr, 0, /*read_threads=*/4);
-  EXPECT_EQ(prefetcher.read_threads(), 1);
-  std::vector<FileBuffer> files;
-  const std::vector<int64_t> hint = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
-  prefetcher.Start(&files, hint);
-  prefetcher.Wait();
-  ASSERT_EQ(files.size(), hint.size());
-  for (size_t i = 0; i < hint.size(); ++i) {
-    EXPECT_EQ(files[i].index, hint[i]);
-    EXPECT_EQ(files[i].bytes, s.images[static_cast<size_t>(hint[i])]) << i;
-  }
-  EXPECT_EQ(Counter(*ds, "shard_rereads"), 0);
 }
 
 // Any order gets the right bytes; memory stays within the reader's bound.

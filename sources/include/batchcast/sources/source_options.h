@@ -93,10 +93,6 @@ struct SourceOptions {
   // GPU decode: nvJPEG calls that share one batch's hardware-decoded files,
   // run at once, each with its own decoder, stream and thread; 1..4.
   int nvjpeg_calls = 1;
-  // GPU decode: threads that read the next batch's files while this batch
-  // decodes, at once (a disk serves several reads at a time); 1..64. Tar
-  // shards are read by one thread, in order (Note [Shard reads]).
-  int read_threads = 4;
   // GPU decode: nvJPEG's hardware engine writes only the region of each image
   // the crop reads (the same pixels, a smaller decode buffer); false: whole
   // images.
@@ -104,6 +100,9 @@ struct SourceOptions {
   // A device ring: the priority of every stream the server's GPU work runs on
   // (decode, augment, copies into the ring; see StreamPriority).
   StreamPriority gpu_priority = StreamPriority::kNormal;
+  // GPU decode: threads reading the next batch's files at once, 1..64 (tar
+  // shards: one, in order; Note [Shard reads]).
+  int read_threads = 4;
   // Tar shards: samples of the shuffle buffer that mixes the shards' streams
   // (each shard is read front to back); the source holds at most about this
   // many encoded samples plus one batch in memory. 0 or 1: no mixing.
