@@ -1,6 +1,6 @@
 // End-to-end tests of a server with several rings sharing one stream (Note
 // [Placement], server/src/scheduler.h) without GPUs: an in-process server
-// with two host rings standing in for two GPUs (ServerOptions::host_rings),
+// with two or four host rings standing in for GPUs (ServerOptions::host_rings),
 // consumers choosing their home ring with the device "cpu:N". Every byte is
 // checked against the synthetic formula; the stats show each sample decoded
 // once, on one ring.
@@ -24,17 +24,19 @@ using testing::UniqueName;
 
 constexpr uint64_t kSamples = 480;
 
-// Two host rings, batch 16 over 8 slots, `epochs` epochs, waiting for `min` consumers.
-std::unique_ptr<Server> StartTwoRings(const std::string& name, uint64_t epochs, uint32_t min) {
+// `rings` host rings, batch 16 over `window` slots, `epochs` epochs, waiting
+// for `min` consumers.
+std::unique_ptr<Server> StartRings(const std::string& name, uint64_t epochs, uint32_t min,
+                                   uint32_t rings = 2, uint32_t window = 8) {
   ServerOptions o;
   o.name = name;
   o.source.synthetic = kSamples;
   o.source.size = 8;
   o.batch_size = 16;
-  o.window = 8;
+  o.window = window;
   o.epochs = epochs;
   o.min_consumers = min;
-  o.host_rings = 2;
+  o.host_rings = rings;
   auto started = Server::Start(o);
   EXPECT_TRUE(started.ok()) << started.status().ToString();
   return started.ok() ? std::move(*started) : nullptr;
@@ -53,6 +55,16 @@ struct Reader {
   int64_t mismatches = 0;
   std::string error;
 };
+
+// Rank `rank` of the group "ddp" of `world` ranks, on ring `rank`.
+Reader RankOnItsRing(uint32_t rank, uint32_t world) {
+  Reader r;
+  r.device = "cpu:" + std::to_string(rank);
+  r.group = "ddp";
+  r.rank = rank;
+  r.world = world;
+  return r;
+}
 
 // Connects every reader, then reads with each on its own thread until the
 // stream ends.
@@ -108,7 +120,7 @@ std::set<int64_t> All() {
 // batch: both read every epoch exactly; each sample was decoded once.
 TEST(HostRings, AConsumerPerRingReadsExactEpochsFromOneDecode) {
   const std::string name = UniqueName("rings");
-  auto server = StartTwoRings(name, 2, 2);
+  auto server = StartRings(name, 2, 2);
   ASSERT_TRUE(server);
   std::vector<Reader> readers(2);
   readers[0].device = "cpu:0";
@@ -145,15 +157,9 @@ TEST(HostRings, AConsumerPerRingReadsExactEpochsFromOneDecode) {
 // group, an exact split, every batch read zero-copy from the rank's own ring.
 TEST(HostRings, AGroupAcrossRingsSplitsExactlyWithoutCopies) {
   const std::string name = UniqueName("ringgroup");
-  auto server = StartTwoRings(name, 2, 2);
+  auto server = StartRings(name, 2, 2);
   ASSERT_TRUE(server);
-  std::vector<Reader> readers(2);
-  for (uint32_t r = 0; r < 2; ++r) {
-    readers[r].device = "cpu:" + std::to_string(r);
-    readers[r].group = "ddp";
-    readers[r].rank = r;
-    readers[r].world = 2;
-  }
+  std::vector<Reader> readers = {RankOnItsRing(0, 2), RankOnItsRing(1, 2)};
   ASSERT_NO_FATAL_FAILURE(ReadAll(name, readers));
   for (const Reader& r : readers) {
     EXPECT_EQ(r.error, "");
@@ -171,6 +177,59 @@ TEST(HostRings, AGroupAcrossRingsSplitsExactlyWithoutCopies) {
   const json stats = json::parse(server->StatsJson());
   EXPECT_EQ(stats["rings"][0]["peer_bytes"], 0);
   EXPECT_EQ(stats["rings"][1]["peer_bytes"], 0);
+}
+
+// Four rings, 4 slots per ring (as examples/train_ddp.py sets the window):
+// a group of four ranks, one per ring, splits each epoch exactly with equal
+// batch counts (the 32 samples short of a round of 64 are left out, as
+// DistributedSampler's drop_last does) and reads only its own ring; four
+// consumers that each read the whole stream beside it get exact epochs; each
+// ring decoded a quarter of the stream, within a producer batch per epoch.
+TEST(HostRings, FourRingsSplitAGroupOfFourAndShareTheDecode) {
+  const std::string name = UniqueName("rings4");
+  constexpr uint64_t kEpochs = 2;
+  auto server = StartRings(name, kEpochs, 8, /*rings=*/4, /*window=*/16);
+  ASSERT_TRUE(server);
+  std::vector<Reader> readers(8);
+  for (uint32_t r = 0; r < 4; ++r) {
+    readers[r] = RankOnItsRing(r, 4);
+    readers[4 + r].device = "cpu:" + std::to_string(r);
+    readers[4 + r].batch = 12;
+  }
+  ASSERT_NO_FATAL_FAILURE(ReadAll(name, readers));
+  for (const Reader& r : readers) {
+    SCOPED_TRACE(r.device + (r.group.empty() ? "" : " rank " + std::to_string(r.rank)));
+    EXPECT_EQ(r.error, "");
+    EXPECT_EQ(r.mismatches, 0);
+    ASSERT_EQ(r.epochs.size(), kEpochs);
+  }
+  for (uint32_t r = 0; r < 4; ++r) {
+    EXPECT_EQ(readers[r].batches, readers[0].batches) << "rank " << r;
+    EXPECT_EQ(readers[r].zero_copy, readers[r].batches) << "rank " << r << " copied";
+    for (const std::vector<int64_t>& e : readers[4 + r].epochs) {
+      EXPECT_EQ(e.size(), kSamples);
+      EXPECT_EQ(std::set<int64_t>(e.begin(), e.end()), All());
+    }
+  }
+  for (size_t e = 0; e < kEpochs; ++e) {
+    std::set<int64_t> split;
+    size_t read = 0;
+    for (uint32_t r = 0; r < 4; ++r) {
+      split.insert(readers[r].epochs[e].begin(), readers[r].epochs[e].end());
+      read += readers[r].epochs[e].size();
+    }
+    EXPECT_EQ(read, kSamples / 64 * 64) << "epoch " << e;
+    EXPECT_EQ(split.size(), read) << "epoch " << e << ": a sample read twice";
+  }
+  const json stats = json::parse(server->StatsJson());
+  ASSERT_EQ(stats["rings"].size(), 4u);
+  uint64_t decoded = 0;
+  for (const json& ring : stats["rings"]) {
+    const uint64_t n = ring["samples_decoded"].get<uint64_t>();
+    decoded += n;
+    EXPECT_NEAR(static_cast<double>(n), kEpochs * kSamples / 4.0, kEpochs * 16.0) << ring.dump();
+  }
+  EXPECT_EQ(decoded, kEpochs * kSamples) << "each sample decoded once";
 }
 
 }  // namespace
