@@ -31,9 +31,11 @@ def _torchrun_missing():
         return True
 
 
-def _torchrun(tmp_path, *args):
+def _torchrun(tmp_path, *args, launch=False):
     """examples/train_ddp.py on 2 CPU ranks under torchrun: its output (the
-    test fails unless it exits with 0 within 240 s)."""
+    test fails unless it exits with 0 within 240 s). With `launch`, torchrun
+    runs as the one job of batchcast.launch and the ranks read its server
+    (--shared {name}), as the README's recipe under MPS does."""
     import torch.distributed as dist
 
     if not dist.is_available() or not dist.is_gloo_available():
@@ -45,10 +47,15 @@ def _torchrun(tmp_path, *args):
     # --redirects/--tee 2 (stderr to a log file and to the console): torchrun of
     # torch < 2.0 under Python >= 3.11 fails with its default "0"
     # ('NoneType' object has no attribute 'get': Flag iteration skips 0).
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           "--redirects", "2", "--tee", "2", "--log_dir", str(tmp_path / "logs"), EXAMPLE,
-           "--synthetic", "192", "--size", "32", "--batch-size", "8", "--num-classes", "10",
-           "--check-split", *args]
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+                "2", "--redirects", "2", "--tee", "2", "--log_dir", str(tmp_path / "logs"), EXAMPLE]
+    example = ["--size", "32", "--batch-size", "8", "--num-classes", "10", "--check-split", *args]
+    if launch:
+        cmd = [sys.executable, "-m", "batchcast.launch", "--synthetic", "192", "--size", "32",
+               "--batch-size", "8", "--jobs", "1", "--mps", "off", "--status-interval", "0", "--",
+               *torchrun, "--shared", "{name}", *example]
+    else:
+        cmd = [*torchrun, "--synthetic", "192", *example]
     # In a session of its own, so that a rank left behind (a hang at exit:
     # examples/train_ddp.py, "Note: the model goes before the process group")
     # is killed with torchrun instead of spinning on after the test.
@@ -70,9 +77,7 @@ def _torchrun(tmp_path, *args):
     return out
 
 
-@pytest.mark.skipif(_torchrun_missing(), reason="torchrun (torch.distributed.run) is not installed")
-def test_train_ddp_example_on_two_cpu_ranks(tmp_path):
-    out = _torchrun(tmp_path, "--epochs", "2")
+def _assert_two_exact_epochs(out):
     # 192 samples / (2 ranks x 8) = 12 batches per rank and epoch.
     for rank in range(2):
         assert re.search(rf"\[rank {rank}\] batchcast.Loader\(.*group='torchrun:[^']+', "
@@ -82,6 +87,20 @@ def test_train_ddp_example_on_two_cpu_ranks(tmp_path):
     for epoch in range(2):
         assert f"epoch {epoch}: 2 ranks, 12..12 batches per rank, 192 images" in out, out
         assert f"epoch {epoch}: split ok: 192 samples read, 192 distinct" in out, out
+
+
+@pytest.mark.skipif(_torchrun_missing(), reason="torchrun (torch.distributed.run) is not installed")
+def test_train_ddp_example_on_two_cpu_ranks(tmp_path):
+    _assert_two_exact_epochs(_torchrun(tmp_path, "--epochs", "2"))
+
+
+@pytest.mark.skipif(_torchrun_missing(), reason="torchrun (torch.distributed.run) is not installed")
+def test_train_ddp_example_as_the_job_of_the_launcher(tmp_path):
+    """torchrun as batchcast.launch's job, its ranks one group of the
+    launcher's server: the same exact epochs."""
+    out = _torchrun(tmp_path, "--epochs", "2", launch=True)
+    _assert_two_exact_epochs(out)
+    assert "[launch] 1 of 1 job(s) succeeded" in out, out
 
 
 @pytest.mark.skipif(_torchrun_missing(), reason="torchrun (torch.distributed.run) is not installed")
