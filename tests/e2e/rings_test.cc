@@ -6,6 +6,7 @@
 // once, on one ring.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <thread>
@@ -24,19 +25,20 @@ using testing::UniqueName;
 
 constexpr uint64_t kSamples = 480;
 
-// `rings` host rings, batch 16 over `window` slots, `epochs` epochs, waiting
-// for `min` consumers.
+// `rings` host rings, batch 16 over 4 slots per ring (8 at least, as
+// examples/train_ddp.py sets the window), `epochs` epochs, waiting for `min`
+// consumers.
 std::unique_ptr<Server> StartRings(const std::string& name, uint64_t epochs, uint32_t min,
-                                   uint32_t rings = 2, uint32_t window = 8) {
+                                   uint32_t rings = 2) {
   ServerOptions o;
   o.name = name;
+  o.host_rings = rings;
+  o.window = std::max(8u, 4 * rings);
+  o.epochs = epochs;
+  o.min_consumers = min;
   o.source.synthetic = kSamples;
   o.source.size = 8;
   o.batch_size = 16;
-  o.window = window;
-  o.epochs = epochs;
-  o.min_consumers = min;
-  o.host_rings = rings;
   auto started = Server::Start(o);
   EXPECT_TRUE(started.ok()) << started.status().ToString();
   return started.ok() ? std::move(*started) : nullptr;
@@ -179,8 +181,7 @@ TEST(HostRings, AGroupAcrossRingsSplitsExactlyWithoutCopies) {
   EXPECT_EQ(stats["rings"][1]["peer_bytes"], 0);
 }
 
-// Four rings, 4 slots per ring (as examples/train_ddp.py sets the window):
-// a group of four ranks, one per ring, splits each epoch exactly with equal
+// Four rings: a group of four ranks, one per ring, splits each epoch exactly with equal
 // batch counts (the 32 samples short of a round of 64 are left out, as
 // DistributedSampler's drop_last does) and reads only its own ring; four
 // consumers that each read the whole stream beside it get exact epochs; each
@@ -188,7 +189,7 @@ TEST(HostRings, AGroupAcrossRingsSplitsExactlyWithoutCopies) {
 TEST(HostRings, FourRingsSplitAGroupOfFourAndShareTheDecode) {
   const std::string name = UniqueName("rings4");
   constexpr uint64_t kEpochs = 2;
-  auto server = StartRings(name, kEpochs, 8, /*rings=*/4, /*window=*/16);
+  auto server = StartRings(name, kEpochs, 8, /*rings=*/4);
   ASSERT_TRUE(server);
   std::vector<Reader> readers(8);
   for (uint32_t r = 0; r < 4; ++r) {
