@@ -5,7 +5,9 @@
 // Note [Rings per GPU]
 // `--device cuda:0,1` (also `cuda:0,cuda:1`, or `cuda:all`: every visible
 // GPU) gives the server one ring per GPU, each with its own source decoding
-// on that GPU (its own JPEG engines, its own producer thread and stream).
+// on that GPU (its own JPEG engines, its own producer thread and stream);
+// each source scans the dataset itself, and the server starts only when the
+// scans agree (RingSourcesAgree, ring_sources.h).
 // The rings share one stream and one Scheduler (Note [Placement],
 // scheduler.h): each producer batch is decoded once, on the ring it is
 // placed on; the sampler's order (seed, shard) is computed once for all

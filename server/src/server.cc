@@ -23,6 +23,7 @@
 #include "device_list.h"
 #include "metrics_render.h"
 #include "open_file_limit.h"
+#include "ring_sources.h"
 #include "server_impl.h"
 #include "server_stats.h"
 
@@ -309,6 +310,7 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
       if (!source.ok()) return source.status();
       sources.push_back(std::move(*source));
     }
+    BATCHCAST_RETURN_IF_ERROR(RingSourcesAgree(sources));
     return StartRings(std::move(options), devices, std::move(sources));
   });
 }
@@ -391,8 +393,8 @@ static std::string StreamOf(const ServerOptions& o, const Source& source, const 
   return id.ToString();
 }
 
-// REQUIRES: options validated; one source per device, all of the same fields
-// and size.
+// REQUIRES: options validated; one source per device, all of one dataset
+// (RingSourcesAgree).
 Result<std::unique_ptr<Server>> Server::StartRings(ServerOptions options,
                                                    const std::vector<int>& devices,
                                                    std::vector<std::unique_ptr<Source>> sources) {
