@@ -42,7 +42,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_files import make_dataset, warm_page_cache  # noqa: E402
+from bench_files import default_dataset, make_dataset, warm_page_cache  # noqa: E402
 from bench_server import ServerProcess, find_build, server_bin  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -52,11 +52,6 @@ SERVER = {"decode": "gpu", "batch_size": 256, "window": 8, "dtype": "float16", "
 
 def devices(g):
     return "cuda:" + ",".join(str(i) for i in range(g))
-
-
-def server_stats(batchcast, name):
-    stats = batchcast.query_stats(name, timeout=5.0)
-    return json.loads(stats) if isinstance(stats, str) else stats
 
 
 def ring_counts(stats, key):
@@ -74,16 +69,15 @@ while True:
 """
 
 
-def start_processes(args, g, script, argv):
-    """One process per GPU i running `script` with argv(i)."""
-    env = dict(os.environ, PYTHONPATH=os.path.join(args.build_dir, "python") + os.pathsep
-               + os.environ.get("PYTHONPATH", ""))
-    return [subprocess.Popen([sys.executable, "-c", script, *argv(i)], env=env,
+def start_processes(g, script, argv):
+    """One process per GPU i running `script` with argv(i) (the build's
+    batchcast on its PYTHONPATH: find_build put it there)."""
+    return [subprocess.Popen([sys.executable, "-c", script, *argv(i)],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             for i in range(g)]
 
 
-def wait_for_consumers(batchcast, name, n, procs, timeout=120.0):
+def wait_for_consumers(server, n, procs, timeout=120.0):
     """Until the server counts `n` consumers; RuntimeError if a process ends first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -91,25 +85,25 @@ def wait_for_consumers(batchcast, name, n, procs, timeout=120.0):
             if proc.poll() is not None:
                 raise RuntimeError(f"a reader exited {proc.returncode}: "
                                    f"{proc.communicate()[0][-2000:]}")
-        if len(server_stats(batchcast, name).get("consumers", [])) >= n:
+        if len(server.stats().get("consumers", [])) >= n:
             return
         time.sleep(0.2)
     raise RuntimeError(f"{n} readers did not connect in {timeout:.0f} s")
 
 
-def producer(batchcast, binary, args, g):
+def producer(binary, args, g):
     name = f"mgbench-{os.getpid()}-p{g}"
     # Each reader holds a slot or two while it reads and each ring's producer
     # writes ahead: 4 slots per reader (examples/train_ddp.py does the same).
     options = dict(SERVER, device=devices(g), window=max(SERVER["window"], 4 * g))
-    with ServerProcess(binary, name, options, data=args.data, timeout=120):
-        readers = start_processes(args, g, READER, lambda i: [name, f"cuda:{i}", "256"])
+    with ServerProcess(binary, name, options, data=args.data, timeout=120) as server:
+        readers = start_processes(g, READER, lambda i: [name, f"cuda:{i}", "256"])
         try:
-            wait_for_consumers(batchcast, name, g, readers)
+            wait_for_consumers(server, g, readers)
             time.sleep(args.warmup)
-            t0, s0 = time.monotonic(), server_stats(batchcast, name)
+            t0, s0 = time.monotonic(), server.stats()
             time.sleep(args.seconds)
-            t1, s1 = time.monotonic(), server_stats(batchcast, name)
+            t1, s1 = time.monotonic(), server.stats()
         finally:
             for proc in readers:
                 proc.kill()
@@ -178,7 +172,7 @@ for n, x in enumerate(batches):
 def trainers_at_once(args, g, arch, batch, source):
     """img/s of one trainer process per GPU, all at once, reading `source`
     (a server's name, or "synthetic": a tensor already on its GPU)."""
-    procs = start_processes(args, g, TRAINER, lambda i: [
+    procs = start_processes(g, TRAINER, lambda i: [
         f"cuda:{i}", arch, str(batch), str(max(args.warmup, 5.0)), str(args.seconds), source])
     rates = []
     for i, proc in enumerate(procs):
@@ -191,15 +185,15 @@ def trainers_at_once(args, g, arch, batch, source):
     return rates
 
 
-def trainer_rates(batchcast, binary, args, g, arch, batch):
+def trainer_rates(binary, args, g, arch, batch):
     """img/s per GPU of one trainer process per GPU, fed by the g-GPU server
     and synthetic, each set of g at once."""
     synthetic = trainers_at_once(args, g, arch, batch, "synthetic")
     name = f"mgbench-{os.getpid()}-t{g}-{arch}"
     with ServerProcess(binary, name, dict(SERVER, device=devices(g)), data=args.data,
-                       timeout=120):
+                       timeout=120) as server:
         fed = trainers_at_once(args, g, arch, batch, name)
-        mps = server_stats(batchcast, name).get("mps", "unknown")
+        mps = server.stats().get("mps", "unknown")
     return {"gpus": g, "arch": arch, "batch": batch, "fed": fed, "synthetic": synthetic,
             "ratio": [f / s if s else 0.0 for f, s in zip(fed, synthetic)], "mps": mps}
 
@@ -212,9 +206,7 @@ def ddp(args, g, arch, server_device):
            "--data", args.data, "--device", "cuda", "--size", "224", "--batch-size", "128",
            "--arch", arch, "--epochs", str(epochs),
            "--server-device", server_device]
-    env = dict(os.environ, PYTHONPATH=os.path.join(args.build_dir, "python") + os.pathsep
-               + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     rates = [float(m) for m in re.findall(r"= ([0-9.]+) images/s in all", out.stdout)]
     if out.returncode != 0 or not rates:
         raise RuntimeError(f"train_ddp.py ({server_device}) exited {out.returncode}: "
@@ -226,7 +218,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--build", help="the batchcast build (default: BATCHCAST_BUILD_DIR, build/)")
     p.add_argument("--data", default=None,
-                   help="image folder, made once (default: /tmp/bc_multigpu_data_IMAGES)")
+                   help="image folder, made once (default: bench_files.default_dataset)")
     p.add_argument("--images", type=int, default=20000, help="JPEGs in the made folder")
     p.add_argument("--gpus", default=None,
                    help="GPU counts, e.g. 1,2 (default: 1, 2, 4 as visible)")
@@ -239,8 +231,6 @@ def main() -> int:
     if args.quick:
         args.seconds, args.warmup = min(args.seconds, 5.0), min(args.warmup, 3.0)
     build = find_build(args.build)
-    args.build_dir = build
-    import batchcast
     import torch
 
     visible = torch.cuda.device_count()
@@ -251,14 +241,14 @@ def main() -> int:
         print(f"needs a GPU (visible: {visible})")
         return 1
     skip = set(x for x in args.skip.split(",") if x)
-    args.data = args.data or f"/tmp/bc_multigpu_data_{args.images}"
+    args.data = args.data or default_dataset(args.images)
     make_dataset(args.data, args.images, classes=100)
     warm_page_cache(args.data)
     binary = server_bin(build)
     out = {"device": torch.cuda.get_device_name(0), "producer": [], "trainers": [], "ddp": []}
     if "producer" not in skip:
         for g in counts:
-            r = producer(batchcast, binary, args, g)
+            r = producer(binary, args, g)
             out["producer"].append(r)
             print(f"producer, {g} GPU(s): {r['rate']:.0f} img/s; decoded per GPU: "
                   + ", ".join(f"{x:.0f}/s ({s:.0%} of each epoch)"
@@ -275,7 +265,7 @@ def main() -> int:
             r["ratio"] = r["rate"] / base if base else None
     if "trainers" not in skip:
         for arch, batch in (("resnet50", 128), ("resnet18", 128)):
-            r = trainer_rates(batchcast, binary, args, counts[-1], arch, batch)
+            r = trainer_rates(binary, args, counts[-1], arch, batch)
             out["trainers"].append(r)
             print(f"trainers, {arch} batch {batch} bf16, one per GPU on {r['gpus']} GPU(s): "
                   + ", ".join(f"cuda:{i} {f:.0f} img/s fed / {s:.0f} synthetic ({q:.2f})"
