@@ -358,6 +358,16 @@ def test_state_of_a_group_needs_the_same_world_size(tmp_path, monkeypatch):
             with pytest.raises(batchcast.InvalidArgument,
                                match="a consumer without a group; this consumer is a rank"):
                 ranked.load_state_dict(state)
+        with batchcast.Loader(server.name, batch_size=BATCH, timeout=30, group="g2", rank=0,
+                              world_size=2) as of_two:
+            state_of_two = of_two.state_dict()
+        assert state_of_two["world_size"] == 2
+        with batchcast.Loader(server.name, batch_size=BATCH, timeout=30, group="g1", rank=0,
+                              world_size=1) as ranked:
+            with pytest.raises(batchcast.InvalidArgument,
+                               match="saved by a rank of a group of 2; this consumer is a rank "
+                                     "of a group of 1"):
+                ranked.load_state_dict(state_of_two)
 
 
 def test_the_example_saves_the_loader_with_the_model_and_resumes_there(tmp_path):
