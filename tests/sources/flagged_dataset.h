@@ -15,16 +15,20 @@
 
 namespace batchcast::testing {
 
-// Opens the files under `d` (train 24 px, seed 3); `size` files expected.
-inline std::unique_ptr<ImageDataset> OpenFlaggedDataset(const TempDataset& d, uint64_t size) {
+// Opens the files under `d` (train 24 px, seed 3), read through `env` (the
+// default when null; it must outlive the dataset); `size` files expected.
+inline std::unique_ptr<ImageDataset> OpenFlaggedDataset(const TempDataset& d, uint64_t size,
+                                                        ReadEnv* env = nullptr) {
   SourceOptions o;
   o.data = d.root();
   o.size = 24;
   o.seed = 3;
   auto ds = ImageDataset::Open(
-      o, 2, [](const std::string& path, std::span<const uint8_t>, bool, const image::JpegInfo&) {
+      o, 2,
+      [](const std::string& path, std::span<const uint8_t>, bool, const image::JpegInfo&) {
         return path.find("gpu") != std::string::npos;
-      });
+      },
+      env);
   EXPECT_TRUE(ds.ok()) << ds.status().ToString();
   if (!ds.ok()) return nullptr;
   EXPECT_EQ((*ds)->size(), size);

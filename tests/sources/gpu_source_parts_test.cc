@@ -6,7 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -184,13 +188,47 @@ TEST(FilePrefetcher, ReadsTheHintedFiles) {
   EXPECT_TRUE(after_stop.empty());
 }
 
-// A dataset of files is read on read_threads threads at once: every file
-// lands in its own buffer, known-bad and out-of-range ones are skipped, and
-// a batch larger than the pool (and a second batch) reads the same.
+// A ReadEnv that, once armed, holds each file read until `want` reads are
+// in flight at once (or 500 ms passed), and records the most in flight.
+class ConcurrentReads : public ReadEnv {
+ public:
+  explicit ConcurrentReads(int want) : want_(want) {}
+  Status ReadFile(const std::string& path, std::vector<uint8_t>& out, size_t limit) override {
+    if (armed.load()) {
+      std::unique_lock<std::mutex> lock(mu_);
+      most_ = std::max(most_, ++in_flight_);
+      cv_.notify_all();
+      cv_.wait_for(lock, std::chrono::milliseconds(500), [&] { return most_ >= want_; });
+      --in_flight_;
+    }
+    return ReadEnv::ReadFile(path, out, limit);
+  }
+  int most() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return most_;
+  }
+  std::atomic<bool> armed{false};
+
+ private:
+  const int want_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int in_flight_ = 0;
+  int most_ = 0;
+};
+
+// A dataset of files is read on read_threads threads at once (3 reads are in
+// flight together): every file lands in its own buffer, known-bad and
+// out-of-range ones are skipped, and a batch larger than the pool (and a
+// second batch) reads the same.
 TEST(FilePrefetcher, ReadsAFoldersFilesOnSeveralThreadsAtOnce) {
   Fixture f;
-  ASSERT_TRUE(f.dataset->OnDecodeError(3, DataLossError("truncated")).ok());
-  FilePrefetcher prefetcher(*f.dataset, true, nullptr, 0, /*read_threads=*/3);
+  ConcurrentReads env(3);
+  std::unique_ptr<ImageDataset> dataset = testing::OpenFlaggedDataset(f.d, 5, &env);
+  ASSERT_TRUE(dataset);
+  env.armed = true;
+  ASSERT_TRUE(dataset->OnDecodeError(3, DataLossError("truncated")).ok());
+  FilePrefetcher prefetcher(*dataset, true, nullptr, 0, /*read_threads=*/3);
   EXPECT_EQ(prefetcher.read_threads(), 3);
   std::vector<int64_t> hint;
   for (int round = 0; round < 4; ++round) {
@@ -213,7 +251,8 @@ TEST(FilePrefetcher, ReadsAFoldersFilesOnSeveralThreadsAtOnce) {
     std::reverse(hint.begin(), hint.end());
     files.clear();
   }
-  FilePrefetcher one(*f.dataset, true);
+  EXPECT_EQ(env.most(), 3) << "the reads did not run at once";
+  FilePrefetcher one(*dataset, true);
   EXPECT_EQ(one.read_threads(), 1);
 }
 
