@@ -50,16 +50,15 @@ Result<uint32_t> ProducerLoop::WriteBatch(const Scheduler::Work& work) {
   return valid;
 }
 
+// The stream's end is the Scheduler's (SchedulerConfig::stream_end): after
+// the last batch BeginWork waits until the server stops.
 Status ProducerLoop::Run() {
-  const uint64_t L = orders_->epoch_len();
-  const uint64_t stream_end = orders_->epochs() == 0 ? UINT64_MAX : orders_->epochs() * L;
   while (true) {
     BATCHCAST_ASSIGN_OR_RETURN(const Scheduler::Work work,
                                scheduler_->BeginWork(ring_, Clock::time_point::max()));
     BATCHCAST_ASSIGN_OR_RETURN(const uint32_t valid, WriteBatch(work));
     if (work.lane) continue;  // Note [Resume]: a catch-up, not the stream
     BATCHCAST_RETURN_IF_ERROR(orders_->Record(work.epoch, work.grant.count, valid));
-    if (work.grant.first_seq + work.grant.count == stream_end) scheduler_->EndStream();
   }
 }
 
