@@ -345,9 +345,8 @@ const ServerOption kOptions[] = {
       "GPU decode: nvJPEG hardware calls in flight per batch, each on its own decoder, stream and "
       "thread (1..4)")),
   CudaOnly(Integer<&O::source, &S::read_threads>("read_threads", G::kSource,
-      "GPU decode: threads reading the next batch's files at once while this batch decodes "
-      "(1..64; more than 1 for files not in the page cache; tar shards are read by one thread, "
-      "in order)")),
+      "GPU decode: threads reading the next batch's files at once (1..64; more for files not in "
+      "the page cache; tar shards are read by one thread, in order)")),
   CudaOnly(Flag<&O::source, &S::nvjpeg_region>("nvjpeg_region", G::kSource,
       "GPU decode: the hardware engine writes only the part of each image the crop reads, the "
       "same pixels into a smaller buffer (--no-nvjpeg-region: whole images)")),
