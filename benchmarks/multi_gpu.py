@@ -4,7 +4,7 @@
     benchmarks/multi_gpu.py [--build DIR] [--data DIR] [--gpus 1,2,4] [--seconds S]
                             [--warmup S] [--images N] [--quick]
                             [--skip producer,trainers,ddp]
-                            [--json FILE]
+                            [--server-option KEY=VALUE ...] [--json FILE]
 
 In one run, on the same dataset (--images JPEGs, default 20,000, made by
 tools/make_dataset.py once under /tmp and read into the page cache):
@@ -18,7 +18,9 @@ tools/make_dataset.py once under /tmp and read into the page cache):
    server's aggregate rate (samples published: each decoded once) and what
    each GPU decoded (`rings[i].samples_decoded`), per second and per epoch,
    the bytes copied between GPUs, and each ring's producer stages (share of
-   the interval, docs/stats.md `producer_stage_s`).
+   the interval, docs/stats.md `producer_stage_s`). --server-option (e.g.
+   read_threads=4, nvjpeg_calls=2) adds a `serve` option to these servers
+   and the trainers' (not to train_ddp.py's).
 2. trainers: on the most GPUs, one trainer process per GPU, all at once (ResNet-50 batch 128
    bfloat16, then ResNet-18), fed by the g-GPU server (a batchcast.Loader on
    its GPU, each reading the whole stream) vs synthetic tensors already on
@@ -226,6 +228,9 @@ def main() -> int:
     p.add_argument("--warmup", type=float, default=5.0)
     p.add_argument("--quick", action="store_true", help="shorter measurements")
     p.add_argument("--skip", default="", help="parts to leave out: producer,trainers,ddp")
+    p.add_argument("--server-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a `serve` option for the producer and trainer servers, e.g. "
+                        "read_threads=4 (repeatable)")
     p.add_argument("--json", default=None, help="also write the results here")
     args = p.parse_args()
     if args.quick:
@@ -241,11 +246,17 @@ def main() -> int:
         print(f"needs a GPU (visible: {visible})")
         return 1
     skip = set(x for x in args.skip.split(",") if x)
+    for kv in args.server_option:
+        key, sep, value = kv.partition("=")
+        if not sep or not key:
+            p.error(f"--server-option {kv!r}: expected KEY=VALUE")
+        SERVER[key.replace("-", "_")] = int(value) if value.isdigit() else value
     args.data = args.data or default_dataset(args.images)
     make_dataset(args.data, args.images, classes=100)
     warm_page_cache(args.data)
     binary = server_bin(build)
-    out = {"device": torch.cuda.get_device_name(0), "producer": [], "trainers": [], "ddp": []}
+    out = {"device": torch.cuda.get_device_name(0), "server_options": dict(SERVER),
+           "producer": [], "trainers": [], "ddp": []}
     if "producer" not in skip:
         for g in counts:
             r = producer(binary, args, g)
