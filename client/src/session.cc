@@ -94,15 +94,19 @@ Result<std::shared_ptr<Session>> Session::Open(const ConsumerOptions& options) {
   BATCHCAST_ASSIGN_OR_RETURN(s->group_, ResolveGroup(options));
   BATCHCAST_ASSIGN_OR_RETURN(s->hello_device_, HelloDevice(options.device));
   BATCHCAST_RETURN_IF_ERROR(s->Handshake());
-  BATCHCAST_ASSIGN_OR_RETURN(MappedRing ring, MappedRing::Map(s->welcome_));
-  s->ring_.emplace(std::move(ring));
   s->server_pid_visible_ =
       s->endpoint_.starts_with("ipc://") && ProcessAlive(static_cast<int>(s->welcome_.server_pid));
+  // Heartbeats from the WELCOME on: mapping the ring may take seconds (a
+  // CUDA ring's first mapping creates this process's context on the device),
+  // and the server drops a consumer that is silent for heartbeat_timeout.
+  // The thread never touches ring_; a failed mapping ends it (~Session, BYE).
   Session* raw = s.get();
   s->flush_thread_ = std::thread([raw] {
     SetThreadName("bc-flush");
     raw->FlushLoop();
   });
+  BATCHCAST_ASSIGN_OR_RETURN(MappedRing ring, MappedRing::Map(s->welcome_));
+  s->ring_.emplace(std::move(ring));
   return s;
 }
 

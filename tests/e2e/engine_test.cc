@@ -116,6 +116,26 @@ TEST_P(Engine, ExactlyOnceThreeBatchSizesNextEpoch) {
   EXPECT_EQ(server->Wait(ring_.Pick(10s, 20s)), 0);
 }
 
+// A consumer is heard from its WELCOME on: on a CUDA ring, mapping the ring
+// creates the consumer process's context on the device (hundreds of ms, and
+// seconds while other processes start theirs), longer than this server's
+// heartbeat timeout; its heartbeats run meanwhile, so it is not dropped as
+// silent before its first batch.
+TEST_P(Engine, ConsumerIsHeardWhileItMapsTheRing) {
+  if (!ring_.is_cuda()) GTEST_SKIP() << "a host ring maps at once";
+  const std::string name = UniqueName("mapping");
+  const std::string dir = TempDir();
+  auto server = ring_.StartServer(name, {"--synthetic", "1000", "--size", "16", "--batch-size",
+                                         "16", "--window", "4", "--heartbeat-timeout", "0.1"});
+  auto c = ring_.StartConsumer(name, dir + "/c.json", {"--batch-size", "16", "--batches", "20"});
+  const int rc = c->Wait(60s);
+  const nlohmann::json r = ReadJson(dir + "/c.json");
+  ASSERT_EQ(rc, 0) << r.dump().substr(0, 2000);
+  EXPECT_FALSE(r.contains("error")) << r["error"];
+  EXPECT_EQ(r["mismatches"], 0);
+  EXPECT_EQ(Stats(name)["consumers_lost"].get<int>(), 0);
+}
+
 // drop_last: floor(L/B) full batches per epoch, then end of epoch.
 TEST_P(Engine, DropLastGivesFullBatchesOnly) {
   const std::string name = UniqueName("droplast");
