@@ -100,9 +100,10 @@ struct SourceOptions {
   // A device ring: the priority of every stream the server's GPU work runs on
   // (decode, augment, copies into the ring; see StreamPriority).
   StreamPriority gpu_priority = StreamPriority::kNormal;
-  // GPU decode: threads reading the next batch's files at once, 1..64; 1:
-  // the read-ahead thread alone (tar shards always; Note [Shard reads]).
-  int read_threads = 1;
+  // GPU decode: threads reading the next batch's files at once, 1..64 (the
+  // read-ahead thread and a pool; docs/design.md, "Reads at once"); 1: the
+  // read-ahead thread alone (tar shards always; Note [Shard reads]).
+  int read_threads = 4;
   // Tar shards: samples of the shuffle buffer that mixes the shards' streams
   // (each shard is read front to back); the source holds at most about this
   // many encoded samples plus one batch in memory. 0 or 1: no mixing.
