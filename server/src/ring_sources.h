@@ -1,10 +1,9 @@
 // The sources of a server's rings (Note [Rings per GPU], device_list.h) must
-// describe one dataset: each ring's source scans it for itself at start, and
-// sample index k must mean the same file and label on every ring, since the
-// rings share one stream. A scan that saw another listing (the dataset
-// changed while the server started, or a file could not be read by one
-// scan) would serve wrong samples without a word; RingSourcesAgree refuses
-// it instead.
+// describe one dataset: sample index k must mean the same file and label on
+// every ring, since the rings share one stream. MakeSources gives them one
+// scan; RingSourcesAgree checks it of whatever sources a server is started
+// with, since sources that disagreed would serve wrong samples without a
+// word.
 #pragma once
 
 #include <memory>

@@ -298,18 +298,13 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
       BATCHCAST_ASSIGN_OR_RETURN(std::unique_ptr<Source> source, MakeSource(options.source));
       return Start(std::move(options), std::move(source));
     }
-    // Note [Rings per GPU]: a source per GPU, decoding there.
-    std::vector<std::unique_ptr<Source>> sources;
+    // Note [Rings per GPU]: a source per GPU, decoding there, over one dataset.
+    std::vector<Device> ring_devices;
     for (int device : devices) {
-      SourceOptions so = options.source;
-      if (device >= 0) so.device = Device::Cuda(device);
-      Result<std::unique_ptr<Source>> source = MakeSource(so);
-      if (!source.ok() && device >= 0) {
-        return source.status().WithContext("cuda:" + std::to_string(device));
-      }
-      if (!source.ok()) return source.status();
-      sources.push_back(std::move(*source));
+      ring_devices.push_back(device >= 0 ? Device::Cuda(device) : Device::Cpu());
     }
+    BATCHCAST_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Source>> sources,
+                               MakeSources(options.source, ring_devices));
     BATCHCAST_RETURN_IF_ERROR(RingSourcesAgree(sources));
     return StartRings(std::move(options), devices, std::move(sources));
   });

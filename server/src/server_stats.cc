@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "core/src/catch_all.h"
 #include "device_list.h"
@@ -10,9 +13,12 @@
 namespace batchcast {
 namespace {
 
-// Adds `from`'s numbers to `to`'s, key by key.
-void AddCounts(nlohmann::json& to, const nlohmann::json& from) {
+// Adds `from`'s numbers to `to`'s, key by key, but for the keys in `once`
+// (kept as `to` has them).
+void AddCounts(nlohmann::json& to, const nlohmann::json& from,
+               const std::vector<std::string>& once = {}) {
   for (const auto& [k, v] : from.items()) {
+    if (std::find(once.begin(), once.end(), k) != once.end() && to.contains(k)) continue;
     if (!to.contains(k)) {
       to[k] = v;
     } else if (to[k].is_number_integer() && v.is_number_integer()) {
@@ -55,11 +61,14 @@ nlohmann::json ServerStats(const Server::Impl& impl) {
     if (!ring.source) continue;
     const nlohmann::json source = SourceStats(*ring.source);
     for (const auto& [k, v] : source.items()) rj[k] = v;
-    // The top level: the first ring's source, every ring's counts summed.
+    // The top level: the first ring's source, every ring's counts summed but
+    // for what describes the dataset, which every ring's source scanned
+    // (RingSourcesAgree): once.
     if (i == 0) {
       for (const auto& [k, v] : source.items()) j[k] = v;
     } else {
-      for (const char* k : {"source_counters", "producer_stage_s", "producer_stage_threads"}) {
+      AddCounts(j["source_counters"], source["source_counters"], ring.source->dataset_counters());
+      for (const char* k : {"producer_stage_s", "producer_stage_threads"}) {
         AddCounts(j[k], source[k]);
       }
     }

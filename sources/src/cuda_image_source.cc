@@ -64,7 +64,7 @@ class CudaImageSource : public Source {
   // [Server stream priority]); hardware decodes of the crop's region only
   // when `regions` and the decoders take them (Note [Region decode]); the
   // next batch's files read on `read_threads` threads (file_prefetcher.h).
-  CudaImageSource(std::unique_ptr<ImageDataset> dataset, int device,
+  CudaImageSource(std::shared_ptr<ImageDataset> dataset, int device,
                   std::vector<std::unique_ptr<cuda::NvJpegDecoder>> decoders, int workers,
                   size_t cache_bytes, size_t transcode_bytes, StreamPriority priority, bool regions,
                   int read_threads)
@@ -168,6 +168,11 @@ class CudaImageSource : public Source {
                            {"transcode_refused", transcode_.refused_files()}});
     return out;
   }
+  std::vector<std::string> dataset_counters() const override {
+    std::vector<std::string> out = dataset_->counter_names();
+    out.insert(out.end(), {"files_gpu_decodable", "device_cache_on"});
+    return out;
+  }
   std::vector<StageTime> stage_times() const override { return stages_.Read(); }
   void Cancel() override { dataset_->Cancel(); }
 
@@ -178,7 +183,8 @@ class CudaImageSource : public Source {
   enum Stage : size_t { kRead, kHwDecode, kFallbackDecode, kAugment, kGpuWait, kFallbackWait };
   class BatchOps;
 
-  const std::unique_ptr<ImageDataset> dataset_;
+  // Shared with the sources of the server's other rings (MakeSources).
+  const std::shared_ptr<ImageDataset> dataset_;
   const int device_;
   const StreamPriority priority_;
   ThreadPool pool_;  // the fallback decoders (worker 0: the calling thread)
@@ -314,7 +320,8 @@ Result<uint32_t> CudaImageSource::FillBatch(const SlotView& slot, const ReadAhea
 
 }  // namespace
 
-Result<std::unique_ptr<Source>> MakeCudaImageSource(const SourceOptions& options) {
+Result<std::unique_ptr<Source>> MakeCudaImageSource(const SourceOptions& options,
+                                                    std::shared_ptr<ImageDataset>* shared) {
   if (!cuda::BuiltWithCuda() || !cuda::BuiltWithNvJpeg()) {
     return UnavailableError(std::string("this build of batchcast has no ") +
                             (cuda::BuiltWithCuda() ? "nvJPEG" : "CUDA support") +
@@ -339,15 +346,19 @@ Result<std::unique_ptr<Source>> MakeCudaImageSource(const SourceOptions& options
   const int workers = options.workers > 0 ? options.workers : 2;
   const int threads = workers + 1;
   using CS = image::JpegInfo::ColorSpace;
-  BATCHCAST_ASSIGN_OR_RETURN(
-      std::unique_ptr<ImageDataset> dataset,
-      ImageDataset::Open(options, threads,
-                         [&](const std::string& path, std::span<const uint8_t> header, bool whole,
-                             const image::JpegInfo& info) {
-                           return !info.progressive &&
-                                  (info.color == CS::kYCbCr || info.color == CS::kGray) &&
-                                  decoder->Supports(header) && EndsWithEoi(path, header, whole);
-                         }));
+  std::shared_ptr<ImageDataset> dataset = shared != nullptr ? *shared : nullptr;
+  if (dataset == nullptr) {
+    BATCHCAST_ASSIGN_OR_RETURN(
+        dataset,
+        ImageDataset::Open(options, threads,
+                           [&](const std::string& path, std::span<const uint8_t> header, bool whole,
+                               const image::JpegInfo& info) {
+                             return !info.progressive &&
+                                    (info.color == CS::kYCbCr || info.color == CS::kGray) &&
+                                    decoder->Supports(header) && EndsWithEoi(path, header, whole);
+                           }));
+    if (shared != nullptr) *shared = dataset;
+  }
   const uint64_t gpu = CountFlagged(*dataset);
   BC_LOG_INFO("{} files for {}, {} for the CPU decoder ({} fallback threads beside it)", gpu,
               decoder->backend_name(), dataset->size() - gpu, workers);

@@ -245,6 +245,12 @@ std::vector<std::pair<std::string, int64_t>> ImageDataset::counters() const {
   return out;
 }
 
+std::vector<std::string> ImageDataset::counter_names() const {
+  std::vector<std::string> out;
+  for (auto& [name, value] : counters()) out.push_back(std::move(name));
+  return out;
+}
+
 uint64_t ImageDataset::drop_limit() const {
   return std::max<uint64_t>({10, files_.size() / 10, 2 * dropped_});
 }

@@ -148,6 +148,9 @@ class ImageDataset {
   // files_bmp, files_tiff, files_pnm); shards also shards, shards_damaged;
   // the reader's counters.
   std::vector<std::pair<std::string, int64_t>> counters() const;
+  // The names of counters(): a dataset shared by the sources of several
+  // rings reports them once (Source::dataset_counters).
+  std::vector<std::string> counter_names() const;
   int64_t files_dropped_at_decode() const { return files_dropped_at_decode_.load(); }
   int64_t samples_dropped() const { return samples_dropped_.load(); }
 

@@ -15,7 +15,7 @@ namespace {
 
 class ImageSource : public SampleSource {
  public:
-  ImageSource(std::unique_ptr<ImageDataset> dataset, int workers)
+  ImageSource(std::shared_ptr<ImageDataset> dataset, int workers)
       : SampleSource(workers),
         dataset_(std::move(dataset)),
         workers_(static_cast<size_t>(workers)),
@@ -29,6 +29,7 @@ class ImageSource : public SampleSource {
   std::vector<std::pair<std::string, int64_t>> counters() const override {
     return dataset_->counters();
   }
+  std::vector<std::string> dataset_counters() const override { return dataset_->counter_names(); }
   std::vector<uint64_t> sample_groups() const override { return dataset_->sample_groups(); }
   uint64_t listing_digest() const override { return dataset_->ListingDigest(); }
 
@@ -94,7 +95,8 @@ class ImageSource : public SampleSource {
 
   enum Stage : size_t { kRead, kDecodeAugment };
 
-  const std::unique_ptr<ImageDataset> dataset_;
+  // Shared with the sources of the server's other rings (MakeSources).
+  const std::shared_ptr<ImageDataset> dataset_;
   std::vector<Worker> workers_;
   StageTimes stages_;
   const bool sequential_;
@@ -107,12 +109,16 @@ class ImageSource : public SampleSource {
 
 }  // namespace
 
-Result<std::unique_ptr<Source>> MakeImageSource(const SourceOptions& options, ReadEnv* env) {
+Result<std::unique_ptr<Source>> MakeImageSource(const SourceOptions& options, ReadEnv* env,
+                                                std::shared_ptr<ImageDataset>* shared) {
   const int workers = options.workers > 0
                           ? options.workers
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  BATCHCAST_ASSIGN_OR_RETURN(std::unique_ptr<ImageDataset> dataset,
-                             ImageDataset::Open(options, workers, {}, env));
+  std::shared_ptr<ImageDataset> dataset = shared != nullptr ? *shared : nullptr;
+  if (dataset == nullptr) {
+    BATCHCAST_ASSIGN_OR_RETURN(dataset, ImageDataset::Open(options, workers, {}, env));
+    if (shared != nullptr) *shared = dataset;
+  }
   return std::unique_ptr<Source>(new ImageSource(std::move(dataset), workers));
 }
 

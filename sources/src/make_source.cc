@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "batchcast/core/check.h"
 #include "batchcast/sources/synthetic_source.h"
 #include "core/src/logging.h"
 #include "cuda_image_source.h"
@@ -9,7 +10,11 @@
 
 namespace batchcast {
 
-Result<std::unique_ptr<Source>> MakeSource(const SourceOptions& options) {
+namespace {
+
+// MakeSource, over the dataset *shared holds (scanned here when it holds none).
+Result<std::unique_ptr<Source>> MakeSharing(const SourceOptions& options,
+                                            std::shared_ptr<ImageDataset>* shared) {
   BATCHCAST_RETURN_IF_ERROR(options.Validate());
   if (options.synthetic > 0) {
     const int workers = options.workers > 0
@@ -20,14 +25,36 @@ Result<std::unique_ptr<Source>> MakeSource(const SourceOptions& options) {
   // GPU decode (nvJPEG + the fused kernel) needs a device ring; --decode auto
   // takes it when this build and the device allow, else the CPU pipeline.
   if (options.device.is_cuda() && options.decode != DecodeMode::kCpu) {
-    Result<std::unique_ptr<Source>> gpu = MakeCudaImageSource(options);
+    Result<std::unique_ptr<Source>> gpu = MakeCudaImageSource(options, shared);
     if (gpu.ok() || options.decode == DecodeMode::kGpu ||
         gpu.status().code() != StatusCode::kUnavailable) {
       return gpu;
     }
     BC_LOG_INFO("--decode auto: decoding on the CPU ({})", gpu.status().message());
   }
-  return MakeImageSource(options);
+  return MakeImageSource(options, nullptr, shared);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Source>> MakeSource(const SourceOptions& options) {
+  return MakeSharing(options, nullptr);
+}
+
+Result<std::vector<std::unique_ptr<Source>>> MakeSources(const SourceOptions& options,
+                                                         std::span<const Device> devices) {
+  BATCHCAST_CHECK(!devices.empty());
+  std::shared_ptr<ImageDataset> shared;
+  std::vector<std::unique_ptr<Source>> sources;
+  for (const Device& device : devices) {
+    SourceOptions o = options;
+    o.device = device;
+    Result<std::unique_ptr<Source>> source = MakeSharing(o, &shared);
+    if (!source.ok() && device.is_cuda()) return source.status().WithContext(DeviceName(device));
+    if (!source.ok()) return source.status();
+    sources.push_back(std::move(*source));
+  }
+  return sources;
 }
 
 }  // namespace batchcast

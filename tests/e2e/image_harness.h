@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "batchcast/client/consumer.h"
@@ -84,6 +85,40 @@ inline Epoch ReadEpoch(Consumer& c) {
     }
   });
   return e;
+}
+
+// `o` on `rings` host rings standing in for GPUs (4 slots per ring), waiting
+// for a consumer per ring.
+inline ServerOptions OnHostRings(ServerOptions o, uint32_t rings) {
+  o.host_rings = rings;
+  o.window = 4 * rings;
+  o.min_consumers = rings;
+  return o;
+}
+
+// A consumer of `endpoint` on each of its `rings` host rings (device
+// "cpu:N", batch `batch`, incomplete batches kept), all reading at once,
+// each `epochs` whole epochs: what each read, by ring.
+inline std::vector<std::vector<Epoch>> ReadOnEveryRing(const std::string& endpoint, int rings,
+                                                       uint32_t batch, int epochs) {
+  std::vector<std::vector<Epoch>> reads(static_cast<size_t>(rings));
+  std::vector<std::thread> readers;
+  for (int ring = 0; ring < rings; ++ring) {
+    readers.emplace_back([&, ring] {
+      ConsumerOptions c;
+      c.endpoint = endpoint;
+      c.batch_size = batch;
+      c.drop_last = false;
+      c.timeout = 60s;
+      c.device = "cpu:" + std::to_string(ring);
+      auto consumer = Consumer::Connect(c);
+      ASSERT_TRUE(consumer.ok()) << consumer.status().ToString();
+      for (int e = 0; e < epochs; ++e)
+        reads[static_cast<size_t>(ring)].push_back(ReadEpoch(**consumer));
+    });
+  }
+  for (std::thread& t : readers) t.join();
+  return reads;
 }
 
 // Server::Start(o) with --on-error fail fails, naming `what` (the bad file or

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "batchcast/client/consumer.h"
 #include "batchcast/image/pipeline.h"
@@ -111,6 +112,40 @@ TEST(ImagePipeline, HazardsAreSkippedAndCounted) {
   EXPECT_EQ(st["source_counters"]["files_dropped_at_decode"], 1) << st.dump();
   EXPECT_EQ(st["source_counters"]["samples_dropped"], 1) << st.dump();
   EXPECT_EQ(st["holes"], 1) << st.dump();
+}
+
+// A server with a ring per GPU (two host rings stand in) has a source per
+// ring, each of which scanned the dataset: the server's counters count the
+// dataset once and what the rings did (a file dropped at decode, on the one
+// ring that decoded it) summed. Each ring's own counters stay its own.
+TEST(ImagePipeline, TwoRingsCountTheDatasetOnce) {
+  const std::string data =
+      MakeDataset("hazards", {"--classes", "2", "--per-class", "10", "--hazards"});
+  ServerOptions o = OnHostRings(ImageOptions(data), 2);
+  o.epochs = 1;
+  auto server = Server::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  // A consumer on each ring: the rings take the stream's batches in turn.
+  for (const auto& epochs : ReadOnEveryRing(o.name, 2, 11, 1)) {
+    ASSERT_EQ(epochs.size(), 1u);
+    EXPECT_EQ(epochs[0].indices.size(), 22u);
+  }
+  auto st = StatsOf(**server);
+  const auto& top = st["source_counters"];
+  EXPECT_EQ(top["files"], 23) << st.dump();
+  EXPECT_EQ(top["files_dropped_at_scan"], 3) << st.dump();
+  EXPECT_EQ(top["files_jpeg"], 22) << st.dump();
+  EXPECT_EQ(top["files_png"], 1) << st.dump();
+  EXPECT_EQ(top["files_dropped_at_decode"], 1) << st.dump();
+  EXPECT_EQ(top["samples_dropped"], 1) << st.dump();
+  ASSERT_EQ(st["rings"].size(), 2u);
+  int64_t decoded = 0;
+  for (const auto& ring : st["rings"]) {
+    EXPECT_EQ(ring["source_counters"]["files"], 23) << st.dump();
+    EXPECT_GT(ring["samples_decoded"].get<int64_t>(), 0) << "both rings decode";
+    decoded += ring["samples_decoded"].get<int64_t>();
+  }
+  EXPECT_EQ(decoded, 22);
 }
 
 // Note [Dropped files] end to end: files that pass the scan and fail when

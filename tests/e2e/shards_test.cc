@@ -10,6 +10,8 @@
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <thread>
+#include <vector>
 
 #include "batchcast/image/pipeline.h"
 #include "core/src/sampler.h"
@@ -88,6 +90,39 @@ TEST(Shards, EverySampleOncePerEpochWithTheFolderCrops) {
   EXPECT_EQ(c["shard_rereads"], 0) << "every shard read front to back";
   EXPECT_LE(c["shard_opens"].get<int>(), 7 * 3 + 7) << st.dump();
   EXPECT_LE(c["shard_held_peak_samples"].get<int>(), 24 + 16) << "shuffle buffer + a batch";
+}
+
+// A server with a ring per GPU (two host rings stand in) reads each shard
+// once for all rings: the rings' sources share one reader, where a sample
+// read ahead for one ring waits for the ring its batch was placed on.
+TEST(Shards, TwoRingsReadEachShardOnce) {
+  SKIP_WITHOUT_TAR();
+  ServerOptions o = OnHostRings(ImageOptions(Shards("shards")), 2);
+  o.epochs = 2;
+  o.source.shuffle_buffer = 24;
+  auto server = Server::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  // A consumer on each ring, each reading the whole stream: the rings take
+  // its batches in turn.
+  for (const auto& epochs : ReadOnEveryRing(o.name, 2, 16, 2)) {
+    ASSERT_EQ(epochs.size(), 2u);
+    for (const Epoch& e : epochs) {
+      EXPECT_EQ(std::set<int64_t>(e.indices.begin(), e.indices.end()).size(), 100u);
+    }
+  }
+  auto st = StatsOf(**server);
+  const auto& c = st["source_counters"];
+  EXPECT_EQ(c["shards"], 7) << st.dump();
+  EXPECT_EQ(c["shard_rereads"], 0) << st.dump();
+  EXPECT_LE(c["shard_opens"].get<int>(), 7 * 2 + 7) << "each shard once an epoch: " << st.dump();
+  // A reader per ring would hold the other ring's samples too (66-68 here).
+  EXPECT_LE(c["shard_held_peak_samples"].get<int>(), 24 + 2 * 16)
+      << "the shuffle buffer and a batch per ring: " << st.dump();
+  ASSERT_EQ(st["rings"].size(), 2u);
+  for (const auto& ring : st["rings"]) {
+    EXPECT_GT(ring["samples_decoded"].get<int64_t>(), 0) << st.dump();
+    EXPECT_EQ(ring["source_counters"]["shard_opens"], c["shard_opens"]) << "one reader";
+  }
 }
 
 TEST(Shards, HostileShardsAreSkippedAndCounted) {

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "batchcast/core/status.h"
 #include "batchcast/sources/source.h"
@@ -15,5 +17,17 @@ namespace batchcast {
 // device can be used), else by the CPU pipeline.
 // REQUIRES: options.Validate() is OK.
 Result<std::unique_ptr<Source>> MakeSource(const SourceOptions& options);
+
+// One source per device of `devices` (a server's rings, one per GPU; host
+// rings are Device::Cpu()), each as MakeSource makes it for `options` with
+// that device, all over one dataset: it is listed and its headers read once,
+// a file that fails on one ring is known bad to all (Note [Dropped files]),
+// and tar shards are read once, through one reader, where a sample read
+// ahead for one ring waits for the ring it was placed on. The dataset's
+// counters are then the same on every source (Source::dataset_counters).
+// Errors: MakeSource's, with the device it failed for.
+// REQUIRES: options.Validate() is OK; devices is not empty.
+Result<std::vector<std::unique_ptr<Source>>> MakeSources(const SourceOptions& options,
+                                                         std::span<const Device> devices);
 
 }  // namespace batchcast

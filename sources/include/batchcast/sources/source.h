@@ -96,6 +96,12 @@ class Source {
   virtual MemoryKind output_memory() const { return MemoryKind::kHost; }
   // Counters for stats (files skipped, ...), as JSON-able key/value pairs.
   virtual std::vector<std::pair<std::string, int64_t>> counters() const { return {}; }
+  // The names among counters() that are the dataset's rather than this
+  // source's own (files, files of each format, files dropped, reads
+  // retried, ...): the sources of a server's rings share one dataset
+  // (MakeSources, make_source.h), so the server counts these once and sums
+  // the others.
+  virtual std::vector<std::string> dataset_counters() const { return {}; }
   // Samples stored in groups that are read sequentially (tar shards): the
   // number of samples of each group, which hold consecutive indices in order
   // (group 0 the first ones). The producer then visits whole groups in a
