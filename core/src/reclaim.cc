@@ -9,6 +9,7 @@
 
 #include <ctime>
 #include <string_view>
+#include <vector>
 
 #include "core/src/runtime_dir.h"
 
@@ -19,7 +20,9 @@ namespace {
 // older one's) if this user owns it; its size.
 uint64_t RemoveRing(const std::string& name) {
   uint64_t removed = 0;
-  for (const std::string& shm : {HostRingShmName(name), LegacyHostRingShmName(name)}) {
+  std::vector<std::string> names = {LegacyHostRingShmName(name)};
+  for (uint32_t k = 0; k < kMaxHostRings; ++k) names.push_back(HostRingShmName(name, k));
+  for (const std::string& shm : names) {
     struct stat st {};
     if (lstat(("/dev/shm/" + shm).c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
         st.st_uid != getuid()) {

@@ -81,8 +81,9 @@ std::string LegacyHostRingShmName(std::string_view server_name) {
   return "batchcast-" + std::to_string(getuid()) + "-" + std::string(server_name) + "-ring";
 }
 
-std::string HostRingShmName(std::string_view server_name) {
-  return "batchcast-" + std::to_string(getuid()) + "-" + std::string(server_name) + ".ring";
+std::string HostRingShmName(std::string_view server_name, uint32_t ring) {
+  return "batchcast-" + std::to_string(getuid()) + "-" + std::string(server_name) +
+         (ring > 0 ? "+" + std::to_string(ring) : "") + ".ring";
 }
 
 namespace {

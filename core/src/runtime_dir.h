@@ -21,6 +21,7 @@
 // can never hold locks on two files of one name.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -48,9 +49,13 @@ Result<std::string> ResolveEndpoint(std::string_view endpoint_or_name,
 Result<std::string> LockPath(std::string_view name);
 
 // The POSIX shared memory name of a server's host ring:
-// "batchcast-<uid>-<name>.ring". (Servers before the ring's flock, see
+// "batchcast-<uid>-<name>.ring"; of its host ring k > 0 (several host rings
+// stand in for GPUs in tests, ServerOptions::host_rings)
+// "batchcast-<uid>-<name>+<k>.ring" ('+' is in no server name), so that
+// reclaiming finds every ring. (Servers before the ring's flock, see
 // core/src/host_shm.h, named it "...-<name>-ring": LegacyHostRingShmName.)
-std::string HostRingShmName(std::string_view server_name);
+inline constexpr uint32_t kMaxHostRings = 64;
+std::string HostRingShmName(std::string_view server_name, uint32_t ring = 0);
 std::string LegacyHostRingShmName(std::string_view server_name);
 
 // Holds Note [Server instance lock] while alive.

@@ -11,8 +11,8 @@ Result<std::unique_ptr<RingMemory>> RingMemory::Create(const RingLayout& layout,
                                                        int cuda_device, uint32_t ring_index) {
   std::unique_ptr<RingMemory> ring(new RingMemory());
   if (size_t bytes = layout.allocation_bytes(MemoryKind::kHost); bytes > 0) {
-    Result<std::unique_ptr<HostSharedMemory>> host = HostSharedMemory::Create(
-        HostRingShmName(server_name) + (ring_index > 0 ? std::to_string(ring_index) : ""), bytes);
+    Result<std::unique_ptr<HostSharedMemory>> host =
+        HostSharedMemory::Create(HostRingShmName(server_name, ring_index), bytes);
     if (!host.ok()) {
       return Status(host.status().code(),
                     "the host ring (" + std::to_string(layout.slots()) + " slots of " +

@@ -110,6 +110,11 @@ Status ServerOptions::Validate() const {
       (!source.device.is_cuda() || (!gpus.empty() && gpus.front() != source.device.index))) {
     return bad("device (--device): source.device must be the first of the GPUs listed");
   }
+  if (host_rings == 0 || host_rings > kMaxHostRings)
+    return bad("host_rings must be in 1.." + std::to_string(kMaxHostRings));
+  if (host_rings > 1 && source.device.is_cuda()) {
+    return bad("host_rings stand in for GPUs on a server whose device is cpu");
+  }
   for (size_t i = 0; i < gpus.size(); ++i) {
     if (std::find(gpus.begin() + i + 1, gpus.end(), gpus[i]) != gpus.end()) {
       return bad("device (--device) names cuda:" + std::to_string(gpus[i]) + " twice");

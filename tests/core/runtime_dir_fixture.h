@@ -14,8 +14,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/src/host_shm.h"
 #include "core/src/runtime_dir.h"
@@ -58,18 +60,25 @@ inline int Listen(const std::string& path) {
   return fd;
 }
 
-// Forks a "server" named `name` that takes its lock, makes its ring and binds
-// its socket as a real one does, then waits; returns its pid once ready.
-inline pid_t StartFakeServer(const std::string& name, const std::string& dir) {
+// Forks a "server" named `name` that takes its lock, makes its `rings` host
+// rings of 1 MiB and binds its socket as a real one does, then waits;
+// returns its pid once ready.
+inline pid_t StartFakeServer(const std::string& name, const std::string& dir, uint32_t rings = 1) {
   int ready[2];
   EXPECT_EQ(pipe(ready), 0);
   const pid_t pid = fork();
   if (pid == 0) {
     close(ready[0]);
     Result<InstanceLock> lock = InstanceLock::Acquire(name);
-    auto ring = HostSharedMemory::Create(HostRingShmName(name), 1 << 20);
+    bool made = true;
+    std::vector<std::unique_ptr<HostSharedMemory>> held;
+    for (uint32_t k = 0; k < rings; ++k) {
+      auto ring = HostSharedMemory::Create(HostRingShmName(name, k), 1 << 20);
+      made = made && ring.ok();
+      if (ring.ok()) held.push_back(std::move(*ring));
+    }
     const int sock = Listen(dir + "/" + name + ".sock");
-    const char ok = lock.ok() && ring.ok() && sock >= 0 ? 1 : 0;
+    const char ok = lock.ok() && made && sock >= 0 ? 1 : 0;
     if (write(ready[1], &ok, 1) != 1) _exit(1);
     for (;;) pause();
   }

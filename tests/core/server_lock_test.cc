@@ -59,7 +59,7 @@ TEST_F(RuntimeDirTest, TheLockFileGoesWithItsHolder) {
 
 TEST_F(RuntimeDirTest, ReclaimRemovesWhatDeadServersLeftAndNothingElse) {
   ASSERT_TRUE(RuntimeDir().ok());
-  const pid_t dead = StartFakeServer("dead", dir());
+  const pid_t dead = StartFakeServer("dead", dir(), /*rings=*/2);
   const pid_t live = StartFakeServer("live", dir());
   KillAndReap(dead);
   ASSERT_TRUE(RingExists("dead"));
@@ -70,9 +70,10 @@ TEST_F(RuntimeDirTest, ReclaimRemovesWhatDeadServersLeftAndNothingElse) {
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].name, "dead");
   EXPECT_EQ(r[0].pid, dead);
-  EXPECT_EQ(r[0].ring_bytes, 1u << 20);
+  EXPECT_EQ(r[0].ring_bytes, 2u << 20) << "both host rings";
   EXPECT_TRUE(r[0].socket);
   EXPECT_FALSE(RingExists("dead"));
+  EXPECT_FALSE(Exists("/dev/shm/" + HostRingShmName("dead", 1)));
   EXPECT_FALSE(Exists(dir() + "/dead.sock"));
   EXPECT_FALSE(Exists(dir() + "/dead.lock"));
   // The live server's files are untouched; its name stays taken.

@@ -76,6 +76,21 @@ TEST(DeviceList, ValidateRefusesInconsistentFields) {
   EXPECT_EQ(o.Validate().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(DeviceList, HostRingsAreOneToSixtyFourOnACpuServer) {
+  ServerOptions o;
+  for (uint32_t n : {1u, 2u, 64u}) {
+    o.host_rings = n;
+    EXPECT_TRUE(o.Validate().ok()) << n;
+  }
+  for (uint32_t n : {0u, 65u}) {
+    o.host_rings = n;
+    EXPECT_EQ(o.Validate().code(), StatusCode::kInvalidArgument) << n;
+  }
+  o.host_rings = 2;
+  o.source.device = Device::Cuda(0);
+  EXPECT_EQ(o.Validate().code(), StatusCode::kInvalidArgument) << "host rings with a GPU ring";
+}
+
 TEST(DeviceList, EachConsumerIsServedFromTheRingOfItsGpu) {
   const std::vector<int> rings = {0, 1, 3};
   EXPECT_EQ(*RingForConsumer("cuda:0", rings), 0u);

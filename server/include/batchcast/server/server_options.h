@@ -39,9 +39,9 @@ struct ServerOptions {
   // `all_gpus`: cuda:all, every visible GPU, resolved when the server starts.
   std::vector<int> gpus;
   bool all_gpus = false;
-  // With device cpu: this many host rings standing in for GPUs (a consumer
-  // names its ring with the device "cpu:N"). For tests of the several-ring
-  // paths without GPUs; no command-line option.
+  // With device cpu: this many host rings (1..64) standing in for GPUs (a
+  // consumer names its ring with the device "cpu:N"). For tests of the
+  // several-ring paths without GPUs; no command-line option.
   uint32_t host_rings = 1;
 
   std::string name = "batchcast";  // names the endpoint, lock and shared memory
