@@ -293,8 +293,8 @@ void RenderGroup(MetricsText& out, const MetricLabels& ring, const json& g) {
 }
 
 // The server's stream series: `r` is the stats object; its source counters
-// when `with_source` (one ring; with several, each ring's are rendered with
-// it: RenderRings).
+// when `with_source` (one ring; with several, the dataset's are rendered by
+// RenderDatasetCounters and each ring's own by RenderRings).
 void RenderRing(MetricsText& out, const MetricLabels& server, const std::string& device,
                 const json& r, bool with_source) {
   const MetricLabels ring = With(server, "ring", device);
@@ -330,6 +330,21 @@ void RenderRing(MetricsText& out, const MetricLabels& server, const std::string&
   if (groups != nullptr && groups->is_array()) {
     for (const json& g : *groups) RenderGroup(out, ring, g);
   }
+}
+
+// With several rings: the counters of the dataset the rings' sources share,
+// which the stats give at the top level only (the top level's
+// `source_counters` not in a ring's), as the server's (ring: its device list).
+void RenderDatasetCounters(MetricsText& out, const MetricLabels& server_ring, const json& stats,
+                           const json& rings) {
+  const json* top = Field(stats, "source_counters");
+  if (top == nullptr || !top->is_object() || rings.empty()) return;
+  const json* own = Field(rings[0], "source_counters");
+  json shared = json::object();
+  for (const auto& [k, v] : top->items()) {
+    if (own == nullptr || !own->is_object() || !own->contains(k)) shared[k] = v;
+  }
+  RenderSource(out, server_ring, &shared);
 }
 
 // Each entry of the stats' `rings`: what it decoded and what its consumers
@@ -374,6 +389,8 @@ std::string RenderMetrics(const json& stats) {
   const json* rings = Field(stats, "rings");
   const bool several = rings != nullptr && rings->is_array() && rings->size() > 1;
   RenderRing(out, server, Text(stats, "device"), stats, !several);
+  if (several)
+    RenderDatasetCounters(out, With(server, "ring", Text(stats, "device")), stats, *rings);
   if (rings != nullptr && rings->is_array()) RenderRings(out, server, *rings);
   return out.Text();
 }

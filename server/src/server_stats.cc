@@ -60,17 +60,21 @@ nlohmann::json ServerStats(const Server::Impl& impl) {
     rj["device"] = DeviceName(ring.device >= 0 ? Device::Cuda(ring.device) : Device::Cpu());
     if (!ring.source) continue;
     const nlohmann::json source = SourceStats(*ring.source);
+    const std::vector<std::string> shared = ring.source->dataset_counters();
     for (const auto& [k, v] : source.items()) rj[k] = v;
     // The top level: the first ring's source, every ring's counts summed but
-    // for what describes the dataset, which every ring's source scanned
-    // (RingSourcesAgree): once.
+    // the dataset's, which the rings share (MakeSources): once, there only,
+    // so that a sum over the rings (a Prometheus query) counts it once.
     if (i == 0) {
       for (const auto& [k, v] : source.items()) j[k] = v;
     } else {
-      AddCounts(j["source_counters"], source["source_counters"], ring.source->dataset_counters());
+      AddCounts(j["source_counters"], source["source_counters"], shared);
       for (const char* k : {"producer_stage_s", "producer_stage_threads"}) {
         AddCounts(j[k], source[k]);
       }
+    }
+    if (rings.size() > 1) {
+      for (const std::string& k : shared) rj["source_counters"].erase(k);
     }
   }
   if (rings.front().source) {

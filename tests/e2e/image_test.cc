@@ -115,9 +115,9 @@ TEST(ImagePipeline, HazardsAreSkippedAndCounted) {
 }
 
 // A server with a ring per GPU (two host rings stand in) has a source per
-// ring, each of which scanned the dataset: the server's counters count the
-// dataset once and what the rings did (a file dropped at decode, on the one
-// ring that decoded it) summed. Each ring's own counters stay its own.
+// ring over one shared dataset: the server's counters give the dataset's
+// (its files, a file dropped at decode on whichever ring decoded it) once,
+// at the top level only, so that a sum over the rings counts them once.
 TEST(ImagePipeline, TwoRingsCountTheDatasetOnce) {
   const std::string data =
       MakeDataset("hazards", {"--classes", "2", "--per-class", "10", "--hazards"});
@@ -141,7 +141,7 @@ TEST(ImagePipeline, TwoRingsCountTheDatasetOnce) {
   ASSERT_EQ(st["rings"].size(), 2u);
   int64_t decoded = 0;
   for (const auto& ring : st["rings"]) {
-    EXPECT_EQ(ring["source_counters"]["files"], 23) << st.dump();
+    EXPECT_FALSE(ring["source_counters"].contains("files")) << "the server's, once: " << st.dump();
     EXPECT_GT(ring["samples_decoded"].get<int64_t>(), 0) << "both rings decode";
     decoded += ring["samples_decoded"].get<int64_t>();
   }

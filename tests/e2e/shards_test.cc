@@ -121,7 +121,7 @@ TEST(Shards, TwoRingsReadEachShardOnce) {
   ASSERT_EQ(st["rings"].size(), 2u);
   for (const auto& ring : st["rings"]) {
     EXPECT_GT(ring["samples_decoded"].get<int64_t>(), 0) << st.dump();
-    EXPECT_EQ(ring["source_counters"]["shard_opens"], c["shard_opens"]) << "one reader";
+    EXPECT_FALSE(ring["source_counters"].contains("shard_opens")) << "one reader: " << st.dump();
   }
 }
 

@@ -143,21 +143,25 @@ TEST(MetricsRender, NamesAndTypesFollowPrometheusConventions) {
 
 // Note [Placement]: the stream's series are the server's (ring "cuda:0,1");
 // each ring has what it decoded, what its consumers read locally and from
-// the peer, and its source's counters.
+// the peer, and its source's own counters; the dataset's counters, which the
+// rings' sources share and the stats give at the top level only, are the
+// server's, so that a sum over the rings counts each once.
 TEST(MetricsRender, SeveralRingsShareTheStreamAndHaveTheirOwnSeries) {
   json stats = OneRingStats();
   stats["device"] = "cuda:0,1";
+  stats["source_counters"] = {
+      {"files", 1000}, {"files_dropped_at_decode", 2}, {"gpu_decoded", 5000}};
   json ring0 = {{"ring", 0},
                 {"device", "cuda:0"},
                 {"samples_decoded", 3000},
                 {"batches_local", 40},
                 {"batches_from_peers", 2},
                 {"peer_bytes", 1024},
-                {"source_counters", {{"files", 1000}}}};
+                {"source_counters", {{"gpu_decoded", 3000}}}};
   json ring1 = ring0;
   ring1["device"] = "cuda:1";
   ring1["samples_decoded"] = 1997;
-  ring1["source_counters"]["files"] = 999;
+  ring1["source_counters"]["gpu_decoded"] = 2000;
   stats["rings"] = json::array({ring0, ring1});
   const Parsed p = Parse(RenderMetrics(stats));
   EXPECT_EQ(p.samples.at(R"(batchcast_samples_published_total{server="imnet",ring="cuda:0,1"})"),
@@ -169,8 +173,18 @@ TEST(MetricsRender, SeveralRingsShareTheStreamAndHaveTheirOwnSeries) {
   EXPECT_EQ(p.samples.at(R"(batchcast_ring_peer_bytes_total{server="imnet",ring="cuda:1"})"), 1024);
   EXPECT_EQ(
       p.samples.at(R"(batchcast_ring_batches_from_peers_total{server="imnet",ring="cuda:0"})"), 2);
-  EXPECT_EQ(p.samples.at(R"(batchcast_source_files{server="imnet",ring="cuda:1"})"), 999);
-  EXPECT_EQ(p.samples.count(R"(batchcast_source_files{server="imnet",ring="cuda:0,1"})"), 0u);
+  EXPECT_EQ(p.samples.at(R"(batchcast_source_files{server="imnet",ring="cuda:0,1"})"), 1000);
+  EXPECT_EQ(p.samples.count(R"(batchcast_source_files{server="imnet",ring="cuda:1"})"), 0u);
+  EXPECT_EQ(
+      p.samples.at(R"(batchcast_files_dropped_total{server="imnet",ring="cuda:0,1",at="decode"})"),
+      2);
+  EXPECT_EQ(
+      p.samples.at(R"(batchcast_images_decoded_total{server="imnet",ring="cuda:1",on="gpu"})"),
+      2000);
+  EXPECT_EQ(
+      p.samples.count(R"(batchcast_images_decoded_total{server="imnet",ring="cuda:0,1",on="gpu"})"),
+      0u)
+      << "a ring's own counters only per ring";
   EXPECT_EQ(
       p.samples.at(
           R"(batchcast_consumer_wait_seconds_total{server="imnet",ring="cuda:0,1",consumer="train.py:100",consumer_id="1"})"),
