@@ -19,7 +19,7 @@ tools/make_dataset.py once under /tmp and read into the page cache):
    each GPU decoded (`rings[i].samples_decoded`), per second and per epoch,
    the bytes copied between GPUs, and each ring's producer stages (share of
    the interval, docs/stats.md `producer_stage_s`). --server-option (e.g.
-   read_threads=4, nvjpeg_calls=2) adds a `serve` option to these servers
+   read_threads=1, nvjpeg_calls=2) adds a `serve` option to these servers
    and the trainers' (not to train_ddp.py's).
 2. trainers: on the most GPUs, one trainer process per GPU, all at once (ResNet-50 batch 128
    bfloat16, then ResNet-18), fed by the g-GPU server (a batchcast.Loader on
@@ -230,7 +230,7 @@ def main() -> int:
     p.add_argument("--skip", default="", help="parts to leave out: producer,trainers,ddp")
     p.add_argument("--server-option", action="append", default=[], metavar="KEY=VALUE",
                    help="a `serve` option for the producer and trainer servers, e.g. "
-                        "read_threads=4 (repeatable)")
+                        "read_threads=1 (repeatable)")
     p.add_argument("--json", default=None, help="also write the results here")
     args = p.parse_args()
     if args.quick:

@@ -83,6 +83,7 @@ void ReclaimOrphanRings(std::chrono::seconds age, std::vector<Reclaimed>& out) {
       Reclaimed r;
       r.orphan = true;
       r.name = shm.substr(head.size(), shm.size() - head.size() - kTail.size());
+      r.name = r.name.substr(0, r.name.find('+'));  // a server's host ring k > 0
       r.ring_bytes = bytes;
       out.push_back(std::move(r));
     }

@@ -36,10 +36,13 @@ Result<uint32_t> ProducerLoop::WriteBatch(const Scheduler::Work& work) {
   std::copy(first, first + grant.count, grant.indices);
   std::shared_ptr<const std::vector<int64_t>> next_order;
   // The read-ahead hint: the lane's next batch, or this ring's next batch of
-  // the shared stream (Note [Placement]), else the stream's next.
+  // the shared stream (Note [Placement]), else none: the stream's next is
+  // another ring's, and reading it ahead would take it from a shard reader
+  // that the rings share (MakeSources) before that ring asks for it.
   const uint64_t after = grant.first_seq + grant.count;
-  const ReadAhead next = NextSamples(
-      work.lane ? after : scheduler_->PredictNextBatch(ring_).value_or(after), next_order);
+  const std::optional<uint64_t> ahead =
+      work.lane ? std::optional<uint64_t>(after) : scheduler_->PredictNextBatch(ring_);
+  const ReadAhead next = ahead ? NextSamples(*ahead, next_order) : ReadAhead{};
   BATCHCAST_ASSIGN_OR_RETURN(SlotView target, publisher_->Begin(grant, epoch));
   BATCHCAST_ASSIGN_OR_RETURN(const uint32_t valid, source_->FillBatch(target, next));
   if (valid > target.count()) {

@@ -10,8 +10,11 @@
 //
 // Hand-off: between Start(files, ...) and the next Wait() the thread owns
 // *files (it may grow it and writes its buffers); the caller must not touch
-// it. Wait() returns it. A hint that turns out wrong costs only the read: the
+// it. Wait() returns it. A hint that turns out wrong costs the read: the
 // caller reads a file again when FileBuffer::index is not the one it needs.
+// With a shard reader that several rings share (MakeSources) it may also
+// cost another ring a reread of the shard, since reading a held sample takes
+// it: the server gives no hint it cannot predict (producer_loop.cc).
 //
 // Thread-safety: Start, Wait and Stop are called by one thread (the pipeline's).
 // Failure: a read that fails, even by an exception, is only logged: the
