@@ -321,7 +321,7 @@ Result<uint32_t> CudaImageSource::FillBatch(const SlotView& slot, const ReadAhea
 }  // namespace
 
 Result<std::unique_ptr<Source>> MakeCudaImageSource(const SourceOptions& options,
-                                                    std::shared_ptr<ImageDataset>* shared) {
+                                                    DatasetShare* share) {
   if (!cuda::BuiltWithCuda() || !cuda::BuiltWithNvJpeg()) {
     return UnavailableError(std::string("this build of batchcast has no ") +
                             (cuda::BuiltWithCuda() ? "nvJPEG" : "CUDA support") +
@@ -346,18 +346,19 @@ Result<std::unique_ptr<Source>> MakeCudaImageSource(const SourceOptions& options
   const int workers = options.workers > 0 ? options.workers : 2;
   const int threads = workers + 1;
   using CS = image::JpegInfo::ColorSpace;
-  std::shared_ptr<ImageDataset> dataset = shared != nullptr ? *shared : nullptr;
+  std::shared_ptr<ImageDataset> dataset = share != nullptr ? share->dataset : nullptr;
   if (dataset == nullptr) {
     BATCHCAST_ASSIGN_OR_RETURN(
-        dataset,
-        ImageDataset::Open(options, threads,
-                           [&](const std::string& path, std::span<const uint8_t> header, bool whole,
-                               const image::JpegInfo& info) {
-                             return !info.progressive &&
-                                    (info.color == CS::kYCbCr || info.color == CS::kGray) &&
-                                    decoder->Supports(header) && EndsWithEoi(path, header, whole);
-                           }));
-    if (shared != nullptr) *shared = dataset;
+        dataset, ImageDataset::Open(
+                     options, threads,
+                     [&](const std::string& path, std::span<const uint8_t> header, bool whole,
+                         const image::JpegInfo& info) {
+                       return !info.progressive &&
+                              (info.color == CS::kYCbCr || info.color == CS::kGray) &&
+                              decoder->Supports(header) && EndsWithEoi(path, header, whole);
+                     },
+                     nullptr, share != nullptr ? share->rings : 1));
+    if (share != nullptr) share->dataset = dataset;
   }
   const uint64_t gpu = CountFlagged(*dataset);
   BC_LOG_INFO("{} files for {}, {} for the CPU decoder ({} fallback threads beside it)", gpu,

@@ -41,16 +41,16 @@
 
 namespace batchcast {
 
-class ImageDataset;
+struct DatasetShare;
 
 // Unavailable when this build has no CUDA or nvJPEG, or the device cannot be
 // used (so --decode auto can fall back to the CPU); other errors as
 // MakeImageSource (missing dataset, no usable files, --on-error fail).
-// `shared` as MakeImageSource's: a dataset scanned for another ring's GPU
+// `share` as MakeImageSource's: a dataset scanned for another ring's GPU
 // keeps the files that GPU's nvJPEG took (a GPU of another model that
 // refuses one decodes its batch on the CPU).
 // REQUIRES: options.device is a CUDA device.
-Result<std::unique_ptr<Source>> MakeCudaImageSource(
-    const SourceOptions& options, std::shared_ptr<ImageDataset>* shared = nullptr);
+Result<std::unique_ptr<Source>> MakeCudaImageSource(const SourceOptions& options,
+                                                    DatasetShare* share = nullptr);
 
 }  // namespace batchcast

@@ -134,7 +134,8 @@ Result<ImageDataset::Scan> ImageDataset::ScanShardData(const SourceOptions& opti
 }
 
 Result<std::unique_ptr<ImageDataset>> ImageDataset::Open(const SourceOptions& options, int threads,
-                                                         const Classify& classify, ReadEnv* env) {
+                                                         const Classify& classify, ReadEnv* env,
+                                                         uint32_t readers) {
   BATCHCAST_ASSIGN_OR_RETURN(image::TransformOptions transform, MakeTransformOptions(options));
   auto io = std::make_unique<RetryingReader>(env);
   const uint64_t max_pixels = image::EffectiveMaxPixels(transform);
@@ -173,7 +174,8 @@ Result<std::unique_ptr<ImageDataset>> ImageDataset::Open(const SourceOptions& op
   std::unique_ptr<ImageDataset> ds(
       new ImageDataset(options.data, transform, options.on_error, std::move(usable), dropped,
                        std::move(scan.shards), scan.damage.size(), std::move(io)));
-  ds->reader_ = sharded ? MakeShardSampleReader(*ds, 2 * options.shuffle_buffer + 1024)
+  ds->reader_ = sharded ? MakeShardSampleReader(*ds, 2 * options.shuffle_buffer +
+                                                         1024 * uint64_t{std::max(readers, 1u)})
                         : MakeFileSampleReader(*ds);
   return ds;
 }

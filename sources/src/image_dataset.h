@@ -112,10 +112,12 @@ class ImageDataset {
   // above). Files are read through `env` (nullptr: the real file system),
   // with retries (Note [Read retries]). Errors: those of ListImageDataset and
   // MakeTransformOptions; the first unusable file's path and reason with
-  // on_error=fail; InvalidArgument when no file is usable.
+  // on_error=fail; InvalidArgument when no file is usable. `readers`: the
+  // sources that will read it (the rings sharing it, DatasetShare); a shard
+  // reader holds up to a batch of samples for each (sample_reader.h).
   static Result<std::unique_ptr<ImageDataset>> Open(const SourceOptions& options, int threads,
                                                     const Classify& classify = {},
-                                                    ReadEnv* env = nullptr);
+                                                    ReadEnv* env = nullptr, uint32_t readers = 1);
 
   uint64_t size() const { return files_.size(); }
   // REQUIRES: 0 <= index < size().
@@ -234,6 +236,14 @@ class ImageDataset {
   const std::unique_ptr<std::atomic<uint8_t>[]> bad_;
   std::atomic<int64_t> files_dropped_at_decode_{0};
   std::atomic<int64_t> samples_dropped_{0};
+};
+
+// The dataset that the sources of a server's rings share (MakeSources,
+// batchcast/sources/make_source.h): the first source made scans it, for
+// `rings` readers; the others use it.
+struct DatasetShare {
+  uint32_t rings = 1;
+  std::shared_ptr<ImageDataset> dataset;
 };
 
 template <typename Attempt>

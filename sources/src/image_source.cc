@@ -110,14 +110,15 @@ class ImageSource : public SampleSource {
 }  // namespace
 
 Result<std::unique_ptr<Source>> MakeImageSource(const SourceOptions& options, ReadEnv* env,
-                                                std::shared_ptr<ImageDataset>* shared) {
+                                                DatasetShare* share) {
   const int workers = options.workers > 0
                           ? options.workers
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  std::shared_ptr<ImageDataset> dataset = shared != nullptr ? *shared : nullptr;
+  std::shared_ptr<ImageDataset> dataset = share != nullptr ? share->dataset : nullptr;
   if (dataset == nullptr) {
-    BATCHCAST_ASSIGN_OR_RETURN(dataset, ImageDataset::Open(options, workers, {}, env));
-    if (shared != nullptr) *shared = dataset;
+    BATCHCAST_ASSIGN_OR_RETURN(dataset, ImageDataset::Open(options, workers, {}, env,
+                                                           share != nullptr ? share->rings : 1));
+    if (share != nullptr) share->dataset = dataset;
   }
   return std::unique_ptr<Source>(new ImageSource(std::move(dataset), workers));
 }

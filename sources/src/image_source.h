@@ -25,12 +25,11 @@ namespace batchcast {
 
 // Scans options.data (ImageDataset::Open) and builds the source with
 // options.workers decoders (0: one per core). Files are read through `env`
-// (nullptr: the real file system; tests inject faults). With `shared` (the
-// sources of several rings, MakeSources): the dataset *shared holds when set
-// (no scan), else the one scanned here, which is left there. Errors: those
-// of Open.
+// (nullptr: the real file system; tests inject faults). With `share` (the
+// sources of several rings, MakeSources): its dataset when set (no scan),
+// else the one scanned here, which is left there. Errors: those of Open.
 Result<std::unique_ptr<Source>> MakeImageSource(const SourceOptions& options,
                                                 ReadEnv* env = nullptr,
-                                                std::shared_ptr<ImageDataset>* shared = nullptr);
+                                                DatasetShare* share = nullptr);
 
 }  // namespace batchcast

@@ -12,9 +12,8 @@ namespace batchcast {
 
 namespace {
 
-// MakeSource, over the dataset *shared holds (scanned here when it holds none).
-Result<std::unique_ptr<Source>> MakeSharing(const SourceOptions& options,
-                                            std::shared_ptr<ImageDataset>* shared) {
+// MakeSource, over the dataset `share` holds (scanned here when it holds none).
+Result<std::unique_ptr<Source>> MakeSharing(const SourceOptions& options, DatasetShare* share) {
   BATCHCAST_RETURN_IF_ERROR(options.Validate());
   if (options.synthetic > 0) {
     const int workers = options.workers > 0
@@ -25,14 +24,14 @@ Result<std::unique_ptr<Source>> MakeSharing(const SourceOptions& options,
   // GPU decode (nvJPEG + the fused kernel) needs a device ring; --decode auto
   // takes it when this build and the device allow, else the CPU pipeline.
   if (options.device.is_cuda() && options.decode != DecodeMode::kCpu) {
-    Result<std::unique_ptr<Source>> gpu = MakeCudaImageSource(options, shared);
+    Result<std::unique_ptr<Source>> gpu = MakeCudaImageSource(options, share);
     if (gpu.ok() || options.decode == DecodeMode::kGpu ||
         gpu.status().code() != StatusCode::kUnavailable) {
       return gpu;
     }
     BC_LOG_INFO("--decode auto: decoding on the CPU ({})", gpu.status().message());
   }
-  return MakeImageSource(options, nullptr, shared);
+  return MakeImageSource(options, nullptr, share);
 }
 
 }  // namespace
@@ -44,12 +43,13 @@ Result<std::unique_ptr<Source>> MakeSource(const SourceOptions& options) {
 Result<std::vector<std::unique_ptr<Source>>> MakeSources(const SourceOptions& options,
                                                          std::span<const Device> devices) {
   BATCHCAST_CHECK(!devices.empty());
-  std::shared_ptr<ImageDataset> shared;
+  DatasetShare share;
+  share.rings = static_cast<uint32_t>(devices.size());
   std::vector<std::unique_ptr<Source>> sources;
   for (const Device& device : devices) {
     SourceOptions o = options;
     o.device = device;
-    Result<std::unique_ptr<Source>> source = MakeSharing(o, &shared);
+    Result<std::unique_ptr<Source>> source = MakeSharing(o, &share);
     if (!source.ok() && device.is_cuda()) return source.status().WithContext(DeviceName(device));
     if (!source.ok()) return source.status();
     sources.push_back(std::move(*source));
