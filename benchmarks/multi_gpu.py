@@ -114,7 +114,8 @@ def producer(binary, args, g):
     before, after = ring_counts(s0, "samples_decoded"), ring_counts(s1, "samples_decoded")
     decoded = [(b - a) / dt for a, b in zip(before, after)]
     epoch = s1.get("epoch_len", 1)
-    return {"gpus": g, "rate": (s1["samples_published"] - s0["samples_published"]) / dt,
+    return {"gpus": g, "server_options": options,
+            "rate": (s1["samples_published"] - s0["samples_published"]) / dt,
             "decoded_per_ring": decoded,
             "epoch_share_per_ring": [d / max(sum(decoded), 1e-9) for d in decoded],
             "epoch_len": epoch,
@@ -192,11 +193,12 @@ def trainer_rates(binary, args, g, arch, batch):
     and synthetic, each set of g at once."""
     synthetic = trainers_at_once(args, g, arch, batch, "synthetic")
     name = f"mgbench-{os.getpid()}-t{g}-{arch}"
-    with ServerProcess(binary, name, dict(SERVER, device=devices(g)), data=args.data,
-                       timeout=120) as server:
+    options = dict(SERVER, device=devices(g))
+    with ServerProcess(binary, name, options, data=args.data, timeout=120) as server:
         fed = trainers_at_once(args, g, arch, batch, name)
         mps = server.stats().get("mps", "unknown")
-    return {"gpus": g, "arch": arch, "batch": batch, "fed": fed, "synthetic": synthetic,
+    return {"gpus": g, "arch": arch, "batch": batch, "server_options": options,
+            "fed": fed, "synthetic": synthetic,
             "ratio": [f / s if s else 0.0 for f, s in zip(fed, synthetic)], "mps": mps}
 
 
@@ -255,8 +257,8 @@ def main() -> int:
     make_dataset(args.data, args.images, classes=100)
     warm_page_cache(args.data)
     binary = server_bin(build)
-    out = {"device": torch.cuda.get_device_name(0), "server_options": dict(SERVER),
-           "producer": [], "trainers": [], "ddp": []}
+    # Each part's result records the serve options its server ran with.
+    out = {"device": torch.cuda.get_device_name(0), "producer": [], "trainers": [], "ddp": []}
     if "producer" not in skip:
         for g in counts:
             r = producer(binary, args, g)
