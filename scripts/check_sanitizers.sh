@@ -6,9 +6,11 @@
 #            processes are sanitized too) and the short stress runs (chaos,
 #            hostile peers, soak; tests/stress).
 #   thread:  ThreadSanitizer over the scheduler, client and sources tests
-#            (server_test, client_test, sources_test: thread pool, prefetcher)
-#            and the end-to-end engine tests on the host ring (the server's
-#            control and producer threads, the client's flush thread).
+#            (server_test, client_test, sources_test: thread pool, prefetcher),
+#            the end-to-end engine tests on the host ring (the server's
+#            control and producer threads, the client's flush thread) and
+#            servers of several host rings (their producers sharing one
+#            dataset and one shard reader).
 # Each has its own build directory, ${BUILD_DIR:-build}-asan and -tsan (gcc,
 # -O1 -g, CUDA, Python bindings and benchmarks off; the libraries as unity
 # builds, which halves their compile time). Warnings are not errors there:
@@ -105,7 +107,7 @@ run_address() {
 run_thread() {
   local dir=${BUILD_DIR}-tsan reports=${BUILD_DIR}-tsan/sanitizer-reports start=$SECONDS
   build_for thread "$dir" "-fsanitize=thread" server_test client_test sources_test engine_test \
-    batchcast-server bc_test_consumer || return 1
+    rings_e2e_test image_e2e_test batchcast-server bc_test_consumer || return 1
   local build_s=$((SECONDS - start)) rc=0
   (
     cd "$dir" || exit 1
@@ -121,6 +123,8 @@ run_thread() {
     # in server_test, and their bounds are checked by the plain ctest run.
     tests/engine_test --gtest_brief=1 \
       --gtest_filter='*/cpu:-*SkipPolicy*:*EvictPolicy*:*LateImmediateJoin*' || failed=1
+    tests/rings_e2e_test --gtest_brief=1 || failed=1
+    tests/image_e2e_test --gtest_brief=1 --gtest_filter='*TwoRings*' || failed=1
     exit $failed
   ) || rc=$?
   finish "thread" "$reports" "$start" "$build_s" $rc
