@@ -174,6 +174,65 @@ TEST_F(ResumeTest, BehindTheRingTheLaneCatchesUpFromSpareCapacityAndMerges) {
   EXPECT_EQ(Read("b2", 5), Expected(4, 33, 5));
 }
 
+// The lane has one owner at a time; the next resumed reader behind the ring
+// waits in line. When the owner leaves mid-catch-up (killed again), the
+// lane goes to the next, which reads its own past exactly; the reader of
+// the shared stream never notices.
+TEST_F(ResumeTest, WhenTheLaneOwnerLeavesTheNextInLineCatchesUpExactly) {
+  MakeReplay();
+  MustJoin("a", {});
+  MustJoin("b", {});
+  MustJoin("c", {});
+  proto::Message b_last, c_last;
+  EXPECT_EQ(Read("b", 2, &b_last), Expected(4, 0, 2));
+  EXPECT_EQ(Read("c", 3, &c_last), Expected(4, 0, 3));
+  s_->Remove("b", "killed");
+  s_->Remove("c", "killed");
+  EXPECT_EQ(Read("a", 30), Expected(4, 0, 30));
+  MustJoin("b2", {.confirm = false});
+  MustJoin("c2", {.confirm = false});
+  ASSERT_TRUE(Resume("b2", PlaceAfter(b_last)).ok());
+  ASSERT_TRUE(Resume("c2", PlaceAfter(c_last)).ok());
+  EXPECT_EQ(ConsumerStats("b2")["resumed"], "lane");
+  EXPECT_EQ(ConsumerStats("c2")["resumed"], "waiting");
+  EXPECT_EQ(Read("b2", 3), Expected(4, 2, 3));
+  s_->Remove("b2", "killed again");
+  EXPECT_EQ(Read("c2", 30), Expected(4, 3, 30)) << "its own past, then the stream";
+  EXPECT_EQ(ConsumerStats("c2")["resumed"], "stream");
+  EXPECT_EQ(Lane()["owners"], 2);
+  EXPECT_EQ(Lane()["merges"], 1);
+  EXPECT_EQ(Read("a", 5), Expected(4, 30, 5));
+}
+
+// A reader in the lane pins no slot of the ring, so a lag policy never
+// holds the shared stream for it, nor skips or evicts it: while the policy
+// acts on the reader of the shared stream that fills the window and stops,
+// the resumed reader still gets its past exactly.
+TEST_F(ResumeTest, TheLagPolicyNeverSkipsOrEvictsAReaderInTheLane) {
+  for (LagPolicy policy : {LagPolicy::kSkip, LagPolicy::kEvict}) {
+    SCOPED_TRACE(policy == LagPolicy::kSkip ? "skip" : "evict");
+    MakeReplay(4, {.lag_policy = policy});
+    MustJoin("a", {});
+    MustJoin("b", {});
+    proto::Message last;
+    Read("b", 2, &last);
+    s_->Remove("b", "killed");
+    Read("a", 30);
+    MustJoin("b2", {.confirm = false});
+    ASSERT_TRUE(Resume("b2", PlaceAfter(last)).ok());
+    // `a` stops; the producer fills the window ahead of it and waits past
+    // lag_timeout, so the policy acts on `a`.
+    Fill();
+    TickAfter(config_.lag_timeout);
+    TickAfter(config_.lag_timeout);
+    EXPECT_EQ(Stats()["skip_events"].get<int>() + Stats()["consumers_evicted"].get<int>(), 1);
+    EXPECT_EQ(Read("b2", 12), Expected(4, 2, 12));
+    EXPECT_TRUE(s_->HasConsumer("b2"));
+    EXPECT_EQ(Stats()["skip_events"].get<int>() + Stats()["consumers_evicted"].get<int>(), 1)
+        << "nothing more: not the reader in the lane";
+  }
+}
+
 TEST_F(ResumeTest, TheLaneNeverPinsTheRingAndTakesOnlyOneBatchInLaneShareWhenNoneIsSpare) {
   MakeReplay();
   MustJoin("a", {});
