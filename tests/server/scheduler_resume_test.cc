@@ -130,6 +130,20 @@ class ResumeTest : public SchedulerTest {
   }
 
   Status Resume(const std::string& id, const proto::Resume& place) { return s_->Resume(id, place); }
+
+  // "a" and "b" join; b reads `b_batches` and is killed; a reads `a_batches`
+  // (the ring moves beyond b's place); "b2" joins and resumes at b's place,
+  // behind the ring.
+  void ResumeBehindTheRing(int b_batches, int a_batches) {
+    MustJoin("a", {});
+    MustJoin("b", {});
+    proto::Message last;
+    Read("b", b_batches, &last);
+    s_->Remove("b", "killed");
+    Read("a", a_batches);
+    MustJoin("b2", {.confirm = false});
+    ASSERT_TRUE(Resume("b2", PlaceAfter(last)).ok());
+  }
   nlohmann::json Lane() { return Stats()["resume_lane"]; }
 };
 
@@ -212,14 +226,7 @@ TEST_F(ResumeTest, TheLagPolicyNeverSkipsOrEvictsAReaderInTheLane) {
   for (LagPolicy policy : {LagPolicy::kSkip, LagPolicy::kEvict}) {
     SCOPED_TRACE(policy == LagPolicy::kSkip ? "skip" : "evict");
     MakeReplay(4, {.lag_policy = policy});
-    MustJoin("a", {});
-    MustJoin("b", {});
-    proto::Message last;
-    Read("b", 2, &last);
-    s_->Remove("b", "killed");
-    Read("a", 30);
-    MustJoin("b2", {.confirm = false});
-    ASSERT_TRUE(Resume("b2", PlaceAfter(last)).ok());
+    ASSERT_NO_FATAL_FAILURE(ResumeBehindTheRing(2, 30));
     // `a` stops; the producer fills the window ahead of it and waits past
     // lag_timeout, so the policy acts on `a`.
     Fill();
@@ -235,14 +242,7 @@ TEST_F(ResumeTest, TheLagPolicyNeverSkipsOrEvictsAReaderInTheLane) {
 
 TEST_F(ResumeTest, TheLaneNeverPinsTheRingAndTakesOnlyOneBatchInLaneShareWhenNoneIsSpare) {
   MakeReplay();
-  MustJoin("a", {});
-  MustJoin("b", {});
-  proto::Message last;
-  Read("b", 1, &last);
-  s_->Remove("b", "killed");
-  Read("a", 20);
-  MustJoin("b2", {.confirm = false});
-  ASSERT_TRUE(Resume("b2", PlaceAfter(last)).ok());
+  ASSERT_NO_FATAL_FAILURE(ResumeBehindTheRing(1, 20));
   // b2 asks and waits; `a` reads without pause: the producer writes the
   // shared stream whenever it may, the lane only once per kLaneShare
   // shared batches while the lane wants one.
