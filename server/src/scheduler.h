@@ -569,6 +569,12 @@ class Scheduler {
   void RemoveDeadLocked(Clock::time_point now) BC_REQUIRES(mu_);
   Result<std::optional<SlotGrant>> TryBeginLocked(uint32_t epoch, std::span<const int64_t> indices)
       BC_REQUIRES(mu_);
+  // The slot the stream's next batch may be written into: none before
+  // min_consumers joined (said once in the log when `log_wait`), none while
+  // every slot is pinned (the producer is blocked from then on).
+  std::optional<uint32_t> SharedSlotLocked(bool log_wait) BC_REQUIRES(mu_);
+  // The bookkeeping of a batch of the stream begun (not the lane's).
+  void BeganSharedLocked() BC_REQUIRES(mu_);
   // ---- placement (scheduler_placement.cc, Note [Placement]) ----
   uint32_t PlaceNextLocked() const BC_REQUIRES(mu_);
   // The rings with readers (every ring while none has one), and the ring of

@@ -81,25 +81,31 @@ Result<std::optional<SlotGrant>> Scheduler::TryBeginLocked(uint32_t epoch,
         ", whose length is " + std::to_string(L));
   }
   if (next_seq >= stream_end_) return OutOfRangeError("the stream has ended");
+  const std::optional<uint32_t> slot = SharedSlotLocked(/*log_wait=*/true);
+  if (!slot) return std::optional<SlotGrant>();
+  BeganSharedLocked();
+  return std::optional<SlotGrant>(slots_.Begin(*slot, epoch, indices));
+}
+
+std::optional<uint32_t> Scheduler::SharedSlotLocked(bool log_wait) {
   if (!MayWriteLocked()) {
-    if (!started_ && !warned_waiting_) {
+    if (log_wait && !started_ && !warned_waiting_) {
       BC_LOG_INFO("waiting for {} consumer(s) before the first write ({} connected)",
                   std::max<uint32_t>(1, config_.min_consumers), AttachedCount());
       warned_waiting_ = true;
     }
-    return std::optional<SlotGrant>();
+    return std::nullopt;
   }
-  const Clock::time_point now = env_->Now();
   const std::optional<uint32_t> slot = FindWritableSlotLocked();
-  if (!slot) {
-    if (!blocked_since_) blocked_since_ = now;
-    return std::optional<SlotGrant>();
-  }
-  EndBlockedLocked(now);
+  if (!slot && !blocked_since_) blocked_since_ = env_->Now();
+  return slot;
+}
+
+void Scheduler::BeganSharedLocked() {
+  EndBlockedLocked(env_->Now());
   warned_all_leased_ = false;
   started_ = true;
   ++batches_begun_;
-  return std::optional<SlotGrant>(slots_.Begin(*slot, epoch, indices));
 }
 
 Result<SlotGrant> Scheduler::BeginBatch(uint32_t epoch, std::span<const int64_t> indices,

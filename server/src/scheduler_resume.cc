@@ -341,16 +341,7 @@ Result<std::optional<Scheduler::Work>> Scheduler::TryBeginWorkLocked(uint32_t ri
   }
   const uint64_t next_seq = slots_.next_seq();
   std::optional<uint32_t> shared;
-  if (next_seq < stream_end_) {
-    if (MayWriteLocked()) {
-      shared = FindWritableSlotLocked();
-      if (!shared && !blocked_since_) blocked_since_ = env_->Now();
-    } else if (!started_ && !warned_waiting_ && SharedReadLocked()) {
-      BC_LOG_INFO("waiting for {} consumer(s) before the first write ({} connected)",
-                  std::max<uint32_t>(1, config_.min_consumers), AttachedCount());
-      warned_waiting_ = true;
-    }
-  }
+  if (next_seq < stream_end_) shared = SharedSlotLocked(/*log_wait=*/SharedReadLocked());
   // Note [Placement]: the shared stream's next batch is this ring's to write
   // only when placed here.
   if (shared && PlaceNextLocked() != ring) shared.reset();
@@ -365,12 +356,9 @@ Result<std::optional<Scheduler::Work>> Scheduler::TryBeginWorkLocked(uint32_t ri
   }
   if (!shared) return std::optional<Work>();
   if (lane_ && lane_->owner()) ++shared_since_lane_;
-  EndBlockedLocked(env_->Now());
-  warned_all_leased_ = false;
-  started_ = true;
   const auto epoch = static_cast<uint32_t>(next_seq / config_.epoch_len);
   const uint32_t count = NextSharedCountLocked();
-  ++batches_begun_;
+  BeganSharedLocked();
   NotifyProducer();  // Note [Placement]: the next batch may be another ring's
   return std::optional<Work>(Work{slots_.Begin(*shared, epoch, count, ring), epoch, false});
 }
