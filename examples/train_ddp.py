@@ -45,7 +45,9 @@ epochs), --batch-size B (per rank), --size S, --arch (a torchvision ResNet),
 --server-device (the in-process server's rings: cuda:all, a ring per GPU sharing one
 stream, by default on a node of several GPUs with --device cuda; else cpu; or cuda:N).
 --check-split gathers every rank's sample indices at each epoch's end and
-checks that no sample was read twice (rank 0 prints the result).
+checks that no sample was read twice (rank 0 prints the result; with
+--split-log FILE it also appends them to FILE, a JSON line per epoch, so that
+the epochs of a job stopped and resumed can be compared with a whole one).
 --checkpoint PATH (rank 0 saves after every epoch and every --checkpoint-every
 N steps), --resume PATH (every rank continues from it; --resume-if-present:
 from --checkpoint when it exists, for torchrun's restarts).
@@ -56,6 +58,7 @@ data); rank 0 also prints the job's aggregate images/s.
 import argparse
 import datetime
 import gc
+import json
 import os
 
 import torch
@@ -92,6 +95,9 @@ def parse_args():
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--check-split", action="store_true",
                    help="check that the ranks read disjoint samples (gathers indices)")
+    p.add_argument("--split-log", default=None, metavar="FILE",
+                   help="with --check-split: rank 0 appends each epoch's indices (every "
+                        "rank's) to FILE as a JSON line")
     add_checkpoint_args(p)
     p.add_argument("--resume-if-present", action="store_true",
                    help="resume from --checkpoint when it exists (a job torchrun restarts)")
@@ -201,7 +207,7 @@ def main():
             print(f"[rank {rank}] epoch {epoch}: {steps} batches, "
                   f"{epoch_figures(images_seen, elapsed, loss_sum / max(steps, 1), wait)}",
                   flush=True)
-            report(epoch, steps, images_seen, elapsed, seen, args.check_split, rank, world, device)
+            report(epoch, steps, images_seen, elapsed, seen, args, rank, world, device)
     finally:
         loader.close()
         # Note: the model goes before the process group. DDP's reducer holds
@@ -216,7 +222,7 @@ def main():
         dist.destroy_process_group()
 
 
-def report(epoch, steps, images, elapsed, seen, check_split, rank, world, device):
+def report(epoch, steps, images, elapsed, seen, args, rank, world, device):
     """Rank 0 prints the job's figures for the epoch (and the split check)."""
     # (nccl reduces tensors on the rank's GPU, gloo on the CPU)
     most = torch.tensor([steps, elapsed], dtype=torch.float64, device=device)
@@ -230,7 +236,7 @@ def report(epoch, steps, images, elapsed, seen, check_split, rank, world, device
         print(f"epoch {epoch}: {world} ranks, {int(least.item())}..{int(most[0].item())} batches "
               f"per rank, {n} images in {seconds:.2f} s = {n / max(seconds, 1e-9):.1f} images/s "
               f"in all", flush=True)
-    if check_split:
+    if args.check_split:
         gathered = [None] * world
         mine = torch.cat(seen).tolist() if seen else []
         dist.all_gather_object(gathered, mine)
@@ -239,6 +245,9 @@ def report(epoch, steps, images, elapsed, seen, check_split, rank, world, device
             verdict = "ok" if len(set(every)) == len(every) else "DUPLICATES"
             print(f"epoch {epoch}: split {verdict}: {len(every)} samples read, "
                   f"{len(set(every))} distinct", flush=True)
+            if args.split_log:
+                with open(args.split_log, "a") as f:
+                    f.write(json.dumps({"epoch": epoch, "indices": every}) + "\n")
 
 
 if __name__ == "__main__":

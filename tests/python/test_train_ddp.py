@@ -9,6 +9,7 @@ disjoint samples that together make the whole epoch (the example's
 (torch.distributed.run) is missing.
 """
 import importlib.util
+import json
 import os
 import re
 import signal
@@ -110,12 +111,21 @@ def test_train_ddp_example_resumes_every_rank_at_the_saved_round(tmp_path):
     again with the same options): every rank reads the other 7 rounds of that
     epoch, split exactly, then whole epochs."""
     ckpt = str(tmp_path / "ckpt.pt")
-    first = _torchrun(tmp_path, "--epochs", "1", "--steps", "5", "--checkpoint", ckpt)
+    logs = [str(tmp_path / "split0.jsonl"), str(tmp_path / "split1.jsonl")]
+    first = _torchrun(tmp_path, "--epochs", "1", "--steps", "5", "--checkpoint", ckpt,
+                      "--split-log", logs[0])
     assert "epoch 0: split ok: 80 samples read, 80 distinct" in first, first
-    again = _torchrun(tmp_path, "--epochs", "3", "--checkpoint", ckpt, "--resume", ckpt)
+    again = _torchrun(tmp_path, "--epochs", "3", "--checkpoint", ckpt, "--resume", ckpt,
+                      "--split-log", logs[1])
     assert again.count(f"resumed from {ckpt}: epoch 0 after 5 batches") == 2, again
     for rank in range(2):
         assert f"[rank {rank}] epoch 1: 7 batches, 56 images" in again, again
         assert f"[rank {rank}] epoch 2: 12 batches, 96 images" in again, again
     assert "epoch 1: split ok: 112 samples read, 112 distinct" in again, again
     assert "epoch 2: split ok: 192 samples read, 192 distinct" in again, again
+    # The interrupted epoch: what the job read before the stop and after the
+    # resume is the whole epoch, each sample once.
+    before, after = ([json.loads(line)["indices"] for line in open(path)] for path in logs)
+    assert len(before) == 1 and len(after) == 2
+    assert not set(before[0]) & set(after[0])
+    assert sorted(before[0] + after[0]) == list(range(192))
