@@ -22,12 +22,22 @@ std::shared_ptr<const std::vector<int64_t>> EpochOrders::Order(uint64_t epoch) {
   return order;
 }
 
-Status EpochOrders::Record(uint64_t epoch, uint64_t seqs, uint64_t valid) {
+Status EpochOrders::Record(uint64_t epoch, uint64_t offset, uint64_t seqs, uint64_t valid) {
   MutexLock lock(&mu_);
+  const uint64_t L = sampler_.epoch_len();
   Written& w = written_[epoch];
-  w.seqs += seqs;
+  if (w.seq.empty()) w.seq.resize(L);
+  for (uint64_t k = offset; k < std::min(offset + seqs, L); ++k) {
+    if (!w.seq[k]) ++w.distinct;
+    w.seq[k] = true;
+  }
   w.samples += valid;
-  if (w.seqs < sampler_.epoch_len()) return Status::Ok();
+  if (w.distinct < L) {
+    if (written_.size() > kKept) {  // the oldest other epoch: the stream moved away from it
+      written_.erase(written_.begin()->first != epoch ? written_.begin() : ++written_.begin());
+    }
+    return Status::Ok();
+  }
   const bool empty = w.samples == 0;
   written_.erase(epoch);
   if (!empty) return Status::Ok();

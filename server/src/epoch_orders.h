@@ -31,9 +31,12 @@ class EpochOrders {
   // stream's current and next, and a resume lane's (Note [Resume]) current
   // and next.
   std::shared_ptr<const std::vector<int64_t>> Order(uint64_t epoch) BC_EXCLUDES(mu_);
-  // A batch of `seqs` seqs of `epoch` was written with `valid` samples.
-  // DataLoss once all of the epoch's seqs were written and none was a sample.
-  Status Record(uint64_t epoch, uint64_t seqs, uint64_t valid) BC_EXCLUDES(mu_);
+  // The seqs [offset, offset + seqs) of `epoch` (offsets in the epoch) were
+  // written with `valid` samples among them. DataLoss once each of the
+  // epoch's seqs was written and none was a sample. A seq written again (the
+  // stream moved back to a resumed place: Note [Resume]) counts once; an
+  // epoch the stream moved away from is forgotten after kKept newer ones.
+  Status Record(uint64_t epoch, uint64_t offset, uint64_t seqs, uint64_t valid) BC_EXCLUDES(mu_);
 
  private:
   static constexpr size_t kKept = 4;
@@ -42,7 +45,8 @@ class EpochOrders {
   Mutex mu_;
   std::map<uint64_t, std::shared_ptr<const std::vector<int64_t>>> orders_ BC_GUARDED_BY(mu_);
   struct Written {
-    uint64_t seqs = 0;
+    std::vector<bool> seq;  // by offset in the epoch
+    uint64_t distinct = 0;  // seqs written at least once
     uint64_t samples = 0;
   };
   std::map<uint64_t, Written> written_ BC_GUARDED_BY(mu_);

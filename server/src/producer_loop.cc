@@ -61,7 +61,8 @@ Status ProducerLoop::Run() {
                                scheduler_->BeginWork(ring_, Clock::time_point::max()));
     BATCHCAST_ASSIGN_OR_RETURN(const uint32_t valid, WriteBatch(work));
     if (work.lane) continue;  // Note [Resume]: a catch-up, not the stream
-    BATCHCAST_RETURN_IF_ERROR(orders_->Record(work.epoch, work.grant.count, valid));
+    BATCHCAST_RETURN_IF_ERROR(orders_->Record(
+        work.epoch, work.grant.first_seq % orders_->epoch_len(), work.grant.count, valid));
   }
 }
 
