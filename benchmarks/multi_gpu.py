@@ -215,7 +215,9 @@ def ddp(args, g, arch, server_device):
     if out.returncode != 0 or not rates:
         raise RuntimeError(f"train_ddp.py ({server_device}) exited {out.returncode}: "
                            f"{(out.stdout + out.stderr)[-2000:]}")
-    return {"gpus": g, "arch": arch, "server_device": server_device, "images_per_s": rates[-1]}
+    mps = re.search(r"the node's server: rings \S+, MPS (\S+)", out.stdout)
+    return {"gpus": g, "arch": arch, "server_device": server_device, "images_per_s": rates[-1],
+            "mps": mps.group(1) if mps else "unknown"}
 
 
 def main() -> int:
@@ -293,7 +295,7 @@ def main() -> int:
             r = ddp(args, g, arch, device)
             out["ddp"].append(r)
             print(f"ddp, {g} ranks, {arch} batch 128, server rings {device}: "
-                  f"{r['images_per_s']:.0f} img/s", flush=True)
+                  f"{r['images_per_s']:.0f} img/s (MPS: {r['mps']})", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -171,6 +171,13 @@ def main():
     loader = batchcast.Loader(name, batch_size=args.batch_size, join="next_epoch")
     print(f"[rank {rank}] {loader!r}: {len(loader)} batches per epoch of {loader.epoch_len} "
           f"samples on this node, device {device}", flush=True)
+    if server is not None:
+        # Whether MPS serves the node's GPUs decides what a ring per GPU costs
+        # the ranks (README, "DDP").
+        stats = server.stats()
+        mps = {True: "on", False: "off"}.get(stats.get("mps"), stats.get("mps", "n/a"))
+        print(f"[rank {rank}] the node's server: rings {stats.get('device')}, MPS {mps}",
+              flush=True)
 
     import torchvision
 

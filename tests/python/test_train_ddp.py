@@ -92,7 +92,10 @@ def _assert_two_exact_epochs(out):
 
 @pytest.mark.skipif(_torchrun_missing(), reason="torchrun (torch.distributed.run) is not installed")
 def test_train_ddp_example_on_two_cpu_ranks(tmp_path):
-    _assert_two_exact_epochs(_torchrun(tmp_path, "--epochs", "2"))
+    out = _torchrun(tmp_path, "--epochs", "2")
+    _assert_two_exact_epochs(out)
+    # Local rank 0 says where its server's rings are and whether MPS serves them.
+    assert "[rank 0] the node's server: rings cpu, MPS n/a" in out, out
 
 
 @pytest.mark.skipif(_torchrun_missing(), reason="torchrun (torch.distributed.run) is not installed")
