@@ -2,7 +2,7 @@
 """One server with a ring per GPU (one stream, each sample decoded once), against one GPU.
 
     benchmarks/multi_gpu.py [--build DIR] [--data DIR] [--gpus 1,2,4] [--seconds S]
-                            [--warmup S] [--images N] [--quick]
+                            [--warmup S] [--images N] [--quick] [--repeat N]
                             [--skip producer,trainers,ddp]
                             [--server-option KEY=VALUE ...] [--json FILE]
 
@@ -20,7 +20,9 @@ tools/make_dataset.py once under /tmp and read into the page cache):
    the bytes copied between GPUs, and each ring's producer stages (share of
    the interval, docs/stats.md `producer_stage_s`). --server-option (e.g.
    read_threads=1, nvjpeg_calls=2) adds a `serve` option to these servers
-   and the trainers' (not to train_ddp.py's).
+   and the trainers' (not to train_ddp.py's). --repeat N runs this part N
+   rounds (each GPU count in turn; each ratio to its round's one-GPU rate)
+   and prints the range: rates of one machine differ between runs by a third.
 2. trainers: on the most GPUs, one trainer process per GPU, all at once (ResNet-50 batch 128
    bfloat16, then ResNet-18), fed by the g-GPU server (a batchcast.Loader on
    its GPU, each reading the whole stream) vs synthetic tensors already on
@@ -220,6 +222,30 @@ def ddp(args, g, arch, server_device):
             "mps": mps.group(1) if mps else "unknown"}
 
 
+def producer_round(binary, args, counts, rep):
+    """The producer part once over every GPU count, each ratio to this round's
+    one-GPU rate; prints each result and its stages."""
+    results = []
+    for g in counts:
+        r = producer(binary, args, g)
+        r["round"] = rep
+        results.append(r)
+        print(f"producer, {g} GPU(s): {r['rate']:.0f} img/s; decoded per GPU: "
+              + ", ".join(f"{x:.0f}/s ({s:.0%} of each epoch)"
+                          for x, s in zip(r["decoded_per_ring"], r["epoch_share_per_ring"]))
+              + "; copied between GPUs: "
+              + ", ".join(f"{b / 1e6:.0f} MB/s" for b in r["peer_bytes_per_s"])
+              + f"; waiting for a slot: {r['slot_wait_share']:.0%}", flush=True)
+        for i, shares in enumerate(r["stage_share_per_ring"]):
+            print(f"  ring {i} stages: "
+                  + ", ".join(f"{k} {v:.0%}" for k, v in shares.items() if v >= 0.01),
+                  flush=True)
+    base = results[0]["rate"] if results[0]["gpus"] == 1 else None
+    for r in results:
+        r["ratio"] = r["rate"] / base if base else None
+    return results
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--build", help="the batchcast build (default: BATCHCAST_BUILD_DIR, build/)")
@@ -231,6 +257,9 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--warmup", type=float, default=5.0)
     p.add_argument("--quick", action="store_true", help="shorter measurements")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="rounds of the producer part (each GPU count in turn, each round's "
+                        "ratios to its own one-GPU rate); prints the range")
     p.add_argument("--skip", default="", help="parts to leave out: producer,trainers,ddp")
     p.add_argument("--server-option", action="append", default=[], metavar="KEY=VALUE",
                    help="a `serve` option for the producer and trainer servers, e.g. "
@@ -262,22 +291,16 @@ def main() -> int:
     # Each part's result records the serve options its server ran with.
     out = {"device": torch.cuda.get_device_name(0), "producer": [], "trainers": [], "ddp": []}
     if "producer" not in skip:
-        for g in counts:
-            r = producer(binary, args, g)
-            out["producer"].append(r)
-            print(f"producer, {g} GPU(s): {r['rate']:.0f} img/s; decoded per GPU: "
-                  + ", ".join(f"{x:.0f}/s ({s:.0%} of each epoch)"
-                              for x, s in zip(r["decoded_per_ring"], r["epoch_share_per_ring"]))
-                  + "; copied between GPUs: "
-                  + ", ".join(f"{b / 1e6:.0f} MB/s" for b in r["peer_bytes_per_s"])
-                  + f"; waiting for a slot: {r['slot_wait_share']:.0%}", flush=True)
-            for i, shares in enumerate(r["stage_share_per_ring"]):
-                print(f"  ring {i} stages: "
-                      + ", ".join(f"{k} {v:.0%}" for k, v in shares.items() if v >= 0.01),
+        for rep in range(args.repeat):
+            out["producer"] += producer_round(binary, args, counts, rep)
+        if args.repeat > 1:
+            for g in counts:
+                ratios = [r["ratio"] for r in out["producer"] if r["gpus"] == g and r["ratio"]]
+                rates = [r["rate"] for r in out["producer"] if r["gpus"] == g]
+                print(f"producer, {g} GPU(s), {args.repeat} rounds: {min(rates):.0f}-"
+                      f"{max(rates):.0f} img/s"
+                      + (f", {min(ratios):.2f}-{max(ratios):.2f}x one GPU" if ratios else ""),
                       flush=True)
-        base = out["producer"][0]["rate"] if out["producer"][0]["gpus"] == 1 else None
-        for r in out["producer"]:
-            r["ratio"] = r["rate"] / base if base else None
     if "trainers" not in skip:
         for arch, batch in (("resnet50", 128), ("resnet18", 128)):
             r = trainer_rates(binary, args, counts[-1], arch, batch)
