@@ -358,7 +358,10 @@ Result<std::unique_ptr<Source>> MakeCudaImageSource(const SourceOptions& options
                               decoder->Supports(header) && EndsWithEoi(path, header, whole);
                      },
                      nullptr, share != nullptr ? share->rings : 1));
-    if (share != nullptr) share->dataset = dataset;
+    if (share != nullptr) {
+      share->dataset = dataset;
+      share->for_gpu = true;
+    }
   }
   const uint64_t gpu = CountFlagged(*dataset);
   BC_LOG_INFO("{} files for {}, {} for the CPU decoder ({} fallback threads beside it)", gpu,

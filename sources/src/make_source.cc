@@ -23,7 +23,13 @@ Result<std::unique_ptr<Source>> MakeSharing(const SourceOptions& options, Datase
   }
   // GPU decode (nvJPEG + the fused kernel) needs a device ring; --decode auto
   // takes it when this build and the device allow, else the CPU pipeline.
-  if (options.device.is_cuda() && options.decode != DecodeMode::kCpu) {
+  // Rings after a first one that fell back to the CPU (--decode auto) decode
+  // on the CPU too: their shared scan did not pick the GPU's files.
+  const bool scanned_for_cpu = share != nullptr && share->dataset != nullptr && !share->for_gpu;
+  if (scanned_for_cpu && options.device.is_cuda() && options.decode == DecodeMode::kAuto) {
+    BC_LOG_INFO("--decode auto: {} decodes on the CPU too, as the first ring does",
+                DeviceName(options.device));
+  } else if (options.device.is_cuda() && options.decode != DecodeMode::kCpu) {
     Result<std::unique_ptr<Source>> gpu = MakeCudaImageSource(options, share);
     if (gpu.ok() || options.decode == DecodeMode::kGpu ||
         gpu.status().code() != StatusCode::kUnavailable) {
