@@ -198,7 +198,7 @@ def trainer_rates(binary, args, g, arch, batch):
     options = dict(SERVER, device=devices(g))
     with ServerProcess(binary, name, options, data=args.data, timeout=120) as server:
         fed = trainers_at_once(args, g, arch, batch, name)
-        mps = server.stats().get("mps", "unknown")
+        mps = {True: "on", False: "off"}.get(server.stats().get("mps"), "unknown")
     return {"gpus": g, "arch": arch, "batch": batch, "server_options": options,
             "fed": fed, "synthetic": synthetic,
             "ratio": [f / s if s else 0.0 for f, s in zip(fed, synthetic)], "mps": mps}
@@ -266,6 +266,8 @@ def main() -> int:
                         "read_threads=1 (repeatable)")
     p.add_argument("--json", default=None, help="also write the results here")
     args = p.parse_args()
+    if args.repeat < 1:
+        p.error("--repeat: at least 1")
     if args.quick:
         args.seconds, args.warmup = min(args.seconds, 5.0), min(args.warmup, 3.0)
     build = find_build(args.build)

@@ -101,7 +101,10 @@ def parse_args():
     add_checkpoint_args(p)
     p.add_argument("--resume-if-present", action="store_true",
                    help="resume from --checkpoint when it exists (a job torchrun restarts)")
-    return p.parse_args()
+    args = p.parse_args()
+    if args.split_log and not args.check_split:
+        p.error("--split-log needs --check-split")
+    return args
 
 
 def place():

@@ -34,8 +34,9 @@ class EpochOrders {
   // The seqs [offset, offset + seqs) of `epoch` (offsets in the epoch) were
   // written with `valid` samples among them. DataLoss once each of the
   // epoch's seqs was written and none was a sample. A seq written again (the
-  // stream moved back to a resumed place: Note [Resume]) counts once; an
-  // epoch the stream moved away from is forgotten after kKept newer ones.
+  // stream moved back to a resumed place: Note [Resume]) counts once; of more
+  // than kKept epochs begun and not done, the farthest from the one written
+  // is forgotten (the stream moved away from it).
   Status Record(uint64_t epoch, uint64_t offset, uint64_t seqs, uint64_t valid) BC_EXCLUDES(mu_);
 
  private:

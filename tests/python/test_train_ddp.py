@@ -15,6 +15,7 @@ import re
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -128,7 +129,8 @@ def test_train_ddp_example_resumes_every_rank_at_the_saved_round(tmp_path):
     assert "epoch 2: split ok: 192 samples read, 192 distinct" in again, again
     # The interrupted epoch: what the job read before the stop and after the
     # resume is the whole epoch, each sample once.
-    before, after = ([json.loads(line)["indices"] for line in open(path)] for path in logs)
+    before, after = ([json.loads(line)["indices"] for line in Path(path).read_text().splitlines()]
+                     for path in logs)
     assert len(before) == 1 and len(after) == 2
     assert not set(before[0]) & set(after[0])
     assert sorted(before[0] + after[0]) == list(range(192))

@@ -37,13 +37,19 @@ TEST(EpochOrders, SeqsWrittenAgainCountOnce) {
   EXPECT_TRUE(orders.Record(0, 0, 8, 8).ok());
 }
 
-TEST(EpochOrders, EpochsTheStreamMovedAwayFromAreForgotten) {
+TEST(EpochOrders, OfEpochsBegunAndLeftTheFarthestFromTheOneWrittenAreForgotten) {
   EpochOrders orders = Orders();
-  // Half of each of many epochs, all holes (moves), then one whole epoch of
-  // holes: only that one is DataLoss, and nothing piles up on the way.
-  for (uint64_t e = 0; e < 100; ++e) EXPECT_TRUE(orders.Record(e, 0, 8, 0).ok()) << e;
-  EXPECT_TRUE(orders.Record(99, 8, 4, 0).ok());
-  EXPECT_EQ(orders.Record(99, 12, 4, 0).code(), StatusCode::kDataLoss);
+  // Halves of epochs 10-13, all holes, then of epoch 5 (the stream moved
+  // back to a resumed place): of the five begun, 13 is the farthest from 5
+  // and is forgotten; 10 is kept.
+  for (uint64_t e = 10; e < 14; ++e) EXPECT_TRUE(orders.Record(e, 0, 8, 0).ok()) << e;
+  EXPECT_TRUE(orders.Record(5, 0, 8, 0).ok());
+  EXPECT_EQ(orders.Record(10, 8, 8, 0).code(), StatusCode::kDataLoss) << "kept";
+  EXPECT_TRUE(orders.Record(13, 8, 8, 0).ok()) << "forgotten: its second half starts over";
+  EXPECT_EQ(orders.Record(5, 8, 8, 0).code(), StatusCode::kDataLoss);
+  // Many epochs begun and left: nothing piles up; the one written completes.
+  for (uint64_t e = 100; e < 200; ++e) EXPECT_TRUE(orders.Record(e, 0, 8, 0).ok()) << e;
+  EXPECT_EQ(orders.Record(199, 8, 8, 0).code(), StatusCode::kDataLoss);
 }
 
 }  // namespace
