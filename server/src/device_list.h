@@ -6,9 +6,8 @@
 // `--device cuda:0,1` (also `cuda:0,cuda:1`, or `cuda:all`: every visible
 // GPU) gives the server one ring per GPU, each with its own source decoding
 // on that GPU (its own JPEG engines, its own producer thread and stream);
-// the sources share one scan of the dataset and one reader of its shards
-// (MakeSources, batchcast/sources/make_source.h), and the server checks that
-// they agree before it starts (RingSourcesAgree, ring_sources.h).
+// the sources share one scan of the dataset and one reader of its shards,
+// and decode alike (MakeSources, batchcast/sources/make_source.h).
 // The rings share one stream and one Scheduler (Note [Placement],
 // scheduler.h): each producer batch is decoded once, on the ring it is
 // placed on; the sampler's order (seed, shard) is computed once for all

@@ -23,7 +23,6 @@
 #include "device_list.h"
 #include "metrics_render.h"
 #include "open_file_limit.h"
-#include "ring_sources.h"
 #include "server_impl.h"
 #include "server_stats.h"
 
@@ -305,7 +304,6 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
     }
     BATCHCAST_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Source>> sources,
                                MakeSources(options.source, ring_devices));
-    BATCHCAST_RETURN_IF_ERROR(RingSourcesAgree(sources));
     return StartRings(std::move(options), devices, std::move(sources));
   });
 }
@@ -388,8 +386,8 @@ static std::string StreamOf(const ServerOptions& o, const Source& source, const 
   return id.ToString();
 }
 
-// REQUIRES: options validated; one source per device, all of one dataset
-// (RingSourcesAgree).
+// REQUIRES: options validated; one source per device, all of one dataset and
+// decoding alike (MakeSources).
 Result<std::unique_ptr<Server>> Server::StartRings(ServerOptions options,
                                                    const std::vector<int>& devices,
                                                    std::vector<std::unique_ptr<Source>> sources) {

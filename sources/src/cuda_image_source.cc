@@ -358,10 +358,7 @@ Result<std::unique_ptr<Source>> MakeCudaImageSource(const SourceOptions& options
                               decoder->Supports(header) && EndsWithEoi(path, header, whole);
                      },
                      nullptr, share != nullptr ? share->rings : 1));
-    if (share != nullptr) {
-      share->dataset = dataset;
-      share->for_gpu = true;
-    }
+    if (share != nullptr) share->dataset = dataset;
   }
   const uint64_t gpu = CountFlagged(*dataset);
   BC_LOG_INFO("{} files for {}, {} for the CPU decoder ({} fallback threads beside it)", gpu,

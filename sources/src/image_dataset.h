@@ -240,13 +240,10 @@ class ImageDataset {
 
 // The dataset that the sources of a server's rings share (MakeSources,
 // batchcast/sources/make_source.h): the first source made scans it, for
-// `rings` readers; the others use it. `for_gpu`: the scan classified the
-// files for the GPU decoder (which go to its hardware engine); a scan made
-// for the CPU decoder leaves every file to the CPU.
+// `rings` readers; the others use it.
 struct DatasetShare {
   uint32_t rings = 1;
   std::shared_ptr<ImageDataset> dataset;
-  bool for_gpu = false;
 };
 
 template <typename Attempt>

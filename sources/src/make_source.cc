@@ -1,5 +1,6 @@
 #include "batchcast/sources/make_source.h"
 
+#include <optional>
 #include <thread>
 
 #include "batchcast/core/check.h"
@@ -12,8 +13,13 @@ namespace batchcast {
 
 namespace {
 
-// MakeSource, over the dataset `share` holds (scanned here when it holds none).
-Result<std::unique_ptr<Source>> MakeSharing(const SourceOptions& options, DatasetShare* share) {
+// MakeSource, over the dataset `share` holds (scanned here when it holds
+// none). `first_on_gpu`: how the first of several rings decodes, which the
+// others follow under --decode auto, since a server's rings write their slots
+// alike (SlotWriter): after a first ring on the CPU they take the CPU
+// pipeline; after one on its GPU a GPU they cannot use is an error.
+Result<std::unique_ptr<Source>> MakeSharing(const SourceOptions& options, DatasetShare* share,
+                                            std::optional<bool> first_on_gpu = std::nullopt) {
   BATCHCAST_RETURN_IF_ERROR(options.Validate());
   if (options.synthetic > 0) {
     const int workers = options.workers > 0
@@ -23,19 +29,18 @@ Result<std::unique_ptr<Source>> MakeSharing(const SourceOptions& options, Datase
   }
   // GPU decode (nvJPEG + the fused kernel) needs a device ring; --decode auto
   // takes it when this build and the device allow, else the CPU pipeline.
-  // Rings after a first one that fell back to the CPU (--decode auto) decode
-  // on the CPU too: their shared scan did not pick the GPU's files.
-  const bool scanned_for_cpu = share != nullptr && share->dataset != nullptr && !share->for_gpu;
-  if (scanned_for_cpu && options.device.is_cuda() && options.decode == DecodeMode::kAuto) {
-    BC_LOG_INFO("--decode auto: {} decodes on the CPU too, as the first ring does",
-                DeviceName(options.device));
-  } else if (options.device.is_cuda() && options.decode != DecodeMode::kCpu) {
-    Result<std::unique_ptr<Source>> gpu = MakeCudaImageSource(options, share);
-    if (gpu.ok() || options.decode == DecodeMode::kGpu ||
-        gpu.status().code() != StatusCode::kUnavailable) {
-      return gpu;
+  if (options.device.is_cuda() && options.decode != DecodeMode::kCpu) {
+    if (first_on_gpu == false && options.decode == DecodeMode::kAuto) {
+      BC_LOG_INFO("--decode auto: {} decodes on the CPU too, as the first ring does",
+                  DeviceName(options.device));
+    } else {
+      Result<std::unique_ptr<Source>> gpu = MakeCudaImageSource(options, share);
+      if (gpu.ok() || options.decode == DecodeMode::kGpu ||
+          gpu.status().code() != StatusCode::kUnavailable || first_on_gpu == true) {
+        return gpu;
+      }
+      BC_LOG_INFO("--decode auto: decoding on the CPU ({})", gpu.status().message());
     }
-    BC_LOG_INFO("--decode auto: decoding on the CPU ({})", gpu.status().message());
   }
   return MakeImageSource(options, nullptr, share);
 }
@@ -51,13 +56,15 @@ Result<std::vector<std::unique_ptr<Source>>> MakeSources(const SourceOptions& op
   BATCHCAST_CHECK(!devices.empty());
   DatasetShare share;
   share.rings = static_cast<uint32_t>(devices.size());
+  std::optional<bool> first_on_gpu;
   std::vector<std::unique_ptr<Source>> sources;
   for (const Device& device : devices) {
     SourceOptions o = options;
     o.device = device;
-    Result<std::unique_ptr<Source>> source = MakeSharing(o, &share);
+    Result<std::unique_ptr<Source>> source = MakeSharing(o, &share, first_on_gpu);
     if (!source.ok() && device.is_cuda()) return source.status().WithContext(DeviceName(device));
     if (!source.ok()) return source.status();
+    if (!first_on_gpu) first_on_gpu = (*source)->output_memory() == MemoryKind::kCuda;
     sources.push_back(std::move(*source));
   }
   return sources;

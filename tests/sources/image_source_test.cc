@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <string>
@@ -178,6 +179,50 @@ TEST(MakeSource, PicksTheSourceTheOptionsDescribe) {
 
   auto missing = MakeSource(Options("/nowhere/at/all"));
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound) << missing.status().ToString();
+}
+
+// A server's rings (host rings here) get one source each over one dataset:
+// they agree on what index k means (size, fields, shards, listing), and a
+// file that failed on one ring is known bad to the others, which drop it
+// without reading it (its warning and count come once).
+TEST(MakeSources, EveryRingReadsOneDataset) {
+  TempDataset d;
+  d.Write("a/0.jpg", TempDataset::Jpeg(40, 40, 1));
+  d.Write("a/1_bad.jpg", TempDataset::Truncated(80, 80, 2));
+  d.Write("b/2.jpg", TempDataset::Jpeg(50, 30, 3));
+  const std::vector<Device> rings = {Device::Cpu(), Device::Cpu(), Device::Cpu()};
+  auto sources = MakeSources(Options(d.root()), rings);
+  ASSERT_TRUE(sources.ok()) << sources.status().ToString();
+  ASSERT_EQ(sources->size(), 3u);
+  Source& first = *sources->front();
+  for (const auto& s : *sources) {
+    EXPECT_EQ(s->size(), 3u);
+    EXPECT_EQ(s->fields(), first.fields());
+    EXPECT_EQ(s->sample_groups(), first.sample_groups());
+    EXPECT_EQ(s->listing_digest(), first.listing_digest());
+    EXPECT_NE(s->listing_digest(), 0u);
+  }
+  LogCapture log;
+  HostSlot on_ring0(first, {1, 0}, 0);
+  auto valid = first.FillBatch(on_ring0.view, ReadAhead{});
+  ASSERT_TRUE(valid.ok()) << valid.status().ToString();
+  EXPECT_EQ(*valid, 1u);
+  // Ring 2 meets the file in a later epoch: known bad, dropped unread. (Its
+  // bytes now decode: a source with a dataset of its own would take them.)
+  d.Write("a/1_bad.jpg", TempDataset::Jpeg(60, 60, 9));
+  Source& ring2 = *(*sources)[2];
+  HostSlot on_ring2(ring2, {1, 2}, 1);
+  valid = ring2.FillBatch(on_ring2.view, ReadAhead{});
+  ASSERT_TRUE(valid.ok()) << valid.status().ToString();
+  EXPECT_EQ(*valid, 1u);
+  EXPECT_EQ(on_ring2.indices[0], 2);
+  EXPECT_EQ(log.Count("dropping "), 1) << log.text();
+  for (const auto& s : *sources) {
+    EXPECT_EQ(Counter(*s, "files_dropped_at_decode"), 1);
+    EXPECT_EQ(Counter(*s, "samples_dropped"), 2);
+    const std::vector<std::string> shared = s->dataset_counters();
+    EXPECT_NE(std::find(shared.begin(), shared.end(), "files_dropped_at_decode"), shared.end());
+  }
 }
 
 }  // namespace

@@ -25,6 +25,9 @@ Result<std::unique_ptr<Source>> MakeSource(const SourceOptions& options);
 // and tar shards are read once, through one reader, where a sample read
 // ahead for one ring waits for the ring it was placed on. The dataset's
 // counters are then the same on every source (Source::dataset_counters).
+// Every source decodes as the first does (--decode auto: on the CPU after a
+// first one on the CPU; a GPU that cannot decode after a first one on its
+// GPU is an error), so all write their slots alike, from one dataset.
 // Errors: MakeSource's, with the device it failed for.
 // REQUIRES: options.Validate() is OK; devices is not empty.
 Result<std::vector<std::unique_ptr<Source>>> MakeSources(const SourceOptions& options,
