@@ -26,7 +26,9 @@ bool Exists(const std::string& path) {
   return lstat(path.c_str(), &st) == 0;
 }
 
-bool RingExists(const std::string& name) { return Exists("/dev/shm/" + HostRingShmName(name)); }
+bool RingExists(const std::string& name, uint32_t ring = 0) {
+  return Exists("/dev/shm/" + HostRingShmName(name, ring));
+}
 
 TEST_F(RuntimeDirTest, ProbeSaysWhoIsAlive) {
   ASSERT_TRUE(RuntimeDir().ok());
@@ -73,7 +75,7 @@ TEST_F(RuntimeDirTest, ReclaimRemovesWhatDeadServersLeftAndNothingElse) {
   EXPECT_EQ(r[0].ring_bytes, 2u << 20) << "both host rings";
   EXPECT_TRUE(r[0].socket);
   EXPECT_FALSE(RingExists("dead"));
-  EXPECT_FALSE(Exists("/dev/shm/" + HostRingShmName("dead", 1)));
+  EXPECT_FALSE(RingExists("dead", 1));
   EXPECT_FALSE(Exists(dir() + "/dead.sock"));
   EXPECT_FALSE(Exists(dir() + "/dead.lock"));
   // The live server's files are untouched; its name stays taken.
@@ -95,7 +97,7 @@ TEST_F(RuntimeDirTest, ReclaimRemovesARingWhoseLockFileIsGone) {
   ASSERT_TRUE(RuntimeDir().ok());
   const std::string dead = "orphan-" + std::to_string(getpid());
   const std::string live = "held-" + std::to_string(getpid());
-  const pid_t owner = StartFakeServer(dead, dir());
+  const pid_t owner = StartFakeServer(dead, dir(), /*rings=*/2);
   KillAndReap(owner);
   ASSERT_EQ(unlink((dir() + "/" + dead + ".lock").c_str()), 0);  // the directory's loss
   auto held = HostSharedMemory::Create(HostRingShmName(live), 4096);
@@ -104,11 +106,14 @@ TEST_F(RuntimeDirTest, ReclaimRemovesARingWhoseLockFileIsGone) {
   EXPECT_TRUE(RingExists(dead));
   std::vector<Reclaimed> r = ReclaimDeadServers(std::chrono::seconds(0));
   std::erase_if(r, [&](const Reclaimed& x) { return x.name != dead && x.name != live; });
-  ASSERT_EQ(r.size(), 1u);
-  EXPECT_EQ(r[0].name, dead);
-  EXPECT_TRUE(r[0].orphan);
-  EXPECT_EQ(r[0].ring_bytes, 1u << 20);
+  ASSERT_EQ(r.size(), 2u) << "both of its host rings, each under its server's name";
+  for (const Reclaimed& x : r) {
+    EXPECT_EQ(x.name, dead);
+    EXPECT_TRUE(x.orphan);
+    EXPECT_EQ(x.ring_bytes, 1u << 20);
+  }
   EXPECT_FALSE(RingExists(dead));
+  EXPECT_FALSE(RingExists(dead, 1));
   EXPECT_TRUE(RingExists(live)) << "a live server's ring is held";
 }
 

@@ -107,6 +107,7 @@ TEST(Shards, TwoRingsReadEachShardOnce) {
   for (const auto& epochs : ReadOnEveryRing(o.name, 2, 16, 2)) {
     ASSERT_EQ(epochs.size(), 2u);
     for (const Epoch& e : epochs) {
+      EXPECT_EQ(e.indices.size(), 100u);
       EXPECT_EQ(std::set<int64_t>(e.indices.begin(), e.indices.end()).size(), 100u);
     }
   }

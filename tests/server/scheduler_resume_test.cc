@@ -233,7 +233,10 @@ TEST_F(ResumeTest, TheLagPolicyNeverSkipsOrEvictsAReaderInTheLane) {
     TickAfter(config_.lag_timeout);
     TickAfter(config_.lag_timeout);
     EXPECT_EQ(Stats()["skip_events"].get<int>() + Stats()["consumers_evicted"].get<int>(), 1);
-    // b2 sits in the lane, asking nothing, through more of lag_timeout.
+    // With skip, `a` reads on from the stream's head and b2 stays in the
+    // lane; with evict nobody else reads, so the stream moves to b2.
+    EXPECT_EQ(ConsumerStats("b2")["resumed"], policy == LagPolicy::kSkip ? "lane" : "stream");
+    // b2 sits there, asking nothing, through more of lag_timeout.
     for (int i = 0; i < 5; ++i) TickAfter(config_.lag_timeout);
     EXPECT_EQ(Read("b2", 12), Expected(4, 2, 12));
     EXPECT_TRUE(s_->HasConsumer("b2"));
