@@ -180,13 +180,19 @@ def trainers_at_once(args, g, arch, batch, source):
     procs = start_processes(g, TRAINER, lambda i: [
         f"cuda:{i}", arch, str(batch), str(max(args.warmup, 5.0)), str(args.seconds), source])
     rates = []
-    for i, proc in enumerate(procs):
-        out, _ = proc.communicate(timeout=300)
-        found = re.findall(r"^RATE ([0-9.]+)$", out, re.M)
-        if proc.returncode != 0 or not found:
-            raise RuntimeError(f"trainer on cuda:{i} ({source}) exited {proc.returncode}: "
-                               f"{out[-2000:]}")
-        rates.append(float(found[-1]))
+    try:
+        for i, proc in enumerate(procs):
+            out, _ = proc.communicate(timeout=300)
+            found = re.findall(r"^RATE ([0-9.]+)$", out, re.M)
+            if proc.returncode != 0 or not found:
+                raise RuntimeError(f"trainer on cuda:{i} ({source}) exited {proc.returncode}: "
+                                   f"{out[-2000:]}")
+            rates.append(float(found[-1]))
+    finally:
+        for proc in procs:  # the others, when one failed
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     return rates
 
 
@@ -285,7 +291,8 @@ def main() -> int:
         key, sep, value = kv.partition("=")
         if not sep or not key:
             p.error(f"--server-option {kv!r}: expected KEY=VALUE")
-        SERVER[key.replace("-", "_")] = int(value) if value.isdigit() else value
+        typed = {"true": True, "false": False}.get(value.lower(), value)
+        SERVER[key.replace("-", "_")] = int(value) if value.isdigit() else typed
     args.data = args.data or default_dataset(args.images)
     make_dataset(args.data, args.images, classes=100)
     warm_page_cache(args.data)
