@@ -18,7 +18,9 @@ tools/make_dataset.py once under /tmp and read into the page cache):
    server's aggregate rate (samples published: each decoded once) and what
    each GPU decoded (`rings[i].samples_decoded`), per second and per epoch,
    the bytes copied between GPUs, and each ring's producer stages (share of
-   the interval, docs/stats.md `producer_stage_s`). --server-option (e.g.
+   the interval, docs/stats.md `producer_stage_s`), naming the rings that
+   paced the others (`paced_by`: far longer in their decode calls, while
+   the rings take the stream's batches in turn). --server-option (e.g.
    read_threads=1, nvjpeg_calls=2) adds a `serve` option to these servers
    and the trainers' (not to train_ddp.py's). --repeat N runs this part N
    rounds (each GPU count in turn; each ratio to its round's one-GPU rate)
@@ -136,6 +138,22 @@ def stage_shares(before, after, dt):
     return {k: round((a[k] - b.get(k, 0.0)) / dt, 3) for k in sorted(a)}
 
 
+def paced_by(stage_share_per_ring, stage="hw_decode", near=0.1, gap=0.2):
+    """The rings that paced the others in a producer round: those within
+    `near` of the largest share of `stage` (each ring's one thread in nvJPEG's
+    calls), when every other ring's share is at least `gap` below it. The
+    rings take the stream's batches in turn, so a ring slower in its decode
+    calls makes every ring go at its pace. [] with one ring, or when the
+    rings' shares lie close together."""
+    shares = [r.get(stage, 0.0) for r in stage_share_per_ring]
+    if len(shares) < 2:
+        return []
+    top = max(shares)
+    slow = [i for i, v in enumerate(shares) if v >= top - near]
+    rest = [v for i, v in enumerate(shares) if i not in slow]
+    return slow if rest and max(rest) <= top - gap else []
+
+
 TRAINER = r"""
 import sys, time, torch, torchvision
 device, arch, batch, warmup, seconds, source = sys.argv[1:7]
@@ -246,6 +264,11 @@ def producer_round(binary, args, counts, rep):
             print(f"  ring {i} stages: "
                   + ", ".join(f"{k} {v:.0%}" for k, v in shares.items() if v >= 0.01),
                   flush=True)
+        r["paced_by"] = paced_by(r["stage_share_per_ring"])
+        if r["paced_by"]:
+            print(f"  ring(s) {', '.join(map(str, r['paced_by']))} paced the others: slower in "
+                  "their decode calls (hw_decode), and the rings take the stream's batches "
+                  "in turn", flush=True)
     base = results[0]["rate"] if results[0]["gpus"] == 1 else None
     for r in results:
         r["ratio"] = r["rate"] / base if base else None
