@@ -3,7 +3,7 @@
 
     benchmarks/multi_gpu.py [--build DIR] [--data DIR] [--gpus 1,2,4] [--seconds S]
                             [--warmup S] [--images N] [--quick] [--repeat N]
-                            [--skip producer,trainers,ddp]
+                            [--skip producer,trainers,ddp] [--separate]
                             [--server-option KEY=VALUE ...] [--json FILE]
 
 In one run, on the same dataset (--images JPEGs, default 20,000, made by
@@ -25,6 +25,11 @@ tools/make_dataset.py once under /tmp and read into the page cache):
    and the trainers' (not to train_ddp.py's). --repeat N runs this part N
    rounds (each GPU count in turn; each ratio to its round's one-GPU rate)
    and prints the range: rates of one machine differ between runs by a third.
+   --separate adds, after each count g of 2 or more, g single-GPU servers at
+   once (`--device cuda:i`, one reader each, every server decoding the whole
+   stream for its reader): their rates against the one-GPU rate of the same
+   round show whether one process holding g rings slows its rings' decode
+   threads, or g decodes on one node slow each other anyway.
 2. trainers: on the most GPUs, one trainer process per GPU, all at once (ResNet-50 batch 128
    bfloat16, then ResNet-18), fed by the g-GPU server (a batchcast.Loader on
    its GPU, each reading the whole stream) vs synthetic tensors already on
@@ -39,6 +44,7 @@ Needs torch with CUDA, nvJPEG in the build and a CUDA build of batchcast.
 About 8 minutes in all on 4 GPUs; --quick (shorter measurements) about 5.
 """
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -136,6 +142,36 @@ def stage_shares(before, after, dt):
     producer_stage_s; a stage on a pool is summed over its threads)."""
     b, a = before.get("producer_stage_s", {}), after.get("producer_stage_s", {})
     return {k: round((a[k] - b.get(k, 0.0)) / dt, 3) for k in sorted(a)}
+
+
+def separate(binary, args, g):
+    """g single-GPU servers at once, one per GPU (`--device cuda:i`), each
+    with one reader on its GPU: every server decodes the whole stream for
+    its reader. Their rates, against the node server's, tell what one
+    process holding g rings costs its rings' decode threads."""
+    name = f"mgbench-{os.getpid()}-s{g}"
+    with contextlib.ExitStack() as stack:
+        servers = [stack.enter_context(ServerProcess(
+            binary, f"{name}-{i}", dict(SERVER, device=f"cuda:{i}"), data=args.data,
+            timeout=120)) for i in range(g)]
+        readers = start_processes(g, READER, lambda i: [f"{name}-{i}", f"cuda:{i}", "256"])
+        try:
+            for server, reader in zip(servers, readers):
+                wait_for_consumers(server, 1, [reader])
+            time.sleep(args.warmup)
+            t0, s0 = time.monotonic(), [server.stats() for server in servers]
+            time.sleep(args.seconds)
+            t1, s1 = time.monotonic(), [server.stats() for server in servers]
+        finally:
+            for proc in readers:
+                proc.kill()
+                proc.wait()
+    dt = t1 - t0
+    rates = [(b["samples_published"] - a["samples_published"]) / dt for a, b in zip(s0, s1)]
+    return {"rate": sum(rates), "rate_per_server": rates,
+            "stage_share_per_server": [stage_shares(a["rings"][0], b["rings"][0], dt)
+                                       if a.get("rings") and b.get("rings") else {}
+                                       for a, b in zip(s0, s1)]}
 
 
 def paced_by(stage_share_per_ring, stage="hw_decode", near=0.1, gap=0.2):
@@ -246,6 +282,11 @@ def ddp(args, g, arch, server_device):
             "mps": mps.group(1) if mps else "unknown"}
 
 
+def one_gpu_rate(results):
+    """A round's one-GPU rate, the reference of its ratios (None without it)."""
+    return results[0]["rate"] if results and results[0]["gpus"] == 1 else None
+
+
 def producer_round(binary, args, counts, rep):
     """The producer part once over every GPU count, each ratio to this round's
     one-GPU rate; prints each result and its stages."""
@@ -269,7 +310,19 @@ def producer_round(binary, args, counts, rep):
             print(f"  ring(s) {', '.join(map(str, r['paced_by']))} paced the others: slower in "
                   "their decode calls (hw_decode), and the rings take the stream's batches "
                   "in turn", flush=True)
-    base = results[0]["rate"] if results[0]["gpus"] == 1 else None
+        one = one_gpu_rate(results)
+        if args.separate and g >= 2:
+            r["separate"] = sep = separate(binary, args, g)
+            print(f"separate, {g} single-GPU servers at once (each decodes the whole stream for "
+                  f"its reader): {sep['rate']:.0f} img/s in all; per server: "
+                  + ", ".join(f"{x:.0f}" for x in sep["rate_per_server"])
+                  + "; in decode calls: "
+                  + ", ".join(f"{x.get('hw_decode', 0.0):.0%}"
+                              for x in sep["stage_share_per_server"])
+                  + (f"; each {min(sep['rate_per_server']) / one:.2f}-"
+                     f"{max(sep['rate_per_server']) / one:.2f} of one GPU's rate" if one else ""),
+                  flush=True)
+    base = one_gpu_rate(results)
     for r in results:
         r["ratio"] = r["rate"] / base if base else None
     return results
@@ -290,6 +343,10 @@ def main() -> int:
                    help="rounds of the producer part (each GPU count in turn, each round's "
                         "ratios to its own one-GPU rate); prints the range")
     p.add_argument("--skip", default="", help="parts to leave out: producer,trainers,ddp")
+    p.add_argument("--separate", action="store_true",
+                   help="in the producer part, after each count g of 2 or more, also g "
+                        "single-GPU servers at once, one reader each (each decodes the whole "
+                        "stream): what one process holding g rings costs their decode threads")
     p.add_argument("--server-option", action="append", default=[], metavar="KEY=VALUE",
                    help="a `serve` option for the producer and trainer servers, e.g. "
                         "read_threads=1 (repeatable)")

@@ -1,13 +1,18 @@
-"""benchmarks/multi_gpu.py: which rings paced the others in a producer round
-(the rings take the stream's batches in turn, so one slow ring sets every
-ring's pace). Stage shares as its rounds on 4 x H200 gave them."""
+"""benchmarks/multi_gpu.py without GPUs: which rings paced the others in a
+producer round (the rings take the stream's batches in turn, so one slow ring
+sets every ring's pace; stage shares as its rounds on 4 x H200 gave them), and
+the producer part's rounds and separate servers over fake servers and readers.
+"""
+import json
 import os
 import sys
+import types
 
 import _bc_helpers as H
 
 sys.path.insert(0, os.path.join(H.REPO, "benchmarks"))
 
+import multi_gpu  # noqa: E402
 from multi_gpu import paced_by  # noqa: E402
 
 
@@ -30,3 +35,66 @@ def test_one_ring_or_none_paced_nobody():
     assert paced_by(rings(0.97)) == []
     assert paced_by([]) == []
     assert paced_by([{"read": 0.3}, {"read": 0.2}]) == []  # no decode calls (CPU rings)
+
+
+class FakeServer:
+    """A server whose counters grow by one step per stats() call: ring 1 of
+    each multi-GPU server is the one long in its decode calls."""
+
+    calls = 0
+
+    def __init__(self, binary, name, options, **kwargs):
+        self.rings = options["device"].count(",") + 1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def stats(self):
+        FakeServer.calls += 1
+        k = FakeServer.calls
+        return {"consumers": list(range(self.rings)), "samples_published": 1000 * k * self.rings,
+                "epoch_len": 20000, "mps": False, "producer_blocked_s": 0.0,
+                "rings": [{"samples_decoded": 1000 * k, "peer_bytes": 0,
+                           "producer_stage_s": {"read": 0.2 * k,
+                                                "hw_decode": (0.9 if j == 1 else 0.5) * k}}
+                          for j in range(self.rings)]}
+
+
+class FakeProcess:
+    def poll(self):
+        return None
+
+    def kill(self):
+        pass
+
+    def wait(self):
+        pass
+
+
+def test_the_producer_part_runs_its_rounds_and_the_separate_servers(monkeypatch, tmp_path):
+    torch = types.ModuleType("torch")
+    torch.cuda = types.SimpleNamespace(device_count=lambda: 4, get_device_name=lambda i: "Fake")
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    for name, fake in {"ServerProcess": FakeServer,
+                       "start_processes": lambda g, script, argv: [FakeProcess() for _ in range(g)],
+                       "find_build": lambda build: "/build", "server_bin": lambda build: "server",
+                       "make_dataset": lambda *a, **k: 0,
+                       "warm_page_cache": lambda *a, **k: None}.items():
+        monkeypatch.setattr(multi_gpu, name, fake)
+    monkeypatch.setattr(multi_gpu.time, "sleep", lambda s: None)
+    out = tmp_path / "out.json"
+    monkeypatch.setattr(sys, "argv", ["multi_gpu.py", "--data", str(tmp_path), "--repeat", "2",
+                                      "--separate", "--skip", "trainers,ddp", "--json", str(out)])
+    assert multi_gpu.main() == 0
+    rounds = json.loads(out.read_text())["producer"]
+    assert [(r["gpus"], r["round"]) for r in rounds] == [(g, k) for k in (0, 1) for g in (1, 2, 4)]
+    for r in rounds:
+        assert r["ratio"] > 0
+        assert r["paced_by"] == ([1] if r["gpus"] > 1 else [])
+        assert ("separate" in r) == (r["gpus"] > 1)
+        if r["gpus"] > 1:
+            assert len(r["separate"]["rate_per_server"]) == r["gpus"]
+            assert r["separate"]["rate"] == sum(r["separate"]["rate_per_server"])
