@@ -195,7 +195,8 @@ def main():
     if args.resume_if_present and args.checkpoint and os.path.exists(args.checkpoint):
         resume = args.checkpoint
     # Every rank loads rank 0's checkpoint: its loader state is the group's place.
-    start = load_checkpoint(resume, model.module, opt, loader, device) if resume else 0
+    start = (load_checkpoint(resume, model.module, opt, loader, device, args.epochs)
+             if resume else 0)
 
     def checkpoint(epoch, step=None):
         if rank == 0 and args.checkpoint and (

@@ -102,8 +102,9 @@ def save_checkpoint(path, model, opt, epoch, loader):
     os.replace(path + ".tmp", path)  # a kill while saving keeps the last one
 
 
-def load_checkpoint(path, model, opt, loader, device):
-    """The epoch to continue; the loader goes on exactly where it was saved."""
+def load_checkpoint(path, model, opt, loader, device, epochs):
+    """The epoch to continue; the loader goes on exactly where it was saved.
+    Says so when the checkpoint is already past `epochs` (nothing to train)."""
     state = torch.load(path, map_location=device)
     model.load_state_dict(state["model"])
     opt.load_state_dict(state["optimizer"])
@@ -111,6 +112,9 @@ def load_checkpoint(path, model, opt, loader, device):
         loader.load_state_dict(state["loader"])  # before the first batch
         print(f"resumed from {path}: epoch {state['loader']['epoch']} after "
               f"{state['loader']['step']} batches", flush=True)
+    if state["epoch"] >= epochs:
+        print(f"{path} holds {state['epoch']} finished epoch(s): --epochs {epochs} leaves "
+              "nothing to train (raise --epochs to go on)", flush=True)
     return state["epoch"]
 
 
@@ -258,7 +262,8 @@ def main():
     mean, std = MEAN.to(device), STD.to(device)
     print(f"ResNet-18, {num_classes} classes, device {device}, batch {args.batch_size}, "
           f"{torch.get_num_threads()} threads")
-    start = load_checkpoint(args.resume, model, opt, batches, device) if args.resume else 0
+    start = (load_checkpoint(args.resume, model, opt, batches, device, args.epochs)
+             if args.resume else 0)
     input_bound = InputBound(batches)
     input_bound.take()  # the first interval starts with the training, not at connection
     try:

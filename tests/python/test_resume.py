@@ -392,3 +392,10 @@ def test_the_example_saves_the_loader_with_the_model_and_resumes_there(tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"resumed from {ckpt}: epoch 0 after 7 batches" in again.stdout, again.stdout
     assert "epoch 1: 9 steps" in again.stdout, again.stdout
+    # Resumed once more with every epoch done: it says so, and trains nothing.
+    done = subprocess.run(common + ["--epochs", "2", "--resume", ckpt], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "holds 2 finished epoch(s): --epochs 2 leaves nothing to train" in done.stdout, \
+        done.stdout
+    assert "steps," not in done.stdout, done.stdout
