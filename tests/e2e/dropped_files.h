@@ -134,13 +134,7 @@ inline ServedEpochs ServeEpochsToShapes(ServerOptions o, int epochs,
 // ReadEpochs of every consumer at once, one thread each.
 inline std::vector<std::vector<EpochRead>> ReadEpochsTogether(
     const std::vector<std::unique_ptr<Consumer>>& consumers, int epochs) {
-  std::vector<std::vector<EpochRead>> reads(consumers.size());
-  std::vector<std::thread> threads;
-  for (size_t k = 0; k < consumers.size(); ++k) {
-    threads.emplace_back([&, k] { reads[k] = ReadEpochs(*consumers[k], epochs); });
-  }
-  for (std::thread& t : threads) t.join();
-  return reads;
+  return ReadTogether(consumers, [epochs](Consumer& c) { return ReadEpochs(c, epochs); });
 }
 
 // Checks one consumer epoch `e` whose producer epoch's order is `order`

@@ -113,4 +113,18 @@ inline std::unique_ptr<Consumer> ConnectConsumer(const std::string& name, uint32
   return c.ok() ? std::move(*c) : nullptr;
 }
 
+// read(consumer) for every consumer at once, one thread each: what each read,
+// in the consumers' order.
+template <typename Read>
+auto ReadTogether(const std::vector<std::unique_ptr<Consumer>>& consumers, Read read)
+    -> std::vector<decltype(read(*consumers.front()))> {
+  std::vector<decltype(read(*consumers.front()))> out(consumers.size());
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k < consumers.size(); ++k) {
+    threads.emplace_back([&, k] { out[k] = read(*consumers[k]); });
+  }
+  for (std::thread& t : threads) t.join();
+  return out;
+}
+
 }  // namespace batchcast::testing

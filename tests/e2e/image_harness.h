@@ -98,27 +98,28 @@ inline ServerOptions OnHostRings(ServerOptions o, uint32_t rings) {
 
 // A consumer of `endpoint` on each of its `rings` host rings (device
 // "cpu:N", batch `batch`, incomplete batches kept), all reading at once,
-// each `epochs` whole epochs: what each read, by ring.
+// each `epochs` whole epochs: what each read, by ring (nothing, and a test
+// failure, when one cannot connect).
 inline std::vector<std::vector<Epoch>> ReadOnEveryRing(const std::string& endpoint, int rings,
                                                        uint32_t batch, int epochs) {
-  std::vector<std::vector<Epoch>> reads(static_cast<size_t>(rings));
-  std::vector<std::thread> readers;
+  std::vector<std::unique_ptr<Consumer>> consumers;
   for (int ring = 0; ring < rings; ++ring) {
-    readers.emplace_back([&, ring] {
-      ConsumerOptions c;
-      c.endpoint = endpoint;
-      c.batch_size = batch;
-      c.drop_last = false;
-      c.timeout = 60s;
-      c.device = "cpu:" + std::to_string(ring);
-      auto consumer = Consumer::Connect(c);
-      ASSERT_TRUE(consumer.ok()) << consumer.status().ToString();
-      for (int e = 0; e < epochs; ++e)
-        reads[static_cast<size_t>(ring)].push_back(ReadEpoch(**consumer));
-    });
+    ConsumerOptions c;
+    c.endpoint = endpoint;
+    c.batch_size = batch;
+    c.drop_last = false;
+    c.timeout = 60s;
+    c.device = "cpu:" + std::to_string(ring);
+    auto consumer = Consumer::Connect(c);
+    EXPECT_TRUE(consumer.ok()) << consumer.status().ToString();
+    if (!consumer.ok()) return {};
+    consumers.push_back(std::move(*consumer));
   }
-  for (std::thread& t : readers) t.join();
-  return reads;
+  return testing::ReadTogether(consumers, [epochs](Consumer& c) {
+    std::vector<Epoch> read;
+    for (int e = 0; e < epochs; ++e) read.push_back(ReadEpoch(c));
+    return read;
+  });
 }
 
 // Server::Start(o) with --on-error fail fails, naming `what` (the bad file or
