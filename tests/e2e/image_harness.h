@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -120,6 +121,23 @@ inline std::vector<std::vector<Epoch>> ReadOnEveryRing(const std::string& endpoi
     for (int e = 0; e < epochs; ++e) read.push_back(ReadEpoch(c));
     return read;
   });
+}
+
+// A consumer on each of `endpoint`'s `rings` host rings (ReadOnEveryRing),
+// each reading the whole stream: every one of its `epochs` epochs holds the
+// `samples` usable samples, each once (the rings take the stream's batches
+// in turn).
+inline void ExpectEveryRingReadsWholeEpochs(const std::string& endpoint, int rings, uint32_t batch,
+                                            int epochs, size_t samples) {
+  const auto reads = ReadOnEveryRing(endpoint, rings, batch, epochs);
+  ASSERT_EQ(reads.size(), static_cast<size_t>(rings));
+  for (const auto& read : reads) {
+    ASSERT_EQ(read.size(), static_cast<size_t>(epochs));
+    for (const Epoch& e : read) {
+      EXPECT_EQ(e.indices.size(), samples);
+      EXPECT_EQ(std::set<int64_t>(e.indices.begin(), e.indices.end()).size(), samples);
+    }
+  }
 }
 
 // Server::Start(o) with --on-error fail fails, naming `what` (the bad file or

@@ -125,14 +125,7 @@ TEST(ImagePipeline, TwoRingsCountTheDatasetOnce) {
   o.epochs = 3;
   auto server = Server::Start(o);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
-  // A consumer on each ring: the rings take the stream's batches in turn.
-  for (const auto& epochs : ReadOnEveryRing(o.name, 2, 11, 3)) {
-    ASSERT_EQ(epochs.size(), 3u);
-    for (const Epoch& e : epochs) {
-      EXPECT_EQ(e.indices.size(), 22u);
-      EXPECT_EQ(std::set<int64_t>(e.indices.begin(), e.indices.end()).size(), 22u);
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectEveryRingReadsWholeEpochs(o.name, 2, 11, 3, 22));
   auto st = StatsOf(**server);
   const auto& top = st["source_counters"];
   EXPECT_EQ(top["files"], 23) << st.dump();

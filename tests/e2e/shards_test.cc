@@ -102,15 +102,7 @@ TEST(Shards, TwoRingsReadEachShardOnce) {
   o.source.shuffle_buffer = 24;
   auto server = Server::Start(o);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
-  // A consumer on each ring, each reading the whole stream: the rings take
-  // its batches in turn.
-  for (const auto& epochs : ReadOnEveryRing(o.name, 2, 16, 2)) {
-    ASSERT_EQ(epochs.size(), 2u);
-    for (const Epoch& e : epochs) {
-      EXPECT_EQ(e.indices.size(), 100u);
-      EXPECT_EQ(std::set<int64_t>(e.indices.begin(), e.indices.end()).size(), 100u);
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectEveryRingReadsWholeEpochs(o.name, 2, 16, 2, 100));
   auto st = StatsOf(**server);
   const auto& c = st["source_counters"];
   EXPECT_EQ(c["shards"], 7) << st.dump();
