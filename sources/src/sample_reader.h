@@ -14,11 +14,12 @@
 // that at most K + (the samples of one batch) are held at once, and every
 // shard is opened once per epoch (a reader that the rings of a server share,
 // MakeSources: about K + a batch per ring, since each ring's batches wait
-// there for it; its max_held grows with the rings, ImageDataset::Open). Any other order is still
-// served correctly: beyond `max_held` samples nothing more is held, and a sample already passed is
-// found by reading its shard again (counted as `shard_rereads`). A shard that fails while read
-// (changed or damaged since the scan) fails its remaining samples (each follows Note [Dropped
-// files]) without reading it again.
+// there for it; its max_held grows with the rings, ImageDataset::Open). Any
+// other order is still served correctly: beyond `max_held` samples nothing
+// more is held, and a sample already passed is found by reading its shard
+// again (counted as `shard_rereads`). A shard that fails while read (changed
+// or damaged since the scan) fails its remaining samples (each follows
+// Note [Dropped files]) without reading it again.
 //
 // Thread-safety: Read may be called from any thread; a sequential() reader
 // serializes its calls (a mutex), so callers that want speed read from one
