@@ -103,6 +103,25 @@ def wait_for_consumers(server, n, procs, timeout=120.0):
     raise RuntimeError(f"{n} readers did not connect in {timeout:.0f} s")
 
 
+def measure(servers, readers, args):
+    """Once every server counts its share of the `readers` (as many each), a
+    --warmup, then each server's stats at both ends of --seconds: (the
+    interval in seconds, the stats before, the stats after). The readers are
+    killed in the end, also when one failed."""
+    try:
+        for server in servers:
+            wait_for_consumers(server, len(readers) // len(servers), readers)
+        time.sleep(args.warmup)
+        t0, before = time.monotonic(), [server.stats() for server in servers]
+        time.sleep(args.seconds)
+        t1, after = time.monotonic(), [server.stats() for server in servers]
+    finally:
+        for proc in readers:
+            proc.kill()
+            proc.wait()
+    return t1 - t0, before, after
+
+
 def producer(binary, args, g):
     name = f"mgbench-{os.getpid()}-p{g}"
     # Each reader holds a slot or two while it reads and each ring's producer
@@ -110,17 +129,7 @@ def producer(binary, args, g):
     options = dict(SERVER, device=devices(g), window=max(SERVER["window"], 4 * g))
     with ServerProcess(binary, name, options, data=args.data, timeout=120) as server:
         readers = start_processes(g, READER, lambda i: [name, f"cuda:{i}", "256"])
-        try:
-            wait_for_consumers(server, g, readers)
-            time.sleep(args.warmup)
-            t0, s0 = time.monotonic(), server.stats()
-            time.sleep(args.seconds)
-            t1, s1 = time.monotonic(), server.stats()
-        finally:
-            for proc in readers:
-                proc.kill()
-                proc.wait()
-    dt = t1 - t0
+        dt, (s0,), (s1,) = measure([server], readers, args)
     before, after = ring_counts(s0, "samples_decoded"), ring_counts(s1, "samples_decoded")
     decoded = [(b - a) / dt for a, b in zip(before, after)]
     epoch = s1.get("epoch_len", 1)
@@ -155,18 +164,7 @@ def separate(binary, args, g):
             binary, f"{name}-{i}", dict(SERVER, device=f"cuda:{i}"), data=args.data,
             timeout=120)) for i in range(g)]
         readers = start_processes(g, READER, lambda i: [f"{name}-{i}", f"cuda:{i}", "256"])
-        try:
-            for server, reader in zip(servers, readers):
-                wait_for_consumers(server, 1, [reader])
-            time.sleep(args.warmup)
-            t0, s0 = time.monotonic(), [server.stats() for server in servers]
-            time.sleep(args.seconds)
-            t1, s1 = time.monotonic(), [server.stats() for server in servers]
-        finally:
-            for proc in readers:
-                proc.kill()
-                proc.wait()
-    dt = t1 - t0
+        dt, s0, s1 = measure(servers, readers, args)
     rates = [(b["samples_published"] - a["samples_published"]) / dt for a, b in zip(s0, s1)]
     return {"rate": sum(rates), "rate_per_server": rates,
             "stage_share_per_server": [stage_shares(a["rings"][0], b["rings"][0], dt)
@@ -310,9 +308,9 @@ def producer_round(binary, args, counts, rep):
             print(f"  ring(s) {', '.join(map(str, r['paced_by']))} paced the others: slower in "
                   "their decode calls (hw_decode), and the rings take the stream's batches "
                   "in turn", flush=True)
-        one = one_gpu_rate(results)
         if args.separate and g >= 2:
             r["separate"] = sep = separate(binary, args, g)
+            one = one_gpu_rate(results)
             print(f"separate, {g} single-GPU servers at once (each decodes the whole stream for "
                   f"its reader): {sep['rate']:.0f} img/s in all; per server: "
                   + ", ".join(f"{x:.0f}" for x in sep["rate_per_server"])
