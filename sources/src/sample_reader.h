@@ -14,7 +14,9 @@
 // that at most K + (the samples of one batch) are held at once, and every
 // shard is opened once per epoch (a reader that the rings of a server share,
 // MakeSources: about K + a batch per ring, since each ring's batches wait
-// there for it; its max_held grows with the rings, ImageDataset::Open). Any
+// there for it, and up to K + two batches per ring while one ring's
+// read-ahead runs ahead of another ring's reads; its max_held grows with the
+// rings, ImageDataset::Open). Any
 // other order is still served correctly: beyond `max_held` samples nothing
 // more is held, and a sample already passed is found by reading its shard
 // again (counted as `shard_rereads`). A shard that fails while read (changed
