@@ -33,16 +33,11 @@ Status EpochOrders::Record(uint64_t epoch, uint64_t offset, uint64_t seqs, uint6
   }
   w.samples += valid;
   if (w.distinct < L) {
-    if (written_.size() > kKept) {  // the farthest other epoch: the stream moved away from it
-      auto far = written_.end();
-      for (auto it = written_.begin(); it != written_.end(); ++it) {
-        const auto distance = [&](uint64_t e) { return e > epoch ? e - epoch : epoch - e; };
-        if (it->first != epoch &&
-            (far == written_.end() || distance(it->first) > distance(far->first))) {
-          far = it;
-        }
-      }
-      written_.erase(far);
+    if (written_.size() > kKept) {
+      // The farthest other epoch, the map's first or last (the stream moved
+      // away from it).
+      const uint64_t first = written_.begin()->first, last = written_.rbegin()->first;
+      written_.erase(epoch - first >= last - epoch ? first : last);
     }
     return Status::Ok();
   }

@@ -299,6 +299,12 @@ const ServerOption kOptions[] = {
       "their own); with GPU decode each batch is one nvJPEG call, and 256 suits it"),
   Integer<&O::window>("window", G::kRing,
       "ring slots: how many batches the fastest consumer may run ahead of the slowest"),
+  Choice<ParsePlacement, PlacementName, &O::placement>("placement", G::kRing, "round-robin|demand",
+      "several GPUs: which ring decodes the stream's next batch: round-robin takes the rings with "
+      "readers in turn (each GPU decodes an equal share, and the node goes at its slowest GPU's "
+      "pace), demand gives it to the first GPU free to decode it (a GPU slowed by a trainer "
+      "beside it decodes less); a DDP group's batches go to the GPU of the rank that reads them "
+      "either way"),
   Integer<&O::resume_slots>("resume_slots", G::kRing,
       "ring slots kept for consumers that resume (load_state_dict) behind or ahead of the stream: "
       "their catch-up is written there from spare capacity; each holds a batch (0 = none)"),

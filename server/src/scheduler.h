@@ -148,12 +148,21 @@
 //    Holes shift the real chunks, so the prediction may miss: a miss costs a
 //    copy, never correctness. With one rank per GPU and B equal to the
 //    producer batch (and no holes) every rank reads only its own ring;
-//  - otherwise round robin over the candidates (the batch number mod their
-//    count), so G single-GPU jobs each decode a G-th of the stream.
+//  - otherwise, with Placement::kRoundRobin (the default), round robin over
+//    the candidates (the batch number mod their count), so G single-GPU jobs
+//    each decode a G-th of the stream; the node then goes at its slowest
+//    ring's pace, since each ring waits for its turn. With
+//    Placement::kDemand the first candidate whose producer asks takes it, so
+//    each ring decodes at its own pace and the rings' shares follow their
+//    speeds.
 // The producer of the chosen ring begins the batch; the others wait for
 // theirs. Commits may come out of order (the slot table publishes in order).
 // A producer's read-ahead hint is the batch predicted to be its ring's next
 // (PredictNextBatch), not the stream's next, which is mostly another ring's.
+// By demand the prediction takes the rings to ask in the order they began
+// what they write (the idle ones first): exact while the rings keep pace; a
+// wrong hint costs a read (of a shared shard reader's samples: another
+// ring's reread, Note [Shard reads]).
 // A batch of a resume lane (Note [Resume]) goes to its owner's home ring (a
 // group's: that of the rank predicted to read it), written by that ring's
 // producer when it has nothing of the shared stream to write.
@@ -276,6 +285,8 @@ struct SchedulerConfig {
   std::string stream;
   bool replay = false;
   uint32_t resume_slots = 0;
+  // Note [Placement]: who writes the stream's next batch.
+  Placement placement = Placement::kRoundRobin;
 };
 
 // A reply for the control thread to send to the peer `identity`.
@@ -576,7 +587,14 @@ class Scheduler {
   // The bookkeeping of a batch of the stream begun (not the lane's).
   void BeganSharedLocked() BC_REQUIRES(mu_);
   // ---- placement (scheduler_placement.cc, Note [Placement]) ----
-  uint32_t PlaceNextLocked() const BC_REQUIRES(mu_);
+  // The ring of the stream's next batch, when ring `asking` asks for work.
+  uint32_t PlaceNextLocked(uint32_t asking) const BC_REQUIRES(mu_);
+  // By demand: the rings that ask before `ring` does again (the idle
+  // candidates, then the busy ones that began before it).
+  uint32_t RingsAskingBeforeLocked(uint32_t ring, const std::vector<uint32_t>& candidates) const
+      BC_REQUIRES(mu_);
+  // Ring `ring` began work (BeginWork) / committed it.
+  void RingBusyLocked(uint32_t ring, bool busy) BC_REQUIRES(mu_);
   // The rings with readers (every ring while none has one), and the ring of
   // the batch from `seq` that is the stream's `batch`-th (from 0).
   std::vector<uint32_t> CandidateRingsLocked() const BC_REQUIRES(mu_);
@@ -650,6 +668,10 @@ class Scheduler {
     uint64_t peer_bytes = 0;          // bytes those copies moved onto this ring's device
   };
   std::vector<RingCounts> ring_counts_ BC_GUARDED_BY(mu_);
+  // By demand: the order in which each ring began what it writes now
+  // (ring_began_[r] from work_begun_), nullopt while it has nothing begun.
+  std::vector<std::optional<uint64_t>> ring_began_ BC_GUARDED_BY(mu_);
+  uint64_t work_begun_ BC_GUARDED_BY(mu_) = 0;
   uint64_t next_consumer_id_ BC_GUARDED_BY(mu_) = 1;
   std::vector<Outgoing> outbox_ BC_GUARDED_BY(mu_);
 

@@ -56,9 +56,28 @@ uint32_t Scheduler::PlaceAtLocked(uint64_t seq, uint64_t batch,
   return candidates[batch % candidates.size()];
 }
 
-uint32_t Scheduler::PlaceNextLocked() const {
+uint32_t Scheduler::PlaceNextLocked(uint32_t asking) const {
   if (config_.rings == 1) return 0;
-  return PlaceAtLocked(slots_.next_seq(), batches_begun_, CandidateRingsLocked());
+  const std::vector<uint32_t> candidates = CandidateRingsLocked();
+  if (config_.placement == Placement::kDemand && !GroupPlacementLocked(slots_.next_seq()) &&
+      std::find(candidates.begin(), candidates.end(), asking) != candidates.end()) {
+    return asking;
+  }
+  return PlaceAtLocked(slots_.next_seq(), batches_begun_, candidates);
+}
+
+uint32_t Scheduler::RingsAskingBeforeLocked(uint32_t ring,
+                                            const std::vector<uint32_t>& candidates) const {
+  uint32_t before = 0;
+  for (uint32_t r : candidates) {
+    if (r == ring) continue;
+    before += !ring_began_[r] || (ring_began_[ring] && *ring_began_[r] < *ring_began_[ring]);
+  }
+  return before;
+}
+
+void Scheduler::RingBusyLocked(uint32_t ring, bool busy) {
+  ring_began_[ring] = busy ? std::optional<uint64_t>(work_begun_++) : std::nullopt;
 }
 
 uint64_t Scheduler::NextBatchEndLocked(uint64_t seq) const {
@@ -68,11 +87,18 @@ uint64_t Scheduler::NextBatchEndLocked(uint64_t seq) const {
 std::optional<uint64_t> Scheduler::PredictNextBatch(uint32_t ring) const {
   MutexLock lock(&mu_);
   const std::vector<uint32_t> candidates = CandidateRingsLocked();
+  const bool demand = config_.placement == Placement::kDemand && config_.rings > 1;
+  const bool candidate = std::find(candidates.begin(), candidates.end(), ring) != candidates.end();
+  uint32_t before = demand ? RingsAskingBeforeLocked(ring, candidates) : 0;
   uint64_t seq = slots_.next_seq();
   uint64_t batch = batches_begun_;
   // A few rounds of the rotation: beyond them the state will have changed.
   for (uint32_t i = 0; i < 4 * config_.rings && seq < stream_end_; ++i, ++batch) {
-    if (PlaceAtLocked(seq, batch, candidates) == ring) return seq;
+    if (!demand || GroupPlacementLocked(seq)) {
+      if (PlaceAtLocked(seq, batch, candidates) == ring) return seq;
+    } else if (candidate && before-- == 0) {
+      return seq;  // the rings that ask first take the batches before it
+    }
     seq = NextBatchEndLocked(seq);
   }
   return std::nullopt;

@@ -143,6 +143,7 @@ Status Scheduler::Commit(uint32_t slot, std::optional<uint32_t> valid) {
     RingCounts& rc = ring_counts_[t.slot(slot).ring];
     rc.batches_written += 1;
     rc.samples_decoded += t.slot(slot).valid;
+    RingBusyLocked(t.slot(slot).ring, false);
     ServeAllLocked();
     NotifyProducer();  // published() moved: an older slot may be writable now
   }

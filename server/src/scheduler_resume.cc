@@ -344,13 +344,14 @@ Result<std::optional<Scheduler::Work>> Scheduler::TryBeginWorkLocked(uint32_t ri
   if (next_seq < stream_end_) shared = SharedSlotLocked(/*log_wait=*/SharedReadLocked());
   // Note [Placement]: the shared stream's next batch is this ring's to write
   // only when placed here.
-  if (shared && PlaceNextLocked() != ring) shared.reset();
+  if (shared && PlaceNextLocked(ring) != ring) shared.reset();
   // Note [Resume]: the lane only from spare capacity, and after kLaneShare
   // shared batches while it wanted one.
   const bool lane_turn = !shared || shared_since_lane_ >= kLaneShare;
   if (lane_turn) {
     if (std::optional<Work> w = LaneWorkLocked(ring)) {
       shared_since_lane_ = 0;
+      RingBusyLocked(ring, true);
       return w;
     }
   }
@@ -359,6 +360,7 @@ Result<std::optional<Scheduler::Work>> Scheduler::TryBeginWorkLocked(uint32_t ri
   const auto epoch = static_cast<uint32_t>(next_seq / config_.epoch_len);
   const uint32_t count = NextSharedCountLocked();
   BeganSharedLocked();
+  RingBusyLocked(ring, true);
   NotifyProducer();  // Note [Placement]: the next batch may be another ring's
   return std::optional<Work>(Work{slots_.Begin(*shared, epoch, count, ring), epoch, false});
 }

@@ -20,6 +20,7 @@ nlohmann::json Scheduler::Stats() const {
   j["batch_size"] = config_.batch_size;
   j["epoch_len"] = config_.epoch_len;
   j["lag_policy"] = std::string(LagPolicyName(config_.lag_policy));
+  j["placement"] = std::string(PlacementName(config_.placement));
   // Note [Holes]: the stream's position counts seqs; the samples among them
   // leave out the holes (the producer commits in seq order, so every hole
   // committed is published).

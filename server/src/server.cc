@@ -129,6 +129,7 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
   sc.stream = stream;
   sc.replay = replay;
   sc.resume_slots = resume_slots;
+  sc.placement = options.placement;
   sched = std::make_unique<Scheduler>(sc);
 
   ControlLoopOptions co;
@@ -413,10 +414,12 @@ Result<std::unique_ptr<Server>> Server::StartRings(ServerOptions options,
       options.name, impl->endpoint, source.description(), sampler.epoch_len(), shard.rank,
       shard.count, shard.source, options.batch_size, options.window,
       LagPolicyName(options.lag_policy),
-      devices.size() > 1 ? ", a ring and a producer on each of " + std::to_string(devices.size()) +
-                               (devices.front() >= 0 ? " GPUs" : " host rings") +
-                               ", sharing one stream (each sample decoded once)"
-                         : std::string());
+      devices.size() > 1
+          ? ", a ring and a producer on each of " + std::to_string(devices.size()) +
+                (devices.front() >= 0 ? " GPUs" : " host rings") +
+                ", sharing one stream (each sample decoded once), batches placed " +
+                (options.placement == Placement::kDemand ? "by demand" : "round robin")
+          : std::string());
   const SlotWriter writer = source.output_memory() == MemoryKind::kCuda ? SlotWriter::kDeviceSource
                                                                         : SlotWriter::kHostSource;
   BATCHCAST_RETURN_IF_ERROR(impl->StartThreads(writer, std::move(sampler)));

@@ -13,10 +13,14 @@ namespace {
 constexpr EnumNames<LagPolicy, 3> kLagPolicyNames{
     "lag_policy",
     {{{LagPolicy::kBlock, "block"}, {LagPolicy::kSkip, "skip"}, {LagPolicy::kEvict, "evict"}}}};
+constexpr EnumNames<Placement, 2> kPlacementNames{
+    "placement", {{{Placement::kRoundRobin, "round-robin"}, {Placement::kDemand, "demand"}}}};
 }  // namespace
 
 Result<LagPolicy> ParseLagPolicy(std::string_view text) { return kLagPolicyNames.Parse(text); }
 std::string_view LagPolicyName(LagPolicy policy) { return kLagPolicyNames.Name(policy); }
+Result<Placement> ParsePlacement(std::string_view text) { return kPlacementNames.Parse(text); }
+std::string_view PlacementName(Placement placement) { return kPlacementNames.Name(placement); }
 
 std::chrono::milliseconds ServerOptions::heartbeat_period() const {
   if (heartbeat_interval.count() > 0) return heartbeat_interval;

@@ -29,9 +29,11 @@ constexpr uint64_t kSamples = 480;
 // examples/train_ddp.py sets the window), `epochs` epochs, waiting for `min`
 // consumers.
 std::unique_ptr<Server> StartRings(const std::string& name, uint64_t epochs, uint32_t min,
-                                   uint32_t rings = 2) {
+                                   uint32_t rings = 2,
+                                   Placement placement = Placement::kRoundRobin) {
   ServerOptions o;
   o.name = name;
+  o.placement = placement;
   o.host_rings = rings;
   o.window = std::max(8u, 4 * rings);
   o.epochs = epochs;
@@ -120,9 +122,18 @@ std::set<int64_t> All() {
 
 // A consumer per ring, batch sizes that do and do not divide the producer
 // batch: both read every epoch exactly; each sample was decoded once.
-TEST(HostRings, AConsumerPerRingReadsExactEpochsFromOneDecode) {
+// Round robin: each ring decoded half; by demand, each what it was free for.
+class HostRingsPlaced : public ::testing::TestWithParam<Placement> {};
+
+INSTANTIATE_TEST_SUITE_P(Placements, HostRingsPlaced,
+                         ::testing::Values(Placement::kRoundRobin, Placement::kDemand),
+                         [](const ::testing::TestParamInfo<Placement>& p) {
+                           return p.param == Placement::kDemand ? "demand" : "round_robin";
+                         });
+
+TEST_P(HostRingsPlaced, AConsumerPerRingReadsExactEpochsFromOneDecode) {
   const std::string name = UniqueName("rings");
-  auto server = StartRings(name, 2, 2);
+  auto server = StartRings(name, 2, 2, 2, GetParam());
   ASSERT_TRUE(server);
   std::vector<Reader> readers(2);
   readers[0].device = "cpu:0";
@@ -139,17 +150,20 @@ TEST(HostRings, AConsumerPerRingReadsExactEpochsFromOneDecode) {
       EXPECT_EQ(std::set<int64_t>(e.begin(), e.end()), All());
       EXPECT_EQ(e.size(), kSamples);
     }
+    if (GetParam() == Placement::kDemand) continue;
     EXPECT_GT(r.zero_copy, 0);
     EXPECT_LT(r.zero_copy, r.batches) << "nothing was copied from the other ring";
   }
   const json stats = json::parse(server->StatsJson());
+  EXPECT_EQ(stats["placement"], std::string(PlacementName(GetParam())));
   ASSERT_EQ(stats["rings"].size(), 2u);
   const json& rings = stats["rings"];
   EXPECT_EQ(
       rings[0]["samples_decoded"].get<uint64_t>() + rings[1]["samples_decoded"].get<uint64_t>(),
       2 * kSamples)
       << "each sample decoded once";
-  EXPECT_GT(rings[0]["samples_decoded"].get<uint64_t>(), 0u);
+  if (GetParam() == Placement::kDemand) return;
+  EXPECT_EQ(rings[0]["samples_decoded"].get<uint64_t>(), kSamples) << "an equal share";
   EXPECT_GT(rings[1]["samples_decoded"].get<uint64_t>(), 0u);
   EXPECT_GT(rings[1]["peer_bytes"].get<uint64_t>(), 0u);
   EXPECT_EQ(rings[1]["device"], "cpu");

@@ -50,6 +50,7 @@ struct TestConfig {
   uint64_t group_epoch_len = 0;
   uint32_t rings = 1;  // Note [Placement]
   uint64_t sample_bytes = 0;
+  Placement placement = Placement::kRoundRobin;
 };
 
 class SchedulerTest : public ::testing::Test {
@@ -61,7 +62,10 @@ class SchedulerTest : public ::testing::Test {
         t.group_timeout, t.group_epoch_len,   t.rings,         t.sample_bytes};
     // Note [Placement]: several rings are the built-in producers' (BeginWork).
     config_.replay = t.rings > 1;
+    config_.placement = t.placement;
     s_ = std::make_unique<Scheduler>(config_, &env_);
+    produced_ = 0;  // a test may make a second scheduler
+    placements.clear();
   }
 
   struct JoinOptions {

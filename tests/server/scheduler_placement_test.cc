@@ -1,9 +1,10 @@
 // Unit tests of Note [Placement] (server/src/scheduler.h): one Scheduler for
 // a server of several rings; the next producer batch goes round robin over
-// the rings that have readers, all to the one ring with readers, or to the
-// ring of the group rank predicted to read it; placed batches committed out
-// of order are published in order; counts (min/max consumers, groups) are
-// the server's; per-ring stats.
+// the rings that have readers (or, by demand, to the first of them that
+// asks), all to the one ring with readers, or to the ring of the group rank
+// predicted to read it; placed batches committed out of order are published
+// in order; counts (min/max consumers, groups) are the server's; per-ring
+// stats.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -97,6 +98,20 @@ class PlacementTest : public SchedulerTest {
     }
     return read;
   }
+  // Ring `ring`'s producer begins the work it is given, writing its seqs'
+  // indices; nullopt when it would wait.
+  std::optional<SlotGrant> Begin(uint32_t ring) {
+    Result<std::optional<Scheduler::Work>> w = s_->TryBeginWork(ring);
+    EXPECT_TRUE(w.ok()) << w.status().ToString();
+    if (!w.ok() || !w->has_value()) return std::nullopt;
+    const SlotGrant g = (*w)->grant;
+    for (uint32_t i = 0; i < g.count; ++i) g.indices[i] = IndexOf(g.first_seq + i);
+    return g;
+  }
+  static TestConfig ByDemand(TestConfig t) {
+    t.placement = Placement::kDemand;
+    return t;
+  }
   // Every segment of `r`'s batches lies on `ring`.
   static bool AllOn(const Read& r, uint32_t ring) {
     for (const proto::Batch& b : r.batches) {
@@ -147,6 +162,78 @@ TEST_F(PlacementTest, AProducersReadAheadIsItsOwnRingsNextBatch) {
   EXPECT_EQ(s_->PredictNextBatch(1), std::optional<uint64_t>(0));
 }
 
+// Round robin: a ring waits for its turn while another is still writing its
+// batch. By demand: the free ring takes the next batch, so a slow ring no
+// longer paces the others; the stream is still published in order.
+TEST_F(PlacementTest, ByDemandAFreeRingTakesTheNextBatch) {
+  for (const Placement placement : {Placement::kRoundRobin, Placement::kDemand}) {
+    SCOPED_TRACE(std::string(PlacementName(placement)));
+    TestConfig t = Rings(2);
+    t.placement = placement;
+    MakeWithTwoReaders(t);
+    const std::optional<SlotGrant> slow = Begin(0);
+    ASSERT_TRUE(slow.has_value());
+    EXPECT_EQ(slow->first_seq, 0u);
+    const std::optional<SlotGrant> fast = Begin(1);
+    ASSERT_TRUE(fast.has_value());
+    EXPECT_EQ(fast->first_seq, 4u);
+    ASSERT_TRUE(s_->Commit(fast->slot).ok());
+    const std::optional<SlotGrant> again = Begin(1);
+    if (placement == Placement::kRoundRobin) {
+      EXPECT_FALSE(again.has_value()) << "seq 8 is ring 0's turn";
+      continue;
+    }
+    ASSERT_TRUE(again.has_value());
+    EXPECT_EQ(again->first_seq, 8u);
+    ASSERT_TRUE(s_->Commit(again->slot).ok());
+    EXPECT_TRUE(Next("a").empty()) << "seq 0 is not written yet";
+    ASSERT_TRUE(s_->Commit(slow->slot).ok());
+    EXPECT_EQ(Describe(Replies("a")), "0+4");
+    EXPECT_EQ(Describe(NextBatch("a")), "4+4");
+    EXPECT_EQ(Describe(NextBatch("a")), "8+4");
+    const nlohmann::json st = Stats();
+    EXPECT_EQ(st["placement"], "demand");
+    EXPECT_EQ(st["rings"][0]["batches_written"], 1);
+    EXPECT_EQ(st["rings"][1]["batches_written"], 2);
+  }
+}
+
+// By demand a ring's read-ahead hint is the batch left for it once the rings
+// that ask before it (the free ones, and the busy ones that began earlier)
+// took theirs.
+TEST_F(PlacementTest, ByDemandAReadAheadCountsTheRingsThatAskFirst) {
+  MakeWithTwoReaders(ByDemand(Rings(3)));
+  const std::optional<SlotGrant> first = Begin(0);  // seq 0 on ring 0; ring 1 free
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(s_->PredictNextBatch(0), std::optional<uint64_t>(8)) << "ring 1 takes seq 4";
+  EXPECT_EQ(s_->PredictNextBatch(1), std::optional<uint64_t>(4));
+  EXPECT_EQ(s_->PredictNextBatch(2), std::nullopt) << "ring 2 has no readers";
+  const std::optional<SlotGrant> second = Begin(1);  // seq 4 on ring 1
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(s_->PredictNextBatch(0), std::optional<uint64_t>(8)) << "ring 0 began first";
+  EXPECT_EQ(s_->PredictNextBatch(1), std::optional<uint64_t>(12));
+  ASSERT_TRUE(s_->Commit(first->slot).ok());  // ring 0 is free again
+  EXPECT_EQ(s_->PredictNextBatch(1), std::optional<uint64_t>(12));
+  EXPECT_EQ(s_->PredictNextBatch(0), std::optional<uint64_t>(8));
+}
+
+// By demand a ring without readers decodes nothing, and a group's batches
+// still go to the ring of the rank that reads them.
+TEST_F(PlacementTest, ByDemandKeepsDecodeWithReadersAndGroupsOnTheirRanksRings) {
+  Make(ByDemand(Rings(2)));
+  MustJoin("a", On(1));
+  EXPECT_EQ(Pump(), 8);
+  EXPECT_EQ(placements, std::vector<uint32_t>(8, 1));
+  Make(ByDemand(TwoRingsOf(48)));
+  MustJoin("r0", Rank(0, 0));
+  MustJoin("r1", Rank(1, 1));
+  std::map<std::string, Read> read = DriveToEnd({"r0", "r1"});
+  EXPECT_TRUE(AllOn(read["r0"], 0));
+  EXPECT_TRUE(AllOn(read["r1"], 1));
+  EXPECT_EQ(Stats()["rings"][0]["samples_decoded"], 24);
+  EXPECT_EQ(Stats()["rings"][1]["samples_decoded"], 24);
+}
+
 TEST_F(PlacementTest, DecodeFollowsReadersOnOneRing) {
   Make(Rings(2));
   MustJoin("a", On(1));
@@ -165,18 +252,25 @@ TEST_F(PlacementTest, DecodeFollowsReadersOnOneRing) {
 }
 
 TEST_F(PlacementTest, EverySampleOnceAndEveryConsumerGetsTheWholeStream) {
-  MakeWithTwoReaders(TwoRingsOf(32));
-  std::map<std::string, Read> read = DriveToEnd({"a", "b"});
-  std::vector<int64_t> want;
-  for (uint64_t seq = 0; seq < 32; ++seq) want.push_back(IndexOf(seq));
-  EXPECT_EQ(read["a"].indices, want);
-  EXPECT_EQ(read["b"].indices, want);
-  const nlohmann::json rings = Stats()["rings"];
-  EXPECT_EQ(
-      rings[0]["samples_decoded"].get<uint64_t>() + rings[1]["samples_decoded"].get<uint64_t>(),
-      32u);
-  EXPECT_EQ(rings[0]["samples_decoded"], 16);
-  EXPECT_EQ(Stats()["batches_written"], 8);
+  for (const Placement placement : {Placement::kRoundRobin, Placement::kDemand}) {
+    SCOPED_TRACE(std::string(PlacementName(placement)));
+    TestConfig t = TwoRingsOf(32);
+    t.placement = placement;
+    MakeWithTwoReaders(t);
+    std::map<std::string, Read> read = DriveToEnd({"a", "b"});
+    std::vector<int64_t> want;
+    for (uint64_t seq = 0; seq < 32; ++seq) want.push_back(IndexOf(seq));
+    EXPECT_EQ(read["a"].indices, want);
+    EXPECT_EQ(read["b"].indices, want);
+    const nlohmann::json rings = Stats()["rings"];
+    EXPECT_EQ(
+        rings[0]["samples_decoded"].get<uint64_t>() + rings[1]["samples_decoded"].get<uint64_t>(),
+        32u);
+    // Round robin: an equal share. By demand (ring 0 always asks first here,
+    // never busy): all of it.
+    EXPECT_EQ(rings[0]["samples_decoded"], placement == Placement::kDemand ? 32 : 16);
+    EXPECT_EQ(Stats()["batches_written"], 8);
+  }
 }
 
 // Batches the placed producers commit out of order are published in order.

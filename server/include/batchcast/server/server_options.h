@@ -26,6 +26,16 @@ enum class LagPolicy : uint8_t {
 Result<LagPolicy> ParseLagPolicy(std::string_view text);
 std::string_view LagPolicyName(LagPolicy policy);
 
+// Which ring writes the stream's next batch on a server of several rings
+// (docs/semantics.md, "Several GPUs"); a DDP group's batches go to the ring
+// of the rank that reads them either way.
+enum class Placement : uint8_t {
+  kRoundRobin = 0,  // in turn over the rings with readers: each decodes an equal share
+  kDemand = 1,      // to the first ring free to write it: a slower ring decodes less
+};
+Result<Placement> ParsePlacement(std::string_view text);
+std::string_view PlacementName(Placement placement);
+
 struct ServerOptions {
   // The samples: a dataset or synthetic data, its transforms, where it is
   // decoded, the ring's device (source.device) and the seed.
@@ -68,6 +78,8 @@ struct ServerOptions {
   // Ring slots after the window's for consumers that resume outside the
   // stream (their catch-up lane: docs/semantics.md, "Resume"); 0 = none.
   uint32_t resume_slots = 4;
+  // Several rings: which ring writes the stream's next batch.
+  Placement placement = Placement::kRoundRobin;
 
   // Order (the seed is source.seed).
   bool shuffle = true;
