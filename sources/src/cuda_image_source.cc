@@ -346,20 +346,15 @@ Result<std::unique_ptr<Source>> MakeCudaImageSource(const SourceOptions& options
   const int workers = options.workers > 0 ? options.workers : 2;
   const int threads = workers + 1;
   using CS = image::JpegInfo::ColorSpace;
-  std::shared_ptr<ImageDataset> dataset = share != nullptr ? share->dataset : nullptr;
-  if (dataset == nullptr) {
-    BATCHCAST_ASSIGN_OR_RETURN(
-        dataset, ImageDataset::Open(
-                     options, threads,
-                     [&](const std::string& path, std::span<const uint8_t> header, bool whole,
-                         const image::JpegInfo& info) {
-                       return !info.progressive &&
-                              (info.color == CS::kYCbCr || info.color == CS::kGray) &&
-                              decoder->Supports(header) && EndsWithEoi(path, header, whole);
-                     },
-                     nullptr, share != nullptr ? share->rings : 1));
-    if (share != nullptr) share->dataset = dataset;
-  }
+  const auto gpu_decodable = [&](const std::string& path, std::span<const uint8_t> header,
+                                 bool whole, const image::JpegInfo& info) {
+    return !info.progressive && (info.color == CS::kYCbCr || info.color == CS::kGray) &&
+           decoder->Supports(header) && EndsWithEoi(path, header, whole);
+  };
+  BATCHCAST_ASSIGN_OR_RETURN(
+      std::shared_ptr<ImageDataset> dataset, SharedDataset(share, [&](uint32_t readers) {
+        return ImageDataset::Open(options, threads, gpu_decodable, nullptr, readers);
+      }));
   const uint64_t gpu = CountFlagged(*dataset);
   BC_LOG_INFO("{} files for {}, {} for the CPU decoder ({} fallback threads beside it)", gpu,
               decoder->backend_name(), dataset->size() - gpu, workers);

@@ -246,6 +246,19 @@ struct DatasetShare {
   std::shared_ptr<ImageDataset> dataset;
 };
 
+// The dataset a source reads: `share`'s when another ring's source opened it
+// already, else the one `open(readers)` opens (readers: the share's rings, 1
+// without a share), which is left in `share` for the others.
+template <typename Open>
+Result<std::shared_ptr<ImageDataset>> SharedDataset(DatasetShare* share, Open&& open) {
+  if (share != nullptr && share->dataset != nullptr) return share->dataset;
+  Result<std::unique_ptr<ImageDataset>> opened = open(share != nullptr ? share->rings : 1u);
+  if (!opened.ok()) return opened.status();
+  std::shared_ptr<ImageDataset> dataset = std::move(*opened);
+  if (share != nullptr) share->dataset = dataset;
+  return dataset;
+}
+
 template <typename Attempt>
 Result<SampleFill> ImageDataset::Decode(int64_t index, Attempt&& attempt) {
   if (!known_bad(index)) {

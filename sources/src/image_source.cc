@@ -114,12 +114,10 @@ Result<std::unique_ptr<Source>> MakeImageSource(const SourceOptions& options, Re
   const int workers = options.workers > 0
                           ? options.workers
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  std::shared_ptr<ImageDataset> dataset = share != nullptr ? share->dataset : nullptr;
-  if (dataset == nullptr) {
-    BATCHCAST_ASSIGN_OR_RETURN(dataset, ImageDataset::Open(options, workers, {}, env,
-                                                           share != nullptr ? share->rings : 1));
-    if (share != nullptr) share->dataset = dataset;
-  }
+  BATCHCAST_ASSIGN_OR_RETURN(std::shared_ptr<ImageDataset> dataset,
+                             SharedDataset(share, [&](uint32_t readers) {
+                               return ImageDataset::Open(options, workers, {}, env, readers);
+                             }));
   return std::unique_ptr<Source>(new ImageSource(std::move(dataset), workers));
 }
 
