@@ -45,6 +45,7 @@ class FakeServer:
 
     def __init__(self, binary, name, options, **kwargs):
         self.rings = options["device"].count(",") + 1
+        self.placement = options.get("placement", "round-robin")
 
     def __enter__(self):
         return self
@@ -57,6 +58,7 @@ class FakeServer:
         k = FakeServer.calls
         return {"consumers": list(range(self.rings)), "samples_published": 1000 * k * self.rings,
                 "epoch_len": 20000, "mps": False, "producer_blocked_s": 0.0,
+                "placement": self.placement,
                 "rings": [{"samples_decoded": 1000 * k, "peer_bytes": 0,
                            "producer_stage_s": {"read": 0.2 * k,
                                                 "hw_decode": (0.9 if j == 1 else 0.5) * k}}
@@ -74,7 +76,7 @@ class FakeProcess:
         pass
 
 
-def test_the_producer_part_runs_its_rounds_and_the_separate_servers(monkeypatch, tmp_path):
+def fake_gpus(monkeypatch):
     torch = types.ModuleType("torch")
     torch.cuda = types.SimpleNamespace(device_count=lambda: 4, get_device_name=lambda i: "Fake")
     monkeypatch.setitem(sys.modules, "torch", torch)
@@ -85,6 +87,12 @@ def test_the_producer_part_runs_its_rounds_and_the_separate_servers(monkeypatch,
                        "warm_page_cache": lambda *a, **k: None}.items():
         monkeypatch.setattr(multi_gpu, name, fake)
     monkeypatch.setattr(multi_gpu.time, "sleep", lambda s: None)
+    # --server-option writes into the module's SERVER: each test its own.
+    monkeypatch.setattr(multi_gpu, "SERVER", dict(multi_gpu.SERVER))
+
+
+def test_the_producer_part_runs_its_rounds_and_the_separate_servers(monkeypatch, tmp_path):
+    fake_gpus(monkeypatch)
     out = tmp_path / "out.json"
     monkeypatch.setattr(sys, "argv", ["multi_gpu.py", "--data", str(tmp_path), "--repeat", "2",
                                       "--separate", "--skip", "trainers,ddp", "--json", str(out)])
@@ -98,3 +106,16 @@ def test_the_producer_part_runs_its_rounds_and_the_separate_servers(monkeypatch,
         if r["gpus"] > 1:
             assert len(r["separate"]["rate_per_server"]) == r["gpus"]
             assert r["separate"]["rate"] == sum(r["separate"]["rate_per_server"])
+
+
+def test_by_demand_a_slow_ring_paces_nobody(monkeypatch, tmp_path):
+    fake_gpus(monkeypatch)
+    out = tmp_path / "out.json"
+    monkeypatch.setattr(sys, "argv", ["multi_gpu.py", "--data", str(tmp_path), "--gpus", "1,2",
+                                      "--skip", "trainers,ddp", "--server-option",
+                                      "placement=demand", "--json", str(out)])
+    assert multi_gpu.main() == 0
+    rounds = json.loads(out.read_text())["producer"]
+    assert [r["placement"] for r in rounds] == ["demand", "demand"]
+    assert [r["paced_by"] for r in rounds] == [[], []]
+    assert rounds[1]["server_options"]["placement"] == "demand"
