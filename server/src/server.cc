@@ -98,6 +98,11 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
     }
     BATCHCAST_RETURN_IF_ERROR(cuda::CheckDevice(device).WithContext("--device " + name));
   }
+  if (options.placement != Placement::kRoundRobin && devices.size() == 1) {
+    BC_LOG_WARN(
+        "placement (--placement): only a server of several rings (--device cuda:0,1,...) places "
+        "batches; ignored on one ring");
+  }
   if (const std::string ignored = CudaOnlyOptionsSet(options); !on_cuda && !ignored.empty()) {
     BC_LOG_WARN("{}: only a CUDA ring (--device cuda:N) uses {}; ignored on this host ring",
                 ignored, ignored.find(',') == std::string::npos ? "it" : "them");
