@@ -161,8 +161,9 @@
 // (PredictNextBatch), not the stream's next, which is mostly another ring's.
 // By demand the prediction takes the rings to ask in the order they began
 // what they write (the idle ones first): exact while the rings keep pace; a
-// wrong hint costs a read (of a shared shard reader's samples: another
-// ring's reread, Note [Shard reads]).
+// wrong hint costs a read (with a shard reader the rings share, Note [Shard
+// reads], the ring that takes the batch finds its samples taken and opens
+// their shard again).
 // A batch of a resume lane (Note [Resume]) goes to its owner's home ring (a
 // group's: that of the rank predicted to read it), written by that ring's
 // producer when it has nothing of the shared stream to write.
