@@ -121,6 +121,26 @@ TEST(Shards, TwoRingsReadEachShardOnce) {
   }
 }
 
+// By demand a ring may take a batch that another ring read ahead: it reads
+// those samples again (their shard opened again), and every epoch stays
+// exact.
+TEST(Shards, TwoRingsByDemandReadExactEpochs) {
+  SKIP_WITHOUT_TAR();
+  ServerOptions o = OnHostRings(ImageOptions(Shards("shards")), 2);
+  o.placement = Placement::kDemand;
+  o.epochs = 2;
+  o.source.shuffle_buffer = 24;
+  auto server = Server::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  ASSERT_NO_FATAL_FAILURE(ExpectEveryRingReadsWholeEpochs(o.name, 2, 16, 2, 100));
+  auto st = StatsOf(**server);
+  EXPECT_EQ(st["placement"], "demand");
+  EXPECT_EQ(
+      st["rings"][0]["samples_decoded"].get<int>() + st["rings"][1]["samples_decoded"].get<int>(),
+      200)
+      << "each sample decoded once: " << st.dump();
+}
+
 TEST(Shards, HostileShardsAreSkippedAndCounted) {
   SKIP_WITHOUT_TAR();
   const std::string pattern = Shards("hostile", {"--hostile-shards"});
