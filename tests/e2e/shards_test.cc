@@ -92,18 +92,27 @@ TEST(Shards, EverySampleOncePerEpochWithTheFolderCrops) {
   EXPECT_LE(c["shard_held_peak_samples"].get<int>(), 24 + 16) << "shuffle buffer + a batch";
 }
 
-// A server with a ring per GPU (two host rings stand in) reads each shard
-// once for all rings: the rings' sources share one reader, where a sample
-// read ahead for one ring waits for the ring its batch was placed on.
-TEST(Shards, TwoRingsReadEachShardOnce) {
-  SKIP_WITHOUT_TAR();
+// Serves the "shards" set on two host rings placing batches by `placement`
+// (2 epochs, shuffle buffer 24), has a consumer on each ring read every
+// epoch exactly, and sets `stats` to the server's stats after.
+void ReadShardsOnTwoRings(Placement placement, nlohmann::json& stats) {
   ServerOptions o = OnHostRings(ImageOptions(Shards("shards")), 2);
+  o.placement = placement;
   o.epochs = 2;
   o.source.shuffle_buffer = 24;
   auto server = Server::Start(o);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   ASSERT_NO_FATAL_FAILURE(ExpectEveryRingReadsWholeEpochs(o.name, 2, 16, 2, 100));
-  auto st = StatsOf(**server);
+  stats = StatsOf(**server);
+}
+
+// A server with a ring per GPU (two host rings stand in) reads each shard
+// once for all rings: the rings' sources share one reader, where a sample
+// read ahead for one ring waits for the ring its batch was placed on.
+TEST(Shards, TwoRingsReadEachShardOnce) {
+  SKIP_WITHOUT_TAR();
+  nlohmann::json st;
+  ASSERT_NO_FATAL_FAILURE(ReadShardsOnTwoRings(Placement::kRoundRobin, st));
   const auto& c = st["source_counters"];
   EXPECT_EQ(c["shards"], 7) << st.dump();
   EXPECT_EQ(c["shard_rereads"], 0) << st.dump();
@@ -126,14 +135,8 @@ TEST(Shards, TwoRingsReadEachShardOnce) {
 // exact.
 TEST(Shards, TwoRingsByDemandReadExactEpochs) {
   SKIP_WITHOUT_TAR();
-  ServerOptions o = OnHostRings(ImageOptions(Shards("shards")), 2);
-  o.placement = Placement::kDemand;
-  o.epochs = 2;
-  o.source.shuffle_buffer = 24;
-  auto server = Server::Start(o);
-  ASSERT_TRUE(server.ok()) << server.status().ToString();
-  ASSERT_NO_FATAL_FAILURE(ExpectEveryRingReadsWholeEpochs(o.name, 2, 16, 2, 100));
-  auto st = StatsOf(**server);
+  nlohmann::json st;
+  ASSERT_NO_FATAL_FAILURE(ReadShardsOnTwoRings(Placement::kDemand, st));
   EXPECT_EQ(st["placement"], "demand");
   EXPECT_EQ(
       st["rings"][0]["samples_decoded"].get<int>() + st["rings"][1]["samples_decoded"].get<int>(),
