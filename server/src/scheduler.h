@@ -161,9 +161,10 @@
 // (PredictNextBatch), not the stream's next, which is mostly another ring's.
 // By demand the prediction takes the rings to ask in the order they began
 // what they write (the idle ones first): exact while the rings keep pace; a
-// wrong hint costs a read (with a shard reader the rings share, Note [Shard
-// reads], the ring that takes the batch finds its samples taken and opens
-// their shard again).
+// wrong hint costs a read. A shard reader that the rings share (Note [Shard
+// reads]) keeps a copy of what is read ahead on such a guess
+// (ReadAhead::guess, SampleReader::Peek) for whichever ring gets the batch,
+// so that ring need not open the shard again.
 // A batch of a resume lane (Note [Resume]) goes to its owner's home ring (a
 // group's: that of the rank predicted to read it), written by that ring's
 // producer when it has nothing of the shared stream to write.
@@ -383,6 +384,9 @@ class Scheduler {
   // rings the stream's next batch is mostly another ring's); nullopt when
   // none is in sight.
   std::optional<uint64_t> PredictNextBatch(uint32_t ring) const BC_EXCLUDES(mu_);
+  // Whether another ring may take the batch PredictNextBatch names (by
+  // demand, Note [Placement]): a hint to read ahead without taking.
+  bool HintsMayMiss() const { return config_.placement == Placement::kDemand && config_.rings > 1; }
   // Publishes a slot granted by (Try)BeginBatch: consumers may be served
   // from it. `valid`: its first `valid` seqs are samples, the rest holes
   // (Note [Holes]); nullopt: every seq is a sample. InvalidArgument when

@@ -266,7 +266,7 @@ Result<uint32_t> CudaImageSource::FillBatch(const SlotView& slot, const ReadAhea
   {
     // The read-ahead thread's reads and copies (Note [Pinned bitstreams]).
     StageTimes::Scope timed(&stages_, kRead);
-    prefetcher_.Wait();
+    prefetcher_.Wait(slot.indices);
   }
   split_.Collect();
   const bool ahead = fallback_ahead_ && !next.indices.empty();
@@ -283,9 +283,10 @@ Result<uint32_t> CudaImageSource::FillBatch(const SlotView& slot, const ReadAhea
     }
   }
   // Note [Pinned bitstreams]: the thread then stages the hardware candidates.
-  prefetcher_.Start(&ahead_set.files, reads, [this, &ahead_set](std::span<const int64_t> read) {
-    hw_.StageFiles(ahead_set, read);
-  });
+  prefetcher_.Start(
+      &ahead_set.files, reads,
+      [this, &ahead_set](std::span<const int64_t> read) { hw_.StageFiles(ahead_set, read); },
+      next.guess);
   {
     // The previous batch that used this set is done with its buffers.
     StageTimes::Scope timed(&stages_, kGpuWait);

@@ -1,5 +1,7 @@
 #include "file_prefetcher.h"
 
+#include <unordered_set>
+
 #include "batchcast/core/check.h"
 #include "core/src/catch_all.h"
 #include "core/src/logging.h"
@@ -7,9 +9,10 @@
 
 namespace batchcast {
 
-Status FileBuffer::Read(SampleReader& reader, int64_t sample) {
-  Status s = reader.Read(sample, bytes);
+Status FileBuffer::Read(SampleReader& reader, int64_t sample, bool peek) {
+  Status s = peek ? reader.Peek(sample, bytes) : reader.Read(sample, bytes);
   index = s.ok() ? sample : -1;
+  peeked = s.ok() && peek;
   return s;
 }
 
@@ -52,10 +55,11 @@ void FilePrefetcher::Loop() {
     const std::vector<int64_t> indices = indices_;
     const Then then = std::move(then_);
     then_ = nullptr;
+    const bool guess = guess_;
     mu_.Unlock();
     const Status s = CatchAll("the file prefetcher", [&] {
       StageTimes::Scope timed(times_, stage_);
-      return ReadAll(files, indices);
+      return ReadAll(files, indices, guess);
     });
     if (!s.ok()) BC_LOG_WARN_LIMITED("{} (the files are read again when used)", s.message());
     if (then) {
@@ -69,14 +73,14 @@ void FilePrefetcher::Loop() {
   mu_.Unlock();
 }
 
-Status FilePrefetcher::ReadAll(std::vector<FileBuffer>& files,
-                               const std::vector<int64_t>& indices) {
+Status FilePrefetcher::ReadAll(std::vector<FileBuffer>& files, const std::vector<int64_t>& indices,
+                               bool guess) {
   if (files.size() < indices.size()) files.resize(indices.size());
   const auto read = [&](size_t i) {
     const int64_t index = indices[i];
     if (index < 0 || static_cast<uint64_t>(index) >= dataset_.size()) return;
-    if (dataset_.known_bad(index)) return;          // Note [Dropped files]: never read again
-    (void)files[i].Read(dataset_.reader(), index);  // a failure is found again when used
+    if (dataset_.known_bad(index)) return;                 // Note [Dropped files]: never read again
+    (void)files[i].Read(dataset_.reader(), index, guess);  // a failure is found again when used
   };
   if (pool_) {
     // Each item writes its own buffer.
@@ -88,19 +92,26 @@ Status FilePrefetcher::ReadAll(std::vector<FileBuffer>& files,
 }
 
 void FilePrefetcher::Start(std::vector<FileBuffer>* files, std::span<const int64_t> indices,
-                           Then then) {
+                           Then then, bool guess) {
   if (!thread_.joinable() || indices.empty()) return;
   MutexLock lock(&mu_);
   files_ = files;
   indices_.assign(indices.begin(), indices.end());
   then_ = std::move(then);
+  guess_ = guess;
   busy_ = true;
   cv_.SignalAll();
 }
 
-void FilePrefetcher::Wait() {
+void FilePrefetcher::Wait(std::span<const int64_t> batch) {
   MutexLock lock(&mu_);
   while (busy_) cv_.Wait(&mu_);
+  if (!guess_ || files_ == nullptr || batch.empty()) return;
+  const std::unordered_set<int64_t> mine(batch.begin(), batch.end());
+  for (FileBuffer& f : *files_) {
+    if (f.peeked && mine.count(f.index) != 0) dataset_.reader().Forget(f.index);
+    f.peeked = false;
+  }
 }
 
 }  // namespace batchcast

@@ -40,10 +40,12 @@ namespace batchcast {
 // The encoded bytes of one sample, and which sample they are.
 struct FileBuffer {
   std::vector<uint8_t> bytes;
-  int64_t index = -1;  // the dataset index whose bytes `bytes` holds; -1: none
+  int64_t index = -1;   // the dataset index whose bytes `bytes` holds; -1: none
+  bool peeked = false;  // read by SampleReader::Peek: the reader kept a copy
 
-  // Reads the bytes of `sample` through `reader`; on failure index is -1.
-  Status Read(SampleReader& reader, int64_t sample);
+  // Reads the bytes of `sample` through `reader` (Peek with `peek`); on
+  // failure index is -1.
+  Status Read(SampleReader& reader, int64_t sample, bool peek = false);
 };
 
 class FilePrefetcher {
@@ -61,14 +63,18 @@ class FilePrefetcher {
   // indices.size(); out-of-range indices and files known bad, Note [Dropped
   // files], are skipped) on the thread, then runs then(indices) there (when
   // not null, even after a failed read; it times itself, and an exception it
-  // throws is only logged). Does nothing when disabled, stopped, or
-  // `indices` is empty (`then` does not run).
+  // throws is only logged). `guess` (ReadAhead::guess): the batch may go to
+  // another ring, so the files are read with SampleReader::Peek. Does
+  // nothing when disabled, stopped, or `indices` is empty (`then` does not
+  // run).
   // REQUIRES: no read in flight (Wait() returned since the last Start).
   using Then = std::function<void(std::span<const int64_t> indices)>;
-  void Start(std::vector<FileBuffer>* files, std::span<const int64_t> indices, Then then = nullptr)
-      BC_EXCLUDES(mu_);
-  // Returns when the read Start began is done (at once when none is).
-  void Wait() BC_EXCLUDES(mu_);
+  void Start(std::vector<FileBuffer>* files, std::span<const int64_t> indices, Then then = nullptr,
+             bool guess = false) BC_EXCLUDES(mu_);
+  // Returns when the read Start began is done (at once when none is). The
+  // samples of `batch` (the one the caller now writes) that were peeked are
+  // its: the reader forgets its copies.
+  void Wait(std::span<const int64_t> batch = {}) BC_EXCLUDES(mu_);
   // How many threads read a batch's files at once (1 for shards).
   int read_threads() const { return pool_ ? pool_->size() : 1; }
   // Ends the thread (after the read in flight, if any).
@@ -78,7 +84,7 @@ class FilePrefetcher {
   void Loop() BC_EXCLUDES(mu_);
   // Reads the file of indices[i] into files[i] (those that may be read); an
   // error is an exception's (a read's own failure is left for its user).
-  Status ReadAll(std::vector<FileBuffer>& files, const std::vector<int64_t>& indices);
+  Status ReadAll(std::vector<FileBuffer>& files, const std::vector<int64_t>& indices, bool guess);
 
   const ImageDataset& dataset_;
   StageTimes* const times_;
@@ -92,6 +98,7 @@ class FilePrefetcher {
   std::vector<FileBuffer>* files_ BC_GUARDED_BY(mu_) = nullptr;
   std::vector<int64_t> indices_ BC_GUARDED_BY(mu_);
   Then then_ BC_GUARDED_BY(mu_);
+  bool guess_ BC_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace batchcast

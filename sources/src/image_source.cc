@@ -38,7 +38,7 @@ class ImageSource : public SampleSource {
   // bytes in stream order while the batch before it decodes.
   Result<uint32_t> FillBatch(const SlotView& slot, const ReadAhead& next) override {
     if (!sequential_) return SampleSource::FillBatch(slot, next);
-    prefetcher_.Wait();
+    prefetcher_.Wait(slot.indices);
     std::swap(current_, ahead_);
     if (current_.size() < slot.count()) current_.resize(slot.count());
     position_.clear();
@@ -51,7 +51,7 @@ class ImageSource : public SampleSource {
                                index);  // a failure is found again in FillSample
       }
     }
-    prefetcher_.Start(&ahead_, next.indices);
+    prefetcher_.Start(&ahead_, next.indices, nullptr, next.guess);
     return SampleSource::FillBatch(slot, next);
   }
 

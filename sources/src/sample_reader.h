@@ -16,12 +16,16 @@
 // MakeSources: about K + a batch per ring, since each ring's batches wait
 // there for it, and up to K + two batches per ring while one ring's
 // read-ahead runs ahead of another ring's reads; its max_held grows with the
-// rings, ImageDataset::Open). Any
-// other order is still served correctly: beyond `max_held` samples nothing
-// more is held, and a sample already passed is found by reading its shard
-// again (counted as `shard_rereads`). A shard that fails while read (changed
-// or damaged since the scan) fails its remaining samples (each follows
-// Note [Dropped files]) without reading it again.
+// rings, ImageDataset::Open). When batches are placed by demand a ring's
+// read-ahead is a guess (Note [Placement]): it peeks (Peek), the reader
+// keeping a copy for the ring that gets the batch until that ring takes it
+// or the guessing ring, which got it after all, forgets it; a sample another
+// ring took already is declined rather than read again. Any other order is
+// still served correctly: beyond `max_held` samples nothing more is held,
+// and a sample already passed is found by reading its shard again (counted
+// as `shard_rereads`). A shard that fails while read (changed or damaged
+// since the scan) fails its remaining samples (each follows Note [Dropped
+// files]) without reading it again.
 //
 // Thread-safety: Read may be called from any thread; a sequential() reader
 // serializes its calls (a mutex), so callers that want speed read from one
@@ -47,6 +51,14 @@ class SampleReader {
   // sample's (Note [Dropped files]): DataLoss / NotFound with the reason.
   // REQUIRES: 0 <= index < the dataset's size.
   virtual Status Read(int64_t index, std::vector<uint8_t>& bytes) = 0;
+  // Read for a read-ahead that may guess wrong (another ring may be the one
+  // that gets the batch, Note [Placement]): a sequential reader keeps a copy
+  // of the sample for whoever asks for it next (Read takes it), until
+  // Forget(index), and declines (OutOfRange) a sample it passed already and
+  // no longer holds: another reader took it. Others read as Read does.
+  virtual Status Peek(int64_t index, std::vector<uint8_t>& bytes) { return Read(index, bytes); }
+  // Drops what Peek kept of sample `index` (its reader uses the bytes it got).
+  virtual void Forget(int64_t /*index*/) {}
   // True when reads are sequential per shard (see above).
   virtual bool sequential() const = 0;
   // Counters for stats.

@@ -16,7 +16,10 @@ namespace {
 class ShardSampleReader : public SampleReader {
  public:
   ShardSampleReader(const ImageDataset& dataset, size_t max_held)
-      : dataset_(dataset), max_held_(max_held), begin_(dataset.shards().size() + 1, 0) {
+      : dataset_(dataset),
+        max_held_(max_held),
+        begin_(dataset.shards().size() + 1, 0),
+        passed_(dataset.shards().size(), false) {
     // Shard k's samples are the indices [begin_[k], begin_[k + 1]), in member order.
     for (uint64_t i = 0; i < dataset.size(); ++i)
       ++begin_[dataset.file(static_cast<int64_t>(i)).shard + 1];
@@ -28,17 +31,50 @@ class ShardSampleReader : public SampleReader {
   std::vector<std::pair<std::string, int64_t>> counters() const override {
     return {{"shard_opens", opens_.load()},
             {"shard_rereads", rereads_.load()},
+            {"shard_held_samples", held_samples_.load()},
             {"shard_held_peak_samples", peak_samples_.load()},
             {"shard_held_peak_bytes", peak_bytes_.load()}};
   }
 
   Status Read(int64_t index, std::vector<uint8_t>& bytes) BC_EXCLUDES(mu_) override {
     MutexLock lock(&mu_);
+    return ReadLocked(index, bytes);
+  }
+
+  Status Peek(int64_t index, std::vector<uint8_t>& bytes) BC_EXCLUDES(mu_) override {
+    MutexLock lock(&mu_);
+    const auto held = held_.find(index);
+    if (held != held_.end()) {
+      bytes = held->second;
+      return Status::Ok();
+    }
+    // Not held and behind the reader: whoever got the batch took it.
+    const uint32_t k = dataset_.file(index).shard;
+    if (passed_[k] || (open_ == static_cast<int64_t>(k) && next_ > index)) {
+      return OutOfRangeError("sample " + std::to_string(index) + " was read already");
+    }
+    BATCHCAST_RETURN_IF_ERROR(ReadLocked(index, bytes));
+    if (held_.size() < max_held_) Hold(index, bytes);  // a copy, for the ring that gets it
+    return Status::Ok();
+  }
+
+  void Forget(int64_t index) BC_EXCLUDES(mu_) override {
+    MutexLock lock(&mu_);
+    const auto held = held_.find(index);
+    if (held == held_.end()) return;
+    held_bytes_ -= held->second.size();
+    held_.erase(held);
+    CountHeld();
+  }
+
+ private:
+  Status ReadLocked(int64_t index, std::vector<uint8_t>& bytes) BC_REQUIRES(mu_) {
     const auto held = held_.find(index);
     if (held != held_.end()) {
       bytes.swap(held->second);
       held_bytes_ -= bytes.size();
       held_.erase(held);
+      CountHeld();
       return Status::Ok();
     }
     const ImageDataset::File& f = dataset_.file(index);
@@ -55,10 +91,25 @@ class ShardSampleReader : public SampleReader {
     return ReadUpTo(index, &bytes);
   }
 
- private:
+  // Holds a copy of `bytes` as sample `index`'s.
+  void Hold(int64_t index, const std::vector<uint8_t>& bytes) BC_REQUIRES(mu_) {
+    held_[index] = bytes;
+    held_bytes_ += bytes.size();
+    CountHeld();
+  }
+
+  // The held samples now, and the peaks.
+  void CountHeld() BC_REQUIRES(mu_) {
+    held_samples_.store(static_cast<int64_t>(held_.size()));
+    peak_samples_.store(
+        std::max<int64_t>(peak_samples_.load(), static_cast<int64_t>(held_.size())));
+    peak_bytes_.store(std::max<int64_t>(peak_bytes_.load(), static_cast<int64_t>(held_bytes_)));
+  }
+
   const std::string& shard_path(uint32_t k) const { return dataset_.shards()[k]; }
 
   Status OpenShard(uint32_t k) BC_REQUIRES(mu_) {
+    passed_[k] = false;
     BATCHCAST_RETURN_IF_ERROR(OpenAt(k, 0));
     next_ = static_cast<int64_t>(begin_[k]);
     return Status::Ok();
@@ -144,20 +195,22 @@ class ShardSampleReader : public SampleReader {
       if (dataset_.known_bad(pos) || held_.size() >= max_held_) continue;
       std::vector<uint8_t>& slot = held_[pos];
       const Status s = tar_->ReadData(slot);
-      if (!s.ok()) held_.erase(pos);
+      if (!s.ok()) {
+        held_.erase(pos);
+        CountHeld();
+      }
       if (s.code() == StatusCode::kUnavailable) {
         BATCHCAST_RETURN_IF_ERROR(Recover(k, at, pos));
         continue;
       }
       if (!s.ok()) return Fail(k, at, s.WithContext(shard_path(k)));
       held_bytes_ += slot.size();
-      peak_samples_.store(
-          std::max<int64_t>(peak_samples_.load(), static_cast<int64_t>(held_.size())));
-      peak_bytes_.store(std::max<int64_t>(peak_bytes_.load(), static_cast<int64_t>(held_bytes_)));
+      CountHeld();
     }
     if (next_ >= end) {  // every sample of the shard was read: close it
       tar_.reset();
       open_ = -1;
+      passed_[k] = true;
     }
     return Status::Ok();
   }
@@ -176,7 +229,10 @@ class ShardSampleReader : public SampleReader {
   std::unordered_map<int64_t, std::vector<uint8_t>> held_ BC_GUARDED_BY(mu_);
   size_t held_bytes_ BC_GUARDED_BY(mu_) = 0;
   std::map<uint32_t, std::pair<uint64_t, Status>> failed_ BC_GUARDED_BY(mu_);
-  std::atomic<int64_t> opens_{0}, rereads_{0}, peak_samples_{0}, peak_bytes_{0};
+  // Shards read to their end since they were last opened: a sample of one
+  // that is not held was taken (Peek).
+  std::vector<bool> passed_ BC_GUARDED_BY(mu_);
+  std::atomic<int64_t> opens_{0}, rereads_{0}, held_samples_{0}, peak_samples_{0}, peak_bytes_{0};
 };
 
 }  // namespace

@@ -319,6 +319,44 @@ TEST(ShardReader, AnyOrderIsServedCorrectly) {
   EXPECT_LE(Counter(*ds, "shard_held_peak_samples"), 60);
 }
 
+// A read-ahead that may guess wrong peeks: the reader keeps a copy for the
+// ring that gets the batch (its Read takes it: no shard opened again), or
+// forgets it when the guess was right.
+TEST(ShardReader, APeekKeepsACopyUntilReadOrForgotten) {
+  SKIP_WITHOUT_TAR();
+  ShardSet s(2, 10);
+  auto ds = Open(s.pattern, /*shuffle_buffer=*/0);
+  ASSERT_TRUE(ds);
+  SampleReader& reader = ds->reader();
+  std::vector<uint8_t> bytes;
+  for (int64_t i = 0; i < 4; ++i) {  // a guess: samples 0-3
+    ASSERT_TRUE(reader.Peek(i, bytes).ok());
+    EXPECT_EQ(bytes, s.images[static_cast<size_t>(i)]) << i;
+  }
+  EXPECT_EQ(Counter(*ds, "shard_held_samples"), 4);
+  ASSERT_TRUE(reader.Peek(1, bytes).ok()) << "a second guess of a kept sample";
+  EXPECT_EQ(bytes, s.images[1]);
+  for (int64_t i = 0; i < 2; ++i) {  // wrong for 0-1: another ring reads them
+    ASSERT_TRUE(reader.Read(i, bytes).ok());
+    EXPECT_EQ(bytes, s.images[static_cast<size_t>(i)]) << i;
+  }
+  reader.Forget(2);  // right for 2-3: the reader forgets its copies
+  reader.Forget(3);
+  reader.Forget(3);
+  EXPECT_EQ(Counter(*ds, "shard_held_samples"), 0);
+  for (int64_t i = 4; i < 20; ++i) ASSERT_TRUE(reader.Read(i, bytes).ok());
+  EXPECT_EQ(Counter(*ds, "shard_opens"), 2) << "each shard once";
+  EXPECT_EQ(Counter(*ds, "shard_rereads"), 0);
+  // A guess of a sample another reader took already is declined, and opens
+  // nothing; a read of it (the next epoch's) opens its shard again.
+  EXPECT_EQ(reader.Peek(5, bytes).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(Counter(*ds, "shard_held_samples"), 0);
+  EXPECT_EQ(Counter(*ds, "shard_opens"), 2);
+  ASSERT_TRUE(reader.Read(5, bytes).ok());
+  EXPECT_EQ(bytes, s.images[5]);
+  EXPECT_EQ(Counter(*ds, "shard_opens"), 3);
+}
+
 // A shard that goes bad after the scan fails its remaining samples with the
 // reason, without reading it again for each one.
 TEST(ShardReader, AShardDamagedAfterTheScanFailsItsRest) {

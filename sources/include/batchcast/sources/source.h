@@ -64,6 +64,10 @@ struct SlotView {
 struct ReadAhead {
   std::span<const int64_t> indices;
   uint32_t epoch = 0;
+  // The batch may go to another ring (a server of several rings placing
+  // batches by demand): a reader that rings share keeps what is read ahead
+  // for whichever ring gets it.
+  bool guess = false;
 };
 
 // Cumulative time of one stage of a source's FillBatch, for stats
