@@ -34,9 +34,14 @@ class ResumeTest : public SchedulerTest {
 
   // The built-in producer's next batch (indices IndexOf(seq)), committed:
   // "S<first>" for a shared batch, "L<first>" for the lane's, "" when it
-  // would wait.
+  // would wait. With several rings (Note [Placement]) each ring's producer
+  // asks in turn; the first that gets work writes it.
   std::string Work() {
-    Result<std::optional<Scheduler::Work>> w = s_->TryBeginWork();
+    Result<std::optional<Scheduler::Work>> w = std::optional<Scheduler::Work>();
+    for (uint32_t ring = 0; ring < config_.rings; ++ring) {
+      w = s_->TryBeginWork(ring);
+      if (!w.ok() || w->has_value()) break;
+    }
     EXPECT_TRUE(w.ok()) << w.status().ToString();
     if (!w.ok() || !w->has_value()) return "";
     const SlotGrant& g = (*w)->grant;
@@ -186,6 +191,29 @@ TEST_F(ResumeTest, BehindTheRingTheLaneCatchesUpFromSpareCapacityAndMerges) {
   // Both now read the one stream: the window holds them together.
   EXPECT_EQ(Read("a", 5), Expected(4, 30, 5));
   EXPECT_EQ(Read("b2", 5), Expected(4, 33, 5));
+}
+
+// On two rings placing batches by demand the lane is still filled for the
+// resumed reader's ring from spare capacity, and the reader merges exactly.
+TEST_F(ResumeTest, ByDemandOnTwoRingsTheLaneCatchesUpAndMerges) {
+  TestConfig t;
+  t.rings = 2;
+  t.placement = Placement::kDemand;
+  MakeReplay(4, t);
+  MustJoin("a", {});
+  MustJoin("b", {.ring = 1});
+  proto::Message last;
+  EXPECT_EQ(Read("b", 3, &last), Expected(4, 0, 3));
+  s_->Remove("b", "killed");
+  EXPECT_EQ(Read("a", 30), Expected(4, 0, 30));
+  MustJoin("b2", {.confirm = false, .ring = 1});
+  ASSERT_TRUE(Resume("b2", PlaceAfter(last)).ok());
+  EXPECT_EQ(ConsumerStats("b2")["resumed"], "lane");
+  EXPECT_EQ(Read("b2", 30), Expected(4, 3, 30));
+  EXPECT_EQ(Lane()["merges"], 1);
+  EXPECT_EQ(Read("a", 5), Expected(4, 30, 5));
+  EXPECT_EQ(Read("b2", 5), Expected(4, 33, 5));
+  EXPECT_GT(Stats()["rings"][1]["batches_written"].get<int>(), 0) << "the lane's, on b2's ring";
 }
 
 // The lane has one owner at a time; the next resumed reader behind the ring
