@@ -17,7 +17,7 @@ Scheduler::Scheduler(SchedulerConfig config, SchedulerEnv* env)
       slots_(config.window, config.batch_size),
       stream_end_(config.stream_end),
       ring_counts_(std::max<uint32_t>(1, config.rings)),
-      ring_began_(std::max<uint32_t>(1, config.rings)),
+      ring_work_(std::max<uint32_t>(1, config.rings)),
       created_(env->Now()) {
   BATCHCAST_CHECK(config_.window > 0 && config_.batch_size > 0 && config_.epoch_len > 0 &&
                   config_.rings > 0);

@@ -159,9 +159,13 @@
 // theirs. Commits may come out of order (the slot table publishes in order).
 // A producer's read-ahead hint is the batch predicted to be its ring's next
 // (PredictNextBatch), not the stream's next, which is mostly another ring's.
-// By demand the prediction takes the rings to ask in the order they began
-// what they write (the idle ones first): exact while the rings keep pace; a
-// wrong hint costs a read. A shard reader that the rings share (Note [Shard
+// By demand the prediction counts the batches the other rings take before
+// this ring asks again: a free ring asks now, a busy one when its batch
+// began plus its mean batch time (measured from begin to commit, an
+// exponential mean), and each asks again a mean batch time later, so a
+// ring twice as fast takes two batches for one. Until every ring has
+// committed a batch the rings are taken to ask in the order they began
+// theirs. A wrong hint costs a read. A shard reader that the rings share (Note [Shard
 // reads]) keeps a copy of what is read ahead on such a guess
 // (ReadAhead::guess, SampleReader::Peek) for whichever ring gets the batch,
 // so that ring need not open the shard again.
@@ -594,8 +598,8 @@ class Scheduler {
   // ---- placement (scheduler_placement.cc, Note [Placement]) ----
   // The ring of the stream's next batch, when ring `asking` asks for work.
   uint32_t PlaceNextLocked(uint32_t asking) const BC_REQUIRES(mu_);
-  // By demand: the rings that ask before `ring` does again (the idle
-  // candidates, then the busy ones that began before it).
+  // By demand: the batches the other candidates take before `ring` asks
+  // again (Note [Placement]).
   uint32_t RingsAskingBeforeLocked(uint32_t ring, const std::vector<uint32_t>& candidates) const
       BC_REQUIRES(mu_);
   // Ring `ring` began work (BeginWork) / committed it.
@@ -673,9 +677,15 @@ class Scheduler {
     uint64_t peer_bytes = 0;          // bytes those copies moved onto this ring's device
   };
   std::vector<RingCounts> ring_counts_ BC_GUARDED_BY(mu_);
-  // By demand: the order in which each ring began what it writes now
-  // (ring_began_[r] from work_begun_), nullopt while it has nothing begun.
-  std::vector<std::optional<uint64_t>> ring_began_ BC_GUARDED_BY(mu_);
+  // By demand: what each ring writes now (the order it began in, from
+  // work_begun_, and when; unset while it has nothing begun) and its mean
+  // batch time (zero until it committed one).
+  struct RingWork {
+    std::optional<uint64_t> began;
+    Clock::time_point began_at;
+    Clock::duration mean{0};
+  };
+  std::vector<RingWork> ring_work_ BC_GUARDED_BY(mu_);
   uint64_t work_begun_ BC_GUARDED_BY(mu_) = 0;
   uint64_t next_consumer_id_ BC_GUARDED_BY(mu_) = 1;
   std::vector<Outgoing> outbox_ BC_GUARDED_BY(mu_);

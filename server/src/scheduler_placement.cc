@@ -68,16 +68,42 @@ uint32_t Scheduler::PlaceNextLocked(uint32_t asking) const {
 
 uint32_t Scheduler::RingsAskingBeforeLocked(uint32_t ring,
                                             const std::vector<uint32_t>& candidates) const {
+  const RingWork& mine = ring_work_[ring];
+  bool timed = mine.began.has_value();  // and every candidate's time measured
+  for (uint32_t r : candidates) timed = timed && ring_work_[r].mean.count() > 0;
+  const Clock::time_point now = env_->Now();
   uint32_t before = 0;
   for (uint32_t r : candidates) {
     if (r == ring) continue;
-    before += !ring_began_[r] || (ring_began_[ring] && *ring_began_[r] < *ring_began_[ring]);
+    const RingWork& other = ring_work_[r];
+    if (!timed) {  // the order they began in; the free ones first
+      before += !other.began || (mine.began && *other.began < *mine.began);
+      continue;
+    }
+    // Its asks (now when free, else when its batch should be done, then
+    // every mean batch time) before this ring's.
+    const Clock::time_point mine_done = mine.began_at + mine.mean;
+    for (Clock::time_point t = other.began ? other.began_at + other.mean : now;
+         t < mine_done && before < 4 * config_.rings; t += other.mean) {
+      ++before;
+    }
   }
   return before;
 }
 
 void Scheduler::RingBusyLocked(uint32_t ring, bool busy) {
-  ring_began_[ring] = busy ? std::optional<uint64_t>(work_begun_++) : std::nullopt;
+  RingWork& w = ring_work_[ring];
+  const Clock::time_point now = env_->Now();
+  if (busy) {
+    w.began = work_begun_++;
+    w.began_at = now;
+    return;
+  }
+  if (w.began) {  // an exponential mean, each batch weighing a quarter
+    const Clock::duration took = now - w.began_at;
+    w.mean = w.mean.count() == 0 ? took : (3 * w.mean + took) / 4;
+  }
+  w.began.reset();
 }
 
 uint64_t Scheduler::NextBatchEndLocked(uint64_t seq) const {

@@ -217,6 +217,26 @@ TEST_F(PlacementTest, ByDemandAReadAheadCountsTheRingsThatAskFirst) {
   EXPECT_EQ(s_->PredictNextBatch(0), std::optional<uint64_t>(8));
 }
 
+// Once the rings' batch times are measured (fake clock), a ring's hint
+// skips the batches a faster ring takes before it is done: ring 1, three
+// times as fast as ring 0, takes three while ring 0 writes one.
+TEST_F(PlacementTest, ByDemandAReadAheadCountsWhatFasterRingsTakeMeanwhile) {
+  MakeWithTwoReaders(ByDemand(Rings(2)));
+  const std::optional<SlotGrant> slow = Begin(0);  // seq 0
+  const std::optional<SlotGrant> fast = Begin(1);  // seq 4
+  ASSERT_TRUE(slow && fast);
+  TickAfter(10ms);
+  ASSERT_TRUE(s_->Commit(fast->slot).ok());
+  TickAfter(20ms);
+  ASSERT_TRUE(s_->Commit(slow->slot).ok());  // ring 0: 30 ms a batch, ring 1: 10 ms
+  ASSERT_TRUE(Begin(0).has_value());         // seq 8; ring 1 free
+  EXPECT_EQ(s_->PredictNextBatch(0), std::optional<uint64_t>(24)) << "ring 1 takes 12, 16, 20";
+  EXPECT_EQ(s_->PredictNextBatch(1), std::optional<uint64_t>(12));
+  ASSERT_TRUE(Begin(1).has_value());  // seq 12
+  EXPECT_EQ(s_->PredictNextBatch(0), std::optional<uint64_t>(24)) << "ring 1 takes 16, 20";
+  EXPECT_EQ(s_->PredictNextBatch(1), std::optional<uint64_t>(16)) << "done before ring 0";
+}
+
 // By demand a ring without readers decodes nothing, and a group's batches
 // still go to the ring of the rank that reads them.
 TEST_F(PlacementTest, ByDemandKeepsDecodeWithReadersAndGroupsOnTheirRanksRings) {
