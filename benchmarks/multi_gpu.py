@@ -294,7 +294,8 @@ def producer_round(binary, args, counts, rep):
         r = producer(binary, args, g)
         r["round"] = rep
         results.append(r)
-        print(f"producer, {g} GPU(s): {r['rate']:.0f} img/s; decoded per GPU: "
+        print(f"producer, {g} GPU(s), placement {r['placement']}: {r['rate']:.0f} img/s; "
+              "decoded per GPU: "
               + ", ".join(f"{x:.0f}/s ({s:.0%} of each epoch)"
                           for x, s in zip(r["decoded_per_ring"], r["epoch_share_per_ring"]))
               + "; copied between GPUs: "
