@@ -43,7 +43,7 @@ Result<uint32_t> ProducerLoop::WriteBatch(const Scheduler::Work& work) {
   const std::optional<uint64_t> ahead =
       work.lane ? std::optional<uint64_t>(after) : scheduler_->PredictNextBatch(ring_);
   ReadAhead next = ahead ? NextSamples(*ahead, next_order) : ReadAhead{};
-  next.guess = !work.lane && scheduler_->HintsMayMiss();
+  next.guess = !work.lane && scheduler_->PlacesByDemand();
   BATCHCAST_ASSIGN_OR_RETURN(SlotView target, publisher_->Begin(grant, epoch));
   BATCHCAST_ASSIGN_OR_RETURN(const uint32_t valid, source_->FillBatch(target, next));
   if (valid > target.count()) {

@@ -388,9 +388,12 @@ class Scheduler {
   // rings the stream's next batch is mostly another ring's); nullopt when
   // none is in sight.
   std::optional<uint64_t> PredictNextBatch(uint32_t ring) const BC_EXCLUDES(mu_);
-  // Whether another ring may take the batch PredictNextBatch names (by
-  // demand, Note [Placement]): a hint to read ahead without taking.
-  bool HintsMayMiss() const { return config_.placement == Placement::kDemand && config_.rings > 1; }
+  // Whether batches go by demand (Note [Placement]): several rings and
+  // Placement::kDemand. Another ring may then take the batch
+  // PredictNextBatch names: a hint to read ahead without taking.
+  bool PlacesByDemand() const {
+    return config_.placement == Placement::kDemand && config_.rings > 1;
+  }
   // Publishes a slot granted by (Try)BeginBatch: consumers may be served
   // from it. `valid`: its first `valid` seqs are samples, the rest holes
   // (Note [Holes]); nullopt: every seq is a sample. InvalidArgument when
@@ -605,10 +608,13 @@ class Scheduler {
   // Ring `ring` began work (BeginWork) / committed it.
   void RingBusyLocked(uint32_t ring, bool busy) BC_REQUIRES(mu_);
   // The rings with readers (every ring while none has one), and the ring of
-  // the batch from `seq` that is the stream's `batch`-th (from 0).
+  // the batch from `seq` that is the stream's `batch`-th (from 0): its group
+  // rank's, else the round robin's over `candidates`; nullopt by demand (the
+  // first candidate to ask takes it).
   std::vector<uint32_t> CandidateRingsLocked() const BC_REQUIRES(mu_);
-  uint32_t PlaceAtLocked(uint64_t seq, uint64_t batch,
-                         const std::vector<uint32_t>& candidates) const BC_REQUIRES(mu_);
+  std::optional<uint32_t> PlaceAtLocked(uint64_t seq, uint64_t batch,
+                                        const std::vector<uint32_t>& candidates) const
+      BC_REQUIRES(mu_);
   // The end of the producer batch that starts at `seq`: batch_size seqs, cut
   // at its producer epoch's end and at the stream end.
   uint64_t NextBatchEndLocked(uint64_t seq) const BC_REQUIRES(mu_);

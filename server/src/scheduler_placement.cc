@@ -49,21 +49,22 @@ std::vector<uint32_t> Scheduler::CandidateRingsLocked() const {
   return candidates;
 }
 
-uint32_t Scheduler::PlaceAtLocked(uint64_t seq, uint64_t batch,
-                                  const std::vector<uint32_t>& candidates) const {
-  if (config_.rings == 1) return 0;
-  if (std::optional<uint32_t> ring = GroupPlacementLocked(seq)) return *ring;
+std::optional<uint32_t> Scheduler::PlaceAtLocked(uint64_t seq, uint64_t batch,
+                                                 const std::vector<uint32_t>& candidates) const {
+  if (std::optional<uint32_t> ring = GroupPlacementLocked(seq)) return ring;
+  if (PlacesByDemand()) return std::nullopt;
   return candidates[batch % candidates.size()];
 }
 
 uint32_t Scheduler::PlaceNextLocked(uint32_t asking) const {
   if (config_.rings == 1) return 0;
   const std::vector<uint32_t> candidates = CandidateRingsLocked();
-  if (config_.placement == Placement::kDemand && !GroupPlacementLocked(slots_.next_seq()) &&
-      std::find(candidates.begin(), candidates.end(), asking) != candidates.end()) {
-    return asking;
-  }
-  return PlaceAtLocked(slots_.next_seq(), batches_begun_, candidates);
+  const std::optional<uint32_t> ring = PlaceAtLocked(slots_.next_seq(), batches_begun_, candidates);
+  if (ring) return *ring;
+  // By demand: the asking ring when it has readers, else one that has.
+  return std::find(candidates.begin(), candidates.end(), asking) != candidates.end()
+             ? asking
+             : candidates.front();
 }
 
 uint32_t Scheduler::RingsAskingBeforeLocked(uint32_t ring,
@@ -113,18 +114,15 @@ uint64_t Scheduler::NextBatchEndLocked(uint64_t seq) const {
 std::optional<uint64_t> Scheduler::PredictNextBatch(uint32_t ring) const {
   MutexLock lock(&mu_);
   const std::vector<uint32_t> candidates = CandidateRingsLocked();
-  const bool demand = config_.placement == Placement::kDemand && config_.rings > 1;
   const bool candidate = std::find(candidates.begin(), candidates.end(), ring) != candidates.end();
-  uint32_t before = demand ? RingsAskingBeforeLocked(ring, candidates) : 0;
+  uint32_t before = PlacesByDemand() ? RingsAskingBeforeLocked(ring, candidates) : 0;
   uint64_t seq = slots_.next_seq();
   uint64_t batch = batches_begun_;
   // A few rounds of the rotation: beyond them the state will have changed.
   for (uint32_t i = 0; i < 4 * config_.rings && seq < stream_end_; ++i, ++batch) {
-    if (!demand || GroupPlacementLocked(seq)) {
-      if (PlaceAtLocked(seq, batch, candidates) == ring) return seq;
-    } else if (candidate && before-- == 0) {
-      return seq;  // the rings that ask first take the batches before it
-    }
+    const std::optional<uint32_t> placed = PlaceAtLocked(seq, batch, candidates);
+    // By demand the rings that ask first take the batches before this one's.
+    if (placed ? *placed == ring : candidate && before-- == 0) return seq;
     seq = NextBatchEndLocked(seq);
   }
   return std::nullopt;
