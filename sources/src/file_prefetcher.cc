@@ -1,6 +1,7 @@
 #include "file_prefetcher.h"
 
 #include <unordered_set>
+#include <utility>
 
 #include "batchcast/core/check.h"
 #include "core/src/catch_all.h"
@@ -12,7 +13,6 @@ namespace batchcast {
 Status FileBuffer::Read(SampleReader& reader, int64_t sample, bool peek) {
   Status s = peek ? reader.Peek(sample, bytes) : reader.Read(sample, bytes);
   index = s.ok() ? sample : -1;
-  peeked = s.ok() && peek;
   return s;
 }
 
@@ -106,11 +106,12 @@ void FilePrefetcher::Start(std::vector<FileBuffer>* files, std::span<const int64
 void FilePrefetcher::Wait(std::span<const int64_t> batch) {
   MutexLock lock(&mu_);
   while (busy_) cv_.Wait(&mu_);
-  if (!guess_ || files_ == nullptr || batch.empty()) return;
+  if (!std::exchange(guess_, false) || batch.empty()) return;
+  // The files the guess read (peeked) that this batch uses.
   const std::unordered_set<int64_t> mine(batch.begin(), batch.end());
-  for (FileBuffer& f : *files_) {
-    if (f.peeked && mine.count(f.index) != 0) dataset_.reader().Forget(f.index);
-    f.peeked = false;
+  for (size_t i = 0; i < indices_.size(); ++i) {
+    const int64_t index = (*files_)[i].index;
+    if (index == indices_[i] && mine.count(index) != 0) dataset_.reader().Forget(index);
   }
 }
 

@@ -40,8 +40,7 @@ namespace batchcast {
 // The encoded bytes of one sample, and which sample they are.
 struct FileBuffer {
   std::vector<uint8_t> bytes;
-  int64_t index = -1;   // the dataset index whose bytes `bytes` holds; -1: none
-  bool peeked = false;  // read by SampleReader::Peek: the reader kept a copy
+  int64_t index = -1;  // the dataset index whose bytes `bytes` holds; -1: none
 
   // Reads the bytes of `sample` through `reader` (Peek with `peek`); on
   // failure index is -1.
