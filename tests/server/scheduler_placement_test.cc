@@ -108,8 +108,9 @@ class PlacementTest : public SchedulerTest {
     for (uint32_t i = 0; i < g.count; ++i) g.indices[i] = IndexOf(g.first_seq + i);
     return g;
   }
-  static TestConfig ByDemand(TestConfig t) {
-    t.placement = Placement::kDemand;
+  // `t` placing batches by `placement`.
+  static TestConfig Placed(TestConfig t, Placement placement = Placement::kDemand) {
+    t.placement = placement;
     return t;
   }
   // Every segment of `r`'s batches lies on `ring`.
@@ -168,9 +169,7 @@ TEST_F(PlacementTest, AProducersReadAheadIsItsOwnRingsNextBatch) {
 TEST_F(PlacementTest, ByDemandAFreeRingTakesTheNextBatch) {
   for (const Placement placement : {Placement::kRoundRobin, Placement::kDemand}) {
     SCOPED_TRACE(std::string(PlacementName(placement)));
-    TestConfig t = Rings(2);
-    t.placement = placement;
-    MakeWithTwoReaders(t);
+    MakeWithTwoReaders(Placed(Rings(2), placement));
     const std::optional<SlotGrant> slow = Begin(0);
     ASSERT_TRUE(slow.has_value());
     EXPECT_EQ(slow->first_seq, 0u);
@@ -202,7 +201,7 @@ TEST_F(PlacementTest, ByDemandAFreeRingTakesTheNextBatch) {
 // that ask before it (the free ones, and the busy ones that began earlier)
 // took theirs.
 TEST_F(PlacementTest, ByDemandAReadAheadCountsTheRingsThatAskFirst) {
-  MakeWithTwoReaders(ByDemand(Rings(3)));
+  MakeWithTwoReaders(Placed(Rings(3)));
   const std::optional<SlotGrant> first = Begin(0);  // seq 0 on ring 0; ring 1 free
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(s_->PredictNextBatch(0), std::optional<uint64_t>(8)) << "ring 1 takes seq 4";
@@ -221,7 +220,7 @@ TEST_F(PlacementTest, ByDemandAReadAheadCountsTheRingsThatAskFirst) {
 // skips the batches a faster ring takes before it is done: ring 1, three
 // times as fast as ring 0, takes three while ring 0 writes one.
 TEST_F(PlacementTest, ByDemandAReadAheadCountsWhatFasterRingsTakeMeanwhile) {
-  MakeWithTwoReaders(ByDemand(Rings(2)));
+  MakeWithTwoReaders(Placed(Rings(2)));
   const std::optional<SlotGrant> slow = Begin(0);  // seq 0
   const std::optional<SlotGrant> fast = Begin(1);  // seq 4
   ASSERT_TRUE(slow && fast);
@@ -240,11 +239,11 @@ TEST_F(PlacementTest, ByDemandAReadAheadCountsWhatFasterRingsTakeMeanwhile) {
 // By demand a ring without readers decodes nothing, and a group's batches
 // still go to the ring of the rank that reads them.
 TEST_F(PlacementTest, ByDemandKeepsDecodeWithReadersAndGroupsOnTheirRanksRings) {
-  Make(ByDemand(Rings(2)));
+  Make(Placed(Rings(2)));
   MustJoin("a", On(1));
   EXPECT_EQ(Pump(), 8);
   EXPECT_EQ(placements, std::vector<uint32_t>(8, 1));
-  Make(ByDemand(TwoRingsOf(48)));
+  Make(Placed(TwoRingsOf(48)));
   MustJoin("r0", Rank(0, 0));
   MustJoin("r1", Rank(1, 1));
   std::map<std::string, Read> read = DriveToEnd({"r0", "r1"});
@@ -274,9 +273,7 @@ TEST_F(PlacementTest, DecodeFollowsReadersOnOneRing) {
 TEST_F(PlacementTest, EverySampleOnceAndEveryConsumerGetsTheWholeStream) {
   for (const Placement placement : {Placement::kRoundRobin, Placement::kDemand}) {
     SCOPED_TRACE(std::string(PlacementName(placement)));
-    TestConfig t = TwoRingsOf(32);
-    t.placement = placement;
-    MakeWithTwoReaders(t);
+    MakeWithTwoReaders(Placed(TwoRingsOf(32), placement));
     std::map<std::string, Read> read = DriveToEnd({"a", "b"});
     std::vector<int64_t> want;
     for (uint64_t seq = 0; seq < 32; ++seq) want.push_back(IndexOf(seq));
