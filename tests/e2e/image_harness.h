@@ -125,8 +125,8 @@ inline std::vector<std::vector<Epoch>> ReadOnEveryRing(const std::string& endpoi
 
 // A consumer on each of `endpoint`'s `rings` host rings (ReadOnEveryRing),
 // each reading the whole stream: every one of its `epochs` epochs holds the
-// `samples` usable samples, each once (the rings take the stream's batches
-// in turn).
+// `samples` usable samples, each once, whichever ring each batch was placed
+// on.
 inline void ExpectEveryRingReadsWholeEpochs(const std::string& endpoint, int rings, uint32_t batch,
                                             int epochs, size_t samples) {
   const auto reads = ReadOnEveryRing(endpoint, rings, batch, epochs);
