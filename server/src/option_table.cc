@@ -302,9 +302,9 @@ const ServerOption kOptions[] = {
   Choice<ParsePlacement, PlacementName, &O::placement>("placement", G::kRing, "round-robin|demand",
       "several GPUs: which ring decodes the stream's next batch: round-robin takes the rings with "
       "readers in turn (each GPU decodes an equal share, and the node goes at its slowest GPU's "
-      "pace), demand gives it to the first GPU free to decode it (a GPU slowed by a trainer "
-      "beside it decodes less); a DDP group's batches go to the GPU of the rank that reads them "
-      "either way"),
+      "pace), demand gives each GPU a share that follows its speed (a GPU slowed by a trainer "
+      "beside it decodes less, and no longer holds the others back); a DDP group's batches go to "
+      "the GPU of the rank that reads them either way"),
   Integer<&O::resume_slots>("resume_slots", G::kRing,
       "ring slots kept for consumers that resume (load_state_dict) behind or ahead of the stream: "
       "their catch-up is written there from spare capacity; each holds a batch (0 = none)"),

@@ -152,23 +152,33 @@
 //    the candidates (the batch number mod their count), so G single-GPU jobs
 //    each decode a G-th of the stream; the node then goes at its slowest
 //    ring's pace, since each ring waits for its turn. With
-//    Placement::kDemand the first candidate whose producer asks takes it, so
-//    each ring decodes at its own pace and the rings' shares follow their
-//    speeds.
+//    Placement::kDemand the rings' shares follow their speeds: a plan, a
+//    cycle of kPlanBatchesPerRing batches per candidate in which each
+//    ring's share is its measured rate over theirs (at least one batch;
+//    equal shares until every candidate committed a batch), its batches
+//    spread evenly (smooth weighted round robin, so equal shares are the
+//    round robin). A ring's rate is one over its mean batch time, from
+//    begin to commit (an exponential mean), which waiting for its turn does
+//    not count. The plan is drawn again only at a cycle's end, and only when
+//    a share moved by kPlanHysteresis batches or more (noise in the times
+//    would redraw it all the time), or at once when the candidates change.
 // The producer of the chosen ring begins the batch; the others wait for
 // theirs. Commits may come out of order (the slot table publishes in order).
 // A producer's read-ahead hint is the batch predicted to be its ring's next
 // (PredictNextBatch), not the stream's next, which is mostly another ring's.
-// By demand the prediction counts the batches the other rings take before
-// this ring asks again: a free ring asks now, a busy one when its batch
-// began plus its mean batch time (measured from begin to commit, an
-// exponential mean), and each asks again a mean batch time later, so a
-// ring twice as fast takes two batches for one. Until every ring has
-// committed a batch the rings are taken to ask in the order they began
-// theirs. A wrong hint costs a read. A shard reader that the rings share (Note [Shard
-// reads]) keeps a copy of what is read ahead on such a guess
+// The prediction follows the plan, so it comes true unless readers come or
+// go, a group's prediction moves, or the plan is drawn again before that
+// batch: then a wrong hint costs a read. By demand a shard reader that the
+// rings share (Note [Shard reads]) keeps a copy of what is read ahead
 // (ReadAhead::guess, SampleReader::Peek) for whichever ring gets the batch,
 // so that ring need not open the shard again.
+//
+// Why a plan and not the first ring that asks: a ring reads its next batch
+// ahead while it writes one, so it must know which batch that is. With the
+// first asker taking the batch, the rings' order of asking decided it, and
+// on four GPUs of equal speed most hints missed (the read share of the
+// producers' time went from 0.28 to 0.37-0.47, and the node's rate fell
+// below the round robin's; docs/design.md, "GPU path").
 // A batch of a resume lane (Note [Resume]) goes to its owner's home ring (a
 // group's: that of the rank predicted to read it), written by that ring's
 // producer when it has nothing of the shared stream to write.
@@ -309,6 +319,10 @@ class Scheduler {
   // Note [Resume]: while the lane wants a batch and the producer never has
   // to wait, one lane batch after every kLaneShare shared ones.
   static constexpr uint32_t kLaneShare = 16;
+  // Note [Placement]: by demand, a cycle of the plan has this many batches
+  // per ring, and a share must move by kPlanHysteresis batches to redraw it.
+  static constexpr uint32_t kPlanBatchesPerRing = 8;
+  static constexpr uint32_t kPlanHysteresis = 2;
 
   // `env` must outlive the Scheduler.
   explicit Scheduler(SchedulerConfig config, SchedulerEnv* env = SchedulerEnv::Default());
@@ -389,8 +403,8 @@ class Scheduler {
   // none is in sight.
   std::optional<uint64_t> PredictNextBatch(uint32_t ring) const BC_EXCLUDES(mu_);
   // Whether batches go by demand (Note [Placement]): several rings and
-  // Placement::kDemand. Another ring may then take the batch
-  // PredictNextBatch names: a hint to read ahead without taking.
+  // Placement::kDemand. When the plan is drawn again another ring may take
+  // the batch PredictNextBatch named: a hint to read ahead without taking.
   bool PlacesByDemand() const {
     return config_.placement == Placement::kDemand && config_.rings > 1;
   }
@@ -599,22 +613,23 @@ class Scheduler {
   // The bookkeeping of a batch of the stream begun (not the lane's).
   void BeganSharedLocked() BC_REQUIRES(mu_);
   // ---- placement (scheduler_placement.cc, Note [Placement]) ----
-  // The ring of the stream's next batch, when ring `asking` asks for work.
-  uint32_t PlaceNextLocked(uint32_t asking) const BC_REQUIRES(mu_);
-  // By demand: the batches the other candidates take before `ring` asks
-  // again (Note [Placement]).
-  uint32_t RingsAskingBeforeLocked(uint32_t ring, const std::vector<uint32_t>& candidates) const
+  // The ring of the stream's next batch.
+  uint32_t PlaceNextLocked() const BC_REQUIRES(mu_);
+  // By demand: draws the plan again when a cycle ended and the shares moved,
+  // or the candidates changed (Note [Placement]); the shares of `candidates`
+  // (kPlanBatchesPerRing each until every one has a measured batch time).
+  void PlanLocked() BC_REQUIRES(mu_);
+  std::vector<uint32_t> SharesLocked(const std::vector<uint32_t>& candidates) const
       BC_REQUIRES(mu_);
   // Ring `ring` began work (BeginWork) / committed it.
   void RingBusyLocked(uint32_t ring, bool busy) BC_REQUIRES(mu_);
   // The rings with readers (every ring while none has one), and the ring of
   // the batch from `seq` that is the stream's `batch`-th (from 0): its group
-  // rank's, else the round robin's over `candidates`; nullopt by demand (the
-  // first candidate to ask takes it).
+  // rank's, else by demand the plan's, else the round robin's over
+  // `candidates`.
   std::vector<uint32_t> CandidateRingsLocked() const BC_REQUIRES(mu_);
-  std::optional<uint32_t> PlaceAtLocked(uint64_t seq, uint64_t batch,
-                                        const std::vector<uint32_t>& candidates) const
-      BC_REQUIRES(mu_);
+  uint32_t PlaceAtLocked(uint64_t seq, uint64_t batch,
+                         const std::vector<uint32_t>& candidates) const BC_REQUIRES(mu_);
   // The end of the producer batch that starts at `seq`: batch_size seqs, cut
   // at its producer epoch's end and at the stream end.
   uint64_t NextBatchEndLocked(uint64_t seq) const BC_REQUIRES(mu_);
@@ -683,16 +698,24 @@ class Scheduler {
     uint64_t peer_bytes = 0;          // bytes those copies moved onto this ring's device
   };
   std::vector<RingCounts> ring_counts_ BC_GUARDED_BY(mu_);
-  // By demand: what each ring writes now (the order it began in, from
-  // work_begun_, and when; unset while it has nothing begun) and its mean
-  // batch time (zero until it committed one).
+  // By demand: when each ring began what it writes now (unset while it has
+  // nothing begun) and its mean batch time (zero until it committed one).
   struct RingWork {
-    std::optional<uint64_t> began;
-    Clock::time_point began_at;
+    std::optional<Clock::time_point> began_at;
     Clock::duration mean{0};
   };
   std::vector<RingWork> ring_work_ BC_GUARDED_BY(mu_);
-  uint64_t work_begun_ BC_GUARDED_BY(mu_) = 0;
+  // By demand: batch `start` + i goes to order[i % order.size()] while the
+  // candidates are `rings`; each ring's share of a cycle, and the batch at
+  // which the plan was last reviewed (Note [Placement]).
+  struct Plan {
+    uint64_t start = 0;
+    std::vector<uint32_t> order;
+    std::vector<uint32_t> rings;
+    std::vector<uint32_t> shares;
+    std::optional<uint64_t> checked;
+  };
+  Plan plan_ BC_GUARDED_BY(mu_);
   uint64_t next_consumer_id_ BC_GUARDED_BY(mu_) = 1;
   std::vector<Outgoing> outbox_ BC_GUARDED_BY(mu_);
 

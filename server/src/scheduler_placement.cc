@@ -1,6 +1,9 @@
 // Scheduler: where the next producer batch is written when the server holds
 // several rings (Note [Placement]), and what each ring wrote and served.
 #include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
 
 #include "scheduler.h"
 
@@ -49,62 +52,86 @@ std::vector<uint32_t> Scheduler::CandidateRingsLocked() const {
   return candidates;
 }
 
-std::optional<uint32_t> Scheduler::PlaceAtLocked(uint64_t seq, uint64_t batch,
-                                                 const std::vector<uint32_t>& candidates) const {
-  if (std::optional<uint32_t> ring = GroupPlacementLocked(seq)) return ring;
-  if (PlacesByDemand()) return std::nullopt;
+uint32_t Scheduler::PlaceAtLocked(uint64_t seq, uint64_t batch,
+                                  const std::vector<uint32_t>& candidates) const {
+  if (std::optional<uint32_t> ring = GroupPlacementLocked(seq)) return ring.value();
+  if (PlacesByDemand() && plan_.rings == candidates && !plan_.order.empty()) {
+    return plan_.order[(batch - plan_.start) % plan_.order.size()];
+  }
   return candidates[batch % candidates.size()];
 }
 
-uint32_t Scheduler::PlaceNextLocked(uint32_t asking) const {
+uint32_t Scheduler::PlaceNextLocked() const {
   if (config_.rings == 1) return 0;
-  const std::vector<uint32_t> candidates = CandidateRingsLocked();
-  const std::optional<uint32_t> ring = PlaceAtLocked(slots_.next_seq(), batches_begun_, candidates);
-  if (ring) return *ring;
-  // By demand: the asking ring when it has readers, else one that has.
-  return std::find(candidates.begin(), candidates.end(), asking) != candidates.end()
-             ? asking
-             : candidates.front();
+  return PlaceAtLocked(slots_.next_seq(), batches_begun_, CandidateRingsLocked());
 }
 
-uint32_t Scheduler::RingsAskingBeforeLocked(uint32_t ring,
-                                            const std::vector<uint32_t>& candidates) const {
-  const RingWork& mine = ring_work_[ring];
-  bool timed = mine.began.has_value();  // and every candidate's time measured
-  for (uint32_t r : candidates) timed = timed && ring_work_[r].mean.count() > 0;
-  const Clock::time_point now = env_->Now();
-  uint32_t before = 0;
+std::vector<uint32_t> Scheduler::SharesLocked(const std::vector<uint32_t>& candidates) const {
+  std::vector<uint32_t> shares(candidates.size(), kPlanBatchesPerRing);
+  double rate = 0;  // batches per second of all candidates
   for (uint32_t r : candidates) {
-    if (r == ring) continue;
-    const RingWork& other = ring_work_[r];
-    if (!timed) {  // the order they began in; the free ones first
-      before += !other.began || (mine.began && *other.began < *mine.began);
-      continue;
-    }
-    // Its asks (now when free, else when its batch should be done, then
-    // every mean batch time) before this ring's.
-    const Clock::time_point mine_done = mine.began_at + mine.mean;
-    for (Clock::time_point t = other.began ? other.began_at + other.mean : now;
-         t < mine_done && before < 4 * config_.rings; t += other.mean) {
-      ++before;
-    }
+    const Clock::duration mean = ring_work_[r].mean;
+    if (mean.count() <= 0) return shares;  // not measured yet: equal shares
+    rate += 1.0 / std::chrono::duration<double>(mean).count();
   }
-  return before;
+  const double cycle = double{kPlanBatchesPerRing} * static_cast<double>(candidates.size());
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const double own = 1.0 / std::chrono::duration<double>(ring_work_[candidates[i]].mean).count();
+    shares[i] = std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(cycle * own / rate)));
+  }
+  return shares;
+}
+
+void Scheduler::PlanLocked() {
+  if (!PlacesByDemand()) return;
+  const std::vector<uint32_t> candidates = CandidateRingsLocked();
+  const bool same_rings = plan_.rings == candidates && !plan_.order.empty();
+  // A plan is kept for whole cycles, so the hints given meanwhile come true.
+  if (same_rings && ((batches_begun_ - plan_.start) % plan_.order.size() != 0 ||
+                     plan_.checked == batches_begun_)) {
+    return;
+  }
+  plan_.checked = batches_begun_;
+  std::vector<uint32_t> shares = SharesLocked(candidates);
+  if (same_rings) {
+    uint32_t moved = 0;
+    for (size_t i = 0; i < shares.size(); ++i) {
+      moved = std::max(moved, shares[i] > plan_.shares[i] ? shares[i] - plan_.shares[i]
+                                                          : plan_.shares[i] - shares[i]);
+    }
+    if (moved < kPlanHysteresis) return;  // noise in the measured times
+  }
+  // Smooth weighted round robin: each ring's batches spread evenly over the
+  // cycle; equal shares make it the round robin.
+  const uint32_t cycle = std::accumulate(shares.begin(), shares.end(), 0u);
+  std::vector<int64_t> credit(shares.size(), 0);
+  plan_.order.clear();
+  for (uint32_t i = 0; i < cycle; ++i) {
+    size_t best = 0;
+    for (size_t r = 0; r < shares.size(); ++r) {
+      credit[r] += shares[r];
+      if (credit[r] > credit[best]) best = r;
+    }
+    credit[best] -= cycle;
+    plan_.order.push_back(candidates[best]);
+  }
+  plan_.start = batches_begun_;
+  plan_.rings = candidates;
+  plan_.shares = std::move(shares);
 }
 
 void Scheduler::RingBusyLocked(uint32_t ring, bool busy) {
   RingWork& w = ring_work_[ring];
   const Clock::time_point now = env_->Now();
   if (busy) {
-    w.began = work_begun_++;
     w.began_at = now;
     return;
   }
-  if (w.began) {  // an exponential mean, each batch weighing a quarter
-    const Clock::duration took = now - w.began_at;
+  if (w.began_at) {  // an exponential mean, each batch weighing a quarter
+    const Clock::duration took = now - *w.began_at;
     w.mean = w.mean.count() == 0 ? took : (3 * w.mean + took) / 4;
   }
-  w.began.reset();
+  w.began_at.reset();
 }
 
 uint64_t Scheduler::NextBatchEndLocked(uint64_t seq) const {
@@ -114,15 +141,12 @@ uint64_t Scheduler::NextBatchEndLocked(uint64_t seq) const {
 std::optional<uint64_t> Scheduler::PredictNextBatch(uint32_t ring) const {
   MutexLock lock(&mu_);
   const std::vector<uint32_t> candidates = CandidateRingsLocked();
-  const bool candidate = std::find(candidates.begin(), candidates.end(), ring) != candidates.end();
-  uint32_t before = PlacesByDemand() ? RingsAskingBeforeLocked(ring, candidates) : 0;
   uint64_t seq = slots_.next_seq();
   uint64_t batch = batches_begun_;
-  // A few rounds of the rotation: beyond them the state will have changed.
-  for (uint32_t i = 0; i < 4 * config_.rings && seq < stream_end_; ++i, ++batch) {
-    const std::optional<uint32_t> placed = PlaceAtLocked(seq, batch, candidates);
-    // By demand the rings that ask first take the batches before this one's.
-    if (placed ? *placed == ring : candidate && before-- == 0) return seq;
+  // A cycle of the placement: beyond it the state may have changed.
+  const uint64_t horizon = std::max<uint64_t>(4 * config_.rings, plan_.order.size());
+  for (uint64_t i = 0; i < horizon && seq < stream_end_; ++i, ++batch) {
+    if (PlaceAtLocked(seq, batch, candidates) == ring) return seq;
     seq = NextBatchEndLocked(seq);
   }
   return std::nullopt;

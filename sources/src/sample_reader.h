@@ -17,7 +17,8 @@
 // there for it, and up to K + two batches per ring while one ring's
 // read-ahead runs ahead of another ring's reads; its max_held grows with the
 // rings, ImageDataset::Open). When batches are placed by demand a ring's
-// read-ahead is a guess (Note [Placement]): it peeks (Peek), the reader
+// read-ahead may miss (Note [Placement]: the plan may be drawn again before
+// its batch): it peeks (Peek), the reader
 // keeping a copy for the ring that gets the batch until that ring takes it
 // or the guessing ring, which got it after all, forgets it; a sample another
 // ring took already is declined rather than read again. Any other order is

@@ -122,7 +122,8 @@ std::set<int64_t> All() {
 
 // A consumer per ring, batch sizes that do and do not divide the producer
 // batch: both read every epoch exactly; each sample was decoded once.
-// Round robin: each ring decoded half; by demand, each what it was free for.
+// Round robin: each ring decoded half; by demand, shares that follow the
+// rings' speeds.
 class HostRingsPlaced : public ::testing::TestWithParam<Placement> {};
 
 INSTANTIATE_TEST_SUITE_P(Placements, HostRingsPlaced,

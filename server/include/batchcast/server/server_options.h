@@ -31,7 +31,7 @@ std::string_view LagPolicyName(LagPolicy policy);
 // of the rank that reads them either way.
 enum class Placement : uint8_t {
   kRoundRobin = 0,  // in turn over the rings with readers: each decodes an equal share
-  kDemand = 1,      // to the first ring free to write it: a slower ring decodes less
+  kDemand = 1,      // shares that follow the rings' measured speeds: a slower ring decodes less
 };
 Result<Placement> ParsePlacement(std::string_view text);
 std::string_view PlacementName(Placement placement);

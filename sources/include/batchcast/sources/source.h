@@ -65,8 +65,9 @@ struct ReadAhead {
   std::span<const int64_t> indices;
   uint32_t epoch = 0;
   // The batch may go to another ring (a server of several rings placing
-  // batches by demand): a reader that rings share keeps what is read ahead
-  // for whichever ring gets it.
+  // batches by demand, whose plan may change before the batch is begun): a
+  // reader that rings share keeps what is read ahead for whichever ring
+  // gets it.
   bool guess = false;
 };
 
