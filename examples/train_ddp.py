@@ -22,6 +22,13 @@ Usage:
   torchrun --standalone --nproc_per_node 2 examples/train_ddp.py \\
       --synthetic 256 --size 32 --batch-size 8 --epochs 2 --check-split
 
+  # GPUs without MPS: every rank hosts a server of its own on its GPU, for its
+  # shard of the dataset (shard RANK of WORLD_SIZE), so that the decode runs
+  # in the trainer's process instead of time-slicing the GPU with a server
+  # process (the job's ranks then share no stream with another job):
+  torchrun --standalone --nproc_per_node 4 examples/train_ddp.py \
+      --data /data/imagenet/train --device cuda --size 224 --server-per-rank
+
   # Several nodes (the same on each; local rank 0 serves its node's shard):
   torchrun --nnodes 2 --nproc_per_node 8 --rdzv_backend c10d --rdzv_endpoint HOST:29500 \\
       examples/train_ddp.py --data /data/imagenet/train --device cuda
@@ -43,7 +50,9 @@ Options: --device cpu|cuda (cuda: each rank on GPU LOCAL_RANK, backend nccl;
 cpu: gloo), --epochs E, --steps N (stop each epoch after N steps; 0 = whole
 epochs), --batch-size B (per rank), --size S, --arch (a torchvision ResNet),
 --server-device (the in-process server's rings: cuda:all, a ring per GPU sharing one
-stream, by default on a node of several GPUs with --device cuda; else cpu; or cuda:N).
+stream, by default on a node of several GPUs with --device cuda; else cpu; or cuda:N),
+--server-per-rank (a server in every rank's process, on its GPU, for shard RANK of
+WORLD_SIZE; its checkpoint holds every rank's place).
 --check-split gathers every rank's sample indices at each epoch's end and
 checks that no sample was read twice (rank 0 prints the result; with
 --split-log FILE it also appends them to FILE, a JSON line per epoch, so that
@@ -83,6 +92,11 @@ def parse_args():
     src.add_argument("--shared", metavar="NAME",
                      help="a server already running on each node (--shard-from-env)")
     p.add_argument("--device", default="cpu", help="cpu (gloo) or cuda (nccl, GPU LOCAL_RANK)")
+    p.add_argument("--server-per-rank", action="store_true",
+                   help="every rank hosts a server of its own, on its own GPU, for its shard "
+                        "of the dataset (rank of world size): the decode runs in the trainer's "
+                        "process, so that GPUs without MPS do not time-slice it with a server "
+                        "process; the job's ranks then read no shared stream")
     p.add_argument("--server-device", default=None,
                    help="rings of the in-process server: cuda:all (a ring per GPU, the default "
                         "with --device cuda on several GPUs), cpu (host memory, else) or cuda:N")
@@ -104,6 +118,8 @@ def parse_args():
     args = p.parse_args()
     if args.split_log and not args.check_split:
         p.error("--split-log needs --check-split")
+    if args.server_per_rank and args.shared:
+        p.error("--server-per-rank starts the servers: not with --shared")
     return args
 
 
@@ -128,10 +144,27 @@ def server_device_default(device):
     return "cpu"
 
 
-def start_server(args, batchcast, job):
-    """Local rank 0's server for this node's shard (shard_from_env), or None."""
+def server_name(args, job, rank):
+    """The server this rank reads: the node's, or with --server-per-rank its own."""
+    if args.shared:
+        return args.shared
+    return (f"ddp-{job}-r{rank}" if args.server_per_rank else f"ddp-{job}")[:64]
+
+
+def start_server(args, batchcast, job, rank, world, local_rank):
+    """Local rank 0's server for this node's shard (shard_from_env), or with
+    --server-per-rank this rank's server for shard `rank` of `world`, on its
+    own GPU; None with --shared."""
     if args.shared:
         return None
+    source = dict(synthetic=args.synthetic) if args.synthetic else dict(data=args.data)
+    if args.server_per_rank:
+        device = (f"cuda:{local_rank % torch.cuda.device_count()}"
+                  if args.device.startswith("cuda") else "cpu")
+        return batchcast.Server(**source, name=server_name(args, job, rank),
+                                device=args.server_device or device, size=args.size,
+                                batch_size=args.batch_size, window=8, shard_rank=rank,
+                                num_shards=world)
     local_ranks = int(
         os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("SLURM_NTASKS_PER_NODE", 1)))
     device = args.server_device or server_device_default(args.device)
@@ -143,11 +176,36 @@ def start_server(args, batchcast, job):
         batch_size, window = args.batch_size, max(8, 4 * local_ranks)
     else:  # a producer batch per round of the node's ranks
         batch_size, window = args.batch_size * local_ranks, 8
-    options = dict(name=f"ddp-{job}"[:64], device=device, size=args.size,
-                   batch_size=batch_size, window=window, shard_from_env=True)
-    if args.synthetic:
-        return batchcast.Server(synthetic=args.synthetic, **options)
-    return batchcast.Server(args.data, **options)
+    return batchcast.Server(**source, name=server_name(args, job, rank), device=device,
+                            size=args.size, batch_size=batch_size, window=window,
+                            shard_from_env=True)
+
+
+class RankLoaders:
+    """With --server-per-rank, each rank's place in its own server's stream:
+    saved together in rank 0's checkpoint, each rank loading its own."""
+
+    def __init__(self, loader, rank, world):
+        self.loader, self.rank, self.world = loader, rank, world
+        self.states = None
+
+    def gather(self):
+        """Every rank's loader state (a collective: every rank calls it)."""
+        self.states = [None] * self.world
+        dist.all_gather_object(self.states, self.loader.state_dict())
+        return self
+
+    def state_dict(self):
+        return {"epoch": self.states[0]["epoch"], "step": self.states[0]["step"],
+                "ranks": self.states}
+
+    def load_state_dict(self, state):
+        ranks = state.get("ranks")
+        if not isinstance(ranks, list) or len(ranks) != self.world:
+            raise ValueError(
+                "the checkpoint does not hold a loader state per rank for "
+                f"{self.world} ranks (saved with --server-per-rank by a job of as many ranks?)")
+        self.loader.load_state_dict(ranks[self.rank])
 
 
 def main():
@@ -158,7 +216,8 @@ def main():
     # The node's server, before this process's other CUDA work: a GPU server
     # then starts CUDA with hardware queues of its own (README, "PyTorch, one
     # job"; Note [Hardware queues]).
-    server = start_server(args, batchcast, job) if local_rank == 0 else None
+    server = (start_server(args, batchcast, job, rank, world, local_rank)
+              if local_rank == 0 or args.server_per_rank else None)
     cuda = args.device.startswith("cuda")
     if cuda:
         torch.cuda.set_device(local_rank % torch.cuda.device_count())
@@ -169,18 +228,22 @@ def main():
     dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world,
                             timeout=datetime.timedelta(minutes=5))
     dist.barrier()  # every node's server is up before any rank connects
-    name = args.shared or f"ddp-{job}"[:64]
-    # The group and the rank come from the launcher (torchrun or SLURM):
-    loader = batchcast.Loader(name, batch_size=args.batch_size, join="next_epoch")
+    if args.server_per_rank:  # its own server's stream: no group to split it
+        loader = batchcast.Loader(server_name(args, job, rank), batch_size=args.batch_size,
+                                  join="next_epoch", group=False)
+    else:  # the group and the rank come from the launcher (torchrun or SLURM)
+        loader = batchcast.Loader(server_name(args, job, rank), batch_size=args.batch_size,
+                                  join="next_epoch")
+    where = "in this rank's shard" if args.server_per_rank else "on this node"
     print(f"[rank {rank}] {loader!r}: {len(loader)} batches per epoch of {loader.epoch_len} "
-          f"samples on this node, device {device}", flush=True)
+          f"samples {where}, device {device}", flush=True)
     if server is not None:
         # Whether MPS serves the node's GPUs decides what a ring per GPU costs
         # the ranks (README, "DDP").
         stats = server.stats()
         mps = {True: "on", False: "off"}.get(stats.get("mps"), stats.get("mps", "n/a"))
-        print(f"[rank {rank}] the node's server: rings {stats.get('device')}, MPS {mps}",
-              flush=True)
+        whose = "its own server" if args.server_per_rank else "the node's server"
+        print(f"[rank {rank}] {whose}: rings {stats.get('device')}, MPS {mps}", flush=True)
 
     import torchvision
 
@@ -195,13 +258,20 @@ def main():
     if args.resume_if_present and args.checkpoint and os.path.exists(args.checkpoint):
         resume = args.checkpoint
     # Every rank loads rank 0's checkpoint: its loader state is the group's place.
-    start = (load_checkpoint(resume, model.module, opt, loader, device, args.epochs)
+    start = (load_checkpoint(resume, model.module, opt,
+                             RankLoaders(loader, rank, world) if args.server_per_rank else loader,
+                             device, args.epochs)
              if resume else 0)
 
     def checkpoint(epoch, step=None):
-        if rank == 0 and args.checkpoint and (
+        if not args.checkpoint or not (
                 step is None or (args.checkpoint_every and step % args.checkpoint_every == 0)):
-            save_checkpoint(args.checkpoint, model.module, opt, epoch, loader)
+            return
+        # A server per rank: every rank's place (gathered on every rank), else
+        # the group's, which each rank's loader gives.
+        saved = RankLoaders(loader, rank, world).gather() if args.server_per_rank else loader
+        if rank == 0:
+            save_checkpoint(args.checkpoint, model.module, opt, epoch, saved)
 
     try:
         for epoch in range(start, args.epochs):

@@ -5,7 +5,8 @@ serves a synthetic dataset (shard_from_env: shard 0 of 1). Checks: both
 epochs run on both ranks with the same batch count, and the ranks read
 disjoint samples that together make the whole epoch (the example's
 --check-split); and a job stopped mid-epoch with a checkpoint, run again with
---resume, reads the rest of that epoch on every rank. Skips when torchrun
+--resume, reads the rest of that epoch on every rank; the same with a server
+per rank (--server-per-rank), each rank reading its own shard. Skips when torchrun
 (torch.distributed.run) is missing.
 """
 import importlib.util
@@ -97,6 +98,42 @@ def test_train_ddp_example_on_two_cpu_ranks(tmp_path):
     _assert_two_exact_epochs(out)
     # Local rank 0 says where its server's rings are and whether MPS serves them.
     assert "[rank 0] the node's server: rings cpu, MPS n/a" in out, out
+
+
+@pytest.mark.skipif(_torchrun_missing(), reason="torchrun (torch.distributed.run) is not installed")
+def test_train_ddp_example_with_a_server_per_rank(tmp_path):
+    """--server-per-rank: each rank hosts a server for its shard (rank of 2)
+    and reads it without a group: the same exact epochs, each rank reading
+    only its own shard; a job stopped mid-epoch and resumed from rank 0's
+    checkpoint (every rank's place) reads the rest of that epoch."""
+    out = _torchrun(tmp_path, "--epochs", "2", "--server-per-rank")
+    for rank in range(2):
+        assert re.search(rf"\[rank {rank}\] batchcast.Loader\('ddp-[^']+-r{rank}'.*: "
+                         rf"12 batches per epoch of 96 samples", out), out
+        assert f"[rank {rank}] its own server: rings cpu, MPS n/a" in out, out
+        for epoch in range(2):
+            assert f"[rank {rank}] epoch {epoch}: 12 batches, 96 images" in out, out
+    for epoch in range(2):
+        assert f"epoch {epoch}: 2 ranks, 12..12 batches per rank, 192 images" in out, out
+        assert f"epoch {epoch}: split ok: 192 samples read, 192 distinct" in out, out
+    ckpt = str(tmp_path / "ckpt.pt")
+    logs = [str(tmp_path / "split0.jsonl"), str(tmp_path / "split1.jsonl")]
+    first = _torchrun(tmp_path, "--epochs", "1", "--steps", "5", "--checkpoint", ckpt,
+                      "--split-log", logs[0], "--server-per-rank")
+    again = _torchrun(tmp_path, "--epochs", "2", "--resume", ckpt, "--split-log", logs[1],
+                      "--server-per-rank")
+    assert again.count(f"resumed from {ckpt}: epoch 0 after 5 batches") == 2, again
+    for rank in range(2):
+        assert f"[rank {rank}] epoch 1: 7 batches, 56 images" in again, again
+    before, after = ([json.loads(line)["indices"] for line in Path(path).read_text().splitlines()]
+                     for path in logs)
+    assert not set(before[0]) & set(after[0]), first + again
+    assert sorted(before[0] + after[0]) == list(range(192))
+    # A checkpoint of the node server's group is not one of a server per rank.
+    group_ckpt = str(tmp_path / "group.pt")
+    _torchrun(tmp_path, "--epochs", "1", "--steps", "2", "--checkpoint", group_ckpt)
+    with pytest.raises(AssertionError, match="a loader state per rank"):
+        _torchrun(tmp_path, "--epochs", "1", "--resume", group_ckpt, "--server-per-rank")
 
 
 @pytest.mark.skipif(_torchrun_missing(), reason="torchrun (torch.distributed.run) is not installed")
