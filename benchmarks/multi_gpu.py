@@ -39,7 +39,8 @@ tools/make_dataset.py once under /tmp and read into the page cache):
 3. ddp: for each g of 2 or more, examples/train_ddp.py under torchrun over g
    GPUs (one rank per GPU, batch 128; ResNet-50 on 2 GPUs, ResNet-18 on more),
    with the server's rings on every GPU (--server-device cuda:all) vs one
-   cuda:0 ring: the images/s of its last whole epoch (3 epochs; --quick 2).
+   cuda:0 ring vs a server in every rank's process (--server-per-rank): the
+   images/s of its last whole epoch (3 epochs; --quick 2).
 
 Needs torch with CUDA, nvJPEG in the build and a CUDA build of batchcast.
 About 8 minutes in all on 4 GPUs; --quick (shorter measurements) about 5.
@@ -270,13 +271,14 @@ def ddp(args, g, arch, server_device):
            f"--nproc_per_node={g}", os.path.join(ROOT, "examples", "train_ddp.py"),
            "--data", args.data, "--device", "cuda", "--size", "224", "--batch-size", "128",
            "--arch", arch, "--epochs", str(epochs),
-           "--server-device", server_device]
+           *(["--server-per-rank"] if server_device == "per-rank"
+             else ["--server-device", server_device])]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     rates = [float(m) for m in re.findall(r"= ([0-9.]+) images/s in all", out.stdout)]
     if out.returncode != 0 or not rates:
         raise RuntimeError(f"train_ddp.py ({server_device}) exited {out.returncode}: "
                            f"{(out.stdout + out.stderr)[-2000:]}")
-    mps = re.search(r"the node's server: rings \S+, MPS (\S+)", out.stdout)
+    mps = re.search(r"(?:the node's|its own) server: rings \S+, MPS (\S+)", out.stdout)
     return {"gpus": g, "arch": arch, "server_device": server_device, "images_per_s": rates[-1],
             "mps": mps.group(1) if mps else "unknown"}
 
@@ -405,7 +407,7 @@ def main() -> int:
         # ResNet-50 over 2 GPUs; ResNet-18 over more (about 10k images/s per
         # GPU, more than one GPU's decode feeds).
         arch = "resnet50" if g == 2 else "resnet18"
-        for device in ("cuda:all", "cuda:0"):
+        for device in ("cuda:all", "cuda:0", "per-rank"):
             r = ddp(args, g, arch, device)
             out["ddp"].append(r)
             print(f"ddp, {g} ranks, {arch} batch 128, server rings {device}: "
