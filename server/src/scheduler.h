@@ -175,10 +175,9 @@
 //
 // Why a plan and not the first ring that asks: a ring reads its next batch
 // ahead while it writes one, so it must know which batch that is. With the
-// first asker taking the batch, the rings' order of asking decided it, and
-// on four GPUs of equal speed most hints missed (the read share of the
-// producers' time went from 0.28 to 0.37-0.47, and the node's rate fell
-// below the round robin's; docs/design.md, "GPU path").
+// first asker taking the batch, the rings' order of asking decided it: on
+// four GPUs of equal speed most hints missed, and the node decoded less
+// than by round robin (docs/design.md, "GPU path").
 // A batch of a resume lane (Note [Resume]) goes to its owner's home ring (a
 // group's: that of the rank predicted to read it), written by that ring's
 // producer when it has nothing of the shared stream to write.
