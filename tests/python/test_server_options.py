@@ -63,3 +63,12 @@ def test_text_options_must_be_text():
         batchcast.Server.from_text({"synthetic": "10", "window": 4})
     with pytest.raises(TypeError, match="unexpected keyword argument 'windows'"):
         batchcast.Server.from_text({"synthetic": "10", "windows": "4"})
+
+
+def test_a_choice_outside_its_values_names_them():
+    with pytest.raises(batchcast.InvalidArgument,
+                       match=r"^placement \(--placement\) must be round-robin or demand, got 'bogus'"):
+        batchcast.Server(synthetic=10, placement="bogus")
+    for placement in ("round-robin", "demand"):  # one ring: accepted, and said in the stats
+        with batchcast.Server(synthetic=10, placement=placement) as server:
+            assert server.stats()["placement"] == placement
