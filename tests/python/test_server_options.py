@@ -66,8 +66,8 @@ def test_text_options_must_be_text():
 
 
 def test_a_choice_outside_its_values_names_them():
-    with pytest.raises(batchcast.InvalidArgument,
-                       match=r"^placement \(--placement\) must be round-robin or demand, got 'bogus'"):
+    with pytest.raises(batchcast.InvalidArgument, match=r"^placement \(--placement\) must be "
+                       r"round-robin or demand, got 'bogus'"):
         batchcast.Server(synthetic=10, placement="bogus")
     for placement in ("round-robin", "demand"):  # one ring: accepted, and said in the stats
         with batchcast.Server(synthetic=10, placement=placement) as server:
