@@ -4,6 +4,7 @@
     benchmarks/multi_gpu.py [--build DIR] [--data DIR] [--gpus 1,2,4] [--seconds S]
                             [--warmup S] [--images N] [--quick] [--repeat N]
                             [--skip producer,trainers,ddp] [--separate]
+                            [--placements round-robin,demand]
                             [--server-option KEY=VALUE ...] [--json FILE]
 
 In one run, on the same dataset (--images JPEGs, default 20,000, made by
@@ -26,6 +27,9 @@ tools/make_dataset.py once under /tmp and read into the page cache):
    and the trainers' (not to train_ddp.py's). --repeat N runs this part N
    rounds (each GPU count in turn; each ratio to its round's one-GPU rate)
    and prints the range: rates of one machine differ between runs by a third.
+   --placements round-robin,demand runs each count of 2 or more GPUs once
+   per placement, in turn within each round, so that both compare in one run
+   (the one-GPU rate, the same for both, once per round).
    --separate adds, after each count g of 2 or more, g single-GPU servers at
    once (`--device cuda:i`, one reader each, every server decoding the whole
    stream for its reader): their rates against the one-GPU rate of the same
@@ -124,11 +128,13 @@ def measure(servers, readers, args):
     return t1 - t0, before, after
 
 
-def producer(binary, args, g):
+def producer(binary, args, g, placement=None):
     name = f"mgbench-{os.getpid()}-p{g}"
     # Each reader holds a slot or two while it reads and each ring's producer
     # writes ahead: 4 slots per reader (examples/train_ddp.py does the same).
     options = dict(SERVER, device=devices(g), window=max(SERVER["window"], 4 * g))
+    if placement:
+        options["placement"] = placement
     with ServerProcess(binary, name, options, data=args.data, timeout=120) as server:
         readers = start_processes(g, READER, lambda i: [name, f"cuda:{i}", "256"])
         dt, (s0,), (s1,) = measure([server], readers, args)
@@ -289,11 +295,13 @@ def one_gpu_rate(results):
 
 
 def producer_round(binary, args, counts, rep):
-    """The producer part once over every GPU count, each ratio to this round's
-    one-GPU rate; prints each result and its stages."""
+    """The producer part once over every GPU count (a count of 2 or more once
+    per --placements entry, in turn), each ratio to this round's one-GPU rate;
+    prints each result and its stages."""
     results = []
-    for g in counts:
-        r = producer(binary, args, g)
+    runs = [(g, p) for g in counts for p in (args.placements if g > 1 else [None])]
+    for n, (g, placement) in enumerate(runs):
+        r = producer(binary, args, g, placement)
         r["round"] = rep
         results.append(r)
         print(f"producer, {g} GPU(s), placement {r['placement']}: {r['rate']:.0f} img/s; "
@@ -314,7 +322,8 @@ def producer_round(binary, args, counts, rep):
             print(f"  ring(s) {', '.join(map(str, r['paced_by']))} paced the others: slower in "
                   "their decode calls (hw_decode), and the rings take the stream's batches "
                   "in turn", flush=True)
-        if args.separate and g >= 2:
+        last_of_count = n + 1 == len(runs) or runs[n + 1][0] != g
+        if args.separate and g >= 2 and last_of_count:
             r["separate"] = sep = separate(binary, args, g)
             one = one_gpu_rate(results)
             print(f"separate, {g} single-GPU servers at once (each decodes the whole stream for "
@@ -351,6 +360,10 @@ def main() -> int:
                    help="in the producer part, after each count g of 2 or more, also g "
                         "single-GPU servers at once, one reader each (each decodes the whole "
                         "stream): what one process holding g rings costs their decode threads")
+    p.add_argument("--placements", default=None, metavar="LIST",
+                   help="in the producer part, each count of 2 or more GPUs once per placement "
+                        "in turn, e.g. round-robin,demand: both compared in every round "
+                        "(default: the server's, or --server-option placement=...)")
     p.add_argument("--server-option", action="append", default=[], metavar="KEY=VALUE",
                    help="a `serve` option for the producer and trainer servers, e.g. "
                         "read_threads=1 (repeatable)")
@@ -377,6 +390,10 @@ def main() -> int:
             p.error(f"--server-option {kv!r}: expected KEY=VALUE")
         typed = {"true": True, "false": False}.get(value.lower(), value)
         SERVER[key.replace("-", "_")] = int(value) if value.isdigit() else typed
+    args.placements = args.placements.split(",") if args.placements else [None]
+    for placement in args.placements:
+        if placement not in (None, "round-robin", "demand"):
+            p.error(f"--placements: {placement!r} is not round-robin or demand")
     args.data = args.data or default_dataset(args.images)
     make_dataset(args.data, args.images, classes=100)
     warm_page_cache(args.data)
@@ -387,11 +404,13 @@ def main() -> int:
         for rep in range(args.repeat):
             out["producer"] += producer_round(binary, args, counts, rep)
         if args.repeat > 1:
-            for g in counts:
-                ratios = [r["ratio"] for r in out["producer"] if r["gpus"] == g and r["ratio"]]
-                rates = [r["rate"] for r in out["producer"] if r["gpus"] == g]
-                print(f"producer, {g} GPU(s), {args.repeat} rounds: {min(rates):.0f}-"
-                      f"{max(rates):.0f} img/s"
+            for g, placement in sorted({(r["gpus"], r["placement"]) for r in out["producer"]}):
+                mine = [r for r in out["producer"]
+                        if r["gpus"] == g and r["placement"] == placement]
+                ratios = [r["ratio"] for r in mine if r["ratio"]]
+                rates = [r["rate"] for r in mine]
+                print(f"producer, {g} GPU(s), placement {placement}, {len(mine)} rounds: "
+                      f"{min(rates):.0f}-{max(rates):.0f} img/s"
                       + (f", {min(ratios):.2f}-{max(ratios):.2f}x one GPU" if ratios else ""),
                       flush=True)
     if "trainers" not in skip:

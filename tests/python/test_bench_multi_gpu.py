@@ -8,6 +8,8 @@ import os
 import sys
 import types
 
+import pytest
+
 import _bc_helpers as H
 
 sys.path.insert(0, os.path.join(H.REPO, "benchmarks"))
@@ -119,3 +121,26 @@ def test_by_demand_a_slow_ring_paces_nobody(monkeypatch, tmp_path):
     assert [r["placement"] for r in rounds] == ["demand", "demand"]
     assert [r["paced_by"] for r in rounds] == [[], []]
     assert rounds[1]["server_options"]["placement"] == "demand"
+
+
+def test_both_placements_in_turn_in_every_round(monkeypatch, tmp_path):
+    fake_gpus(monkeypatch)
+    out = tmp_path / "out.json"
+    monkeypatch.setattr(sys, "argv", ["multi_gpu.py", "--data", str(tmp_path), "--gpus", "1,2",
+                                      "--repeat", "2", "--placements", "round-robin,demand",
+                                      "--separate", "--skip", "trainers,ddp", "--json", str(out)])
+    assert multi_gpu.main() == 0
+    rounds = json.loads(out.read_text())["producer"]
+    # One GPU once per round (no placement to choose), then each placement.
+    assert [(r["round"], r["gpus"], r["placement"]) for r in rounds] == [
+        (k, g, p) for k in (0, 1)
+        for g, p in ((1, "round-robin"), (2, "round-robin"), (2, "demand"))]
+    for r in rounds:
+        assert r["ratio"] > 0
+        assert r["paced_by"] == ([1] if r["gpus"] > 1 and r["placement"] == "round-robin" else [])
+        # The separate servers once per count: after its last placement.
+        assert ("separate" in r) == (r["gpus"] > 1 and r["placement"] == "demand")
+    monkeypatch.setattr(sys, "argv", ["multi_gpu.py", "--data", str(tmp_path), "--placements",
+                                      "round-robin,bogus"])
+    with pytest.raises(SystemExit):
+        multi_gpu.main()
