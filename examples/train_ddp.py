@@ -26,7 +26,7 @@ Usage:
   # shard of the dataset (shard RANK of WORLD_SIZE), so that the decode runs
   # in the trainer's process instead of time-slicing the GPU with a server
   # process (the job's ranks then share no stream with another job):
-  torchrun --standalone --nproc_per_node 4 examples/train_ddp.py \
+  torchrun --standalone --nproc_per_node 4 examples/train_ddp.py \\
       --data /data/imagenet/train --device cuda --size 224 --server-per-rank
 
   # Several nodes (the same on each; local rank 0 serves its node's shard):
@@ -36,8 +36,8 @@ Usage:
   # Checkpoints (rank 0 saves the model and the loader's place, its group's)
   # and an exact resume when torchrun restarts the job (--max-restarts) or
   # you run it again: every rank goes on at the saved round.
-  torchrun --standalone --nproc_per_node 2 --max-restarts 3 examples/train_ddp.py \
-      --data /data/imagenet/train --device cuda --checkpoint ckpt.pt --checkpoint-every 200 \
+  torchrun --standalone --nproc_per_node 2 --max-restarts 3 examples/train_ddp.py \\
+      --data /data/imagenet/train --device cuda --checkpoint ckpt.pt --checkpoint-every 200 \\
       --resume-if-present
 
   # SLURM, a server step of its own per node (see README, "DDP"):
@@ -228,12 +228,10 @@ def main():
     dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world,
                             timeout=datetime.timedelta(minutes=5))
     dist.barrier()  # every node's server is up before any rank connects
-    if args.server_per_rank:  # its own server's stream: no group to split it
-        loader = batchcast.Loader(server_name(args, job, rank), batch_size=args.batch_size,
-                                  join="next_epoch", group=False)
-    else:  # the group and the rank come from the launcher (torchrun or SLURM)
-        loader = batchcast.Loader(server_name(args, job, rank), batch_size=args.batch_size,
-                                  join="next_epoch")
+    # The group and the rank come from the launcher (torchrun or SLURM); with
+    # a server per rank, its own server's stream has no group to split it.
+    loader = batchcast.Loader(server_name(args, job, rank), batch_size=args.batch_size,
+                              join="next_epoch", group=False if args.server_per_rank else None)
     where = "in this rank's shard" if args.server_per_rank else "on this node"
     print(f"[rank {rank}] {loader!r}: {len(loader)} batches per epoch of {loader.epoch_len} "
           f"samples {where}, device {device}", flush=True)
