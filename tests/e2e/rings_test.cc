@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "../sources/log_capture.h"
 #include "batchcast/client/consumer.h"
 #include "batchcast/server/server.h"
 #include "device_util.h"
@@ -134,8 +135,15 @@ INSTANTIATE_TEST_SUITE_P(Placements, HostRingsPlaced,
 
 TEST_P(HostRingsPlaced, AConsumerPerRingReadsExactEpochsFromOneDecode) {
   const std::string name = UniqueName("rings");
+  testing::LogCapture log;
   auto server = StartRings(name, 2, 2, 2, GetParam());
   ASSERT_TRUE(server);
+  // The start line says how batches are placed.
+  EXPECT_EQ(log.Count(std::string("a ring and a producer on each of 2 host rings, sharing one "
+                                  "stream (each sample decoded once), batches placed ") +
+                      (GetParam() == Placement::kDemand ? "by demand" : "round robin")),
+            1)
+      << log.text();
   std::vector<Reader> readers(2);
   readers[0].device = "cpu:0";
   readers[0].batch = 16;
