@@ -61,20 +61,14 @@ class ShardSampleReader : public SampleReader {
   void Forget(int64_t index) BC_EXCLUDES(mu_) override {
     MutexLock lock(&mu_);
     const auto held = held_.find(index);
-    if (held == held_.end()) return;
-    held_bytes_ -= held->second.size();
-    held_.erase(held);
-    CountHeld();
+    if (held != held_.end()) Unhold(held);
   }
 
  private:
   Status ReadLocked(int64_t index, std::vector<uint8_t>& bytes) BC_REQUIRES(mu_) {
     const auto held = held_.find(index);
     if (held != held_.end()) {
-      bytes.swap(held->second);
-      held_bytes_ -= bytes.size();
-      held_.erase(held);
-      CountHeld();
+      Unhold(held, &bytes);
       return Status::Ok();
     }
     const ImageDataset::File& f = dataset_.file(index);
@@ -95,6 +89,15 @@ class ShardSampleReader : public SampleReader {
   void Hold(int64_t index, const std::vector<uint8_t>& bytes) BC_REQUIRES(mu_) {
     held_[index] = bytes;
     held_bytes_ += bytes.size();
+    CountHeld();
+  }
+
+  // Drops the held sample at `it`, its bytes moved to `*taken` when given.
+  using Held = std::unordered_map<int64_t, std::vector<uint8_t>>;
+  void Unhold(Held::iterator it, std::vector<uint8_t>* taken = nullptr) BC_REQUIRES(mu_) {
+    held_bytes_ -= it->second.size();
+    if (taken != nullptr) taken->swap(it->second);
+    held_.erase(it);
     CountHeld();
   }
 
@@ -226,7 +229,7 @@ class ShardSampleReader : public SampleReader {
   int64_t open_ BC_GUARDED_BY(mu_) = -1;    // the open shard, -1: none
   uint64_t member_ BC_GUARDED_BY(mu_) = 0;  // the open shard's next member
   int64_t next_ BC_GUARDED_BY(mu_) = 0;     // the open shard's next sample index
-  std::unordered_map<int64_t, std::vector<uint8_t>> held_ BC_GUARDED_BY(mu_);
+  Held held_ BC_GUARDED_BY(mu_);
   size_t held_bytes_ BC_GUARDED_BY(mu_) = 0;
   std::map<uint32_t, std::pair<uint64_t, Status>> failed_ BC_GUARDED_BY(mu_);
   // Shards read to their end since they were last opened: a sample of one
