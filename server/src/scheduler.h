@@ -704,14 +704,14 @@ class Scheduler {
     Clock::duration mean{0};
   };
   std::vector<RingWork> ring_work_ BC_GUARDED_BY(mu_);
-  // By demand: batch `start` + i goes to order[i % order.size()] while the
-  // candidates are `rings`; each ring's share of a cycle, and the batch at
-  // which the plan was last reviewed (Note [Placement]).
+  // By demand: batch `start` + i goes to order[i % order.size()] (a cycle,
+  // in which each ring comes as often as its share) while the candidates are
+  // `rings`; the batch at which the plan was last reviewed (Note
+  // [Placement]).
   struct Plan {
     uint64_t start = 0;
     std::vector<uint32_t> order;
     std::vector<uint32_t> rings;
-    std::vector<uint32_t> shares;
     std::optional<uint64_t> checked;
   };
   Plan plan_ BC_GUARDED_BY(mu_);

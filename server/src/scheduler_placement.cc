@@ -68,16 +68,16 @@ uint32_t Scheduler::PlaceNextLocked() const {
 
 std::vector<uint32_t> Scheduler::SharesLocked(const std::vector<uint32_t>& candidates) const {
   std::vector<uint32_t> shares(candidates.size(), kPlanBatchesPerRing);
-  double rate = 0;  // batches per second of all candidates
+  std::vector<double> rates;  // batches per second of each candidate
   for (uint32_t r : candidates) {
     const Clock::duration mean = ring_work_[r].mean;
     if (mean.count() <= 0) return shares;  // not measured yet: equal shares
-    rate += 1.0 / std::chrono::duration<double>(mean).count();
+    rates.push_back(1.0 / std::chrono::duration<double>(mean).count());
   }
+  const double total = std::accumulate(rates.begin(), rates.end(), 0.0);
   const double cycle = double{kPlanBatchesPerRing} * static_cast<double>(candidates.size());
   for (size_t i = 0; i < candidates.size(); ++i) {
-    const double own = 1.0 / std::chrono::duration<double>(ring_work_[candidates[i]].mean).count();
-    shares[i] = std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(cycle * own / rate)));
+    shares[i] = std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(cycle * rates[i] / total)));
   }
   return shares;
 }
@@ -92,12 +92,14 @@ void Scheduler::PlanLocked() {
     return;
   }
   plan_.checked = batches_begun_;
-  std::vector<uint32_t> shares = SharesLocked(candidates);
+  const std::vector<uint32_t> shares = SharesLocked(candidates);
   if (same_rings) {
+    // The plan's shares: how often each candidate comes in its cycle.
     uint32_t moved = 0;
     for (size_t i = 0; i < shares.size(); ++i) {
-      moved = std::max(moved, shares[i] > plan_.shares[i] ? shares[i] - plan_.shares[i]
-                                                          : plan_.shares[i] - shares[i]);
+      const auto planned =
+          static_cast<uint32_t>(std::count(plan_.order.begin(), plan_.order.end(), candidates[i]));
+      moved = std::max(moved, shares[i] > planned ? shares[i] - planned : planned - shares[i]);
     }
     if (moved < kPlanHysteresis) return;  // noise in the measured times
   }
@@ -117,7 +119,6 @@ void Scheduler::PlanLocked() {
   }
   plan_.start = batches_begun_;
   plan_.rings = candidates;
-  plan_.shares = std::move(shares);
 }
 
 void Scheduler::RingBusyLocked(uint32_t ring, bool busy) {
