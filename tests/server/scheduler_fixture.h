@@ -106,6 +106,20 @@ class SchedulerTest : public ::testing::Test {
   // dropped as a source drops a bad file's (Note [Holes]): the others are
   // compacted to the front of the slot's indices and the slot is committed
   // with their count.
+  // Note [Placement]: each ring's producer asks for work in turn; the first
+  // that gets some (its ring in `*ring` when given), or none when every one
+  // would wait.
+  Result<std::optional<Scheduler::Work>> BeginOnAnyRing(uint32_t* ring = nullptr) {
+    Result<std::optional<Scheduler::Work>> work = std::optional<Scheduler::Work>();
+    for (uint32_t r = 0; r < config_.rings; ++r) {
+      work = s_->TryBeginWork(r);
+      EXPECT_TRUE(work.ok()) << work.status().ToString();
+      if (ring != nullptr) *ring = r;
+      if (!work.ok() || work->has_value()) break;
+    }
+    return work;
+  }
+
   std::optional<uint32_t> Produce() {
     const uint64_t L = config_.epoch_len;
     const uint64_t seq = produced_;
@@ -114,15 +128,9 @@ class SchedulerTest : public ::testing::Test {
     for (uint64_t i = 0; i < n; ++i) idx.push_back(IndexOf(seq + i));
     Result<std::optional<SlotGrant>> grant = std::optional<SlotGrant>();
     if (config_.rings > 1) {
-      // Note [Placement]: each ring's producer asks once; only the one the
-      // batch is placed on gets it (the others would wait).
-      Result<std::optional<Scheduler::Work>> work = std::optional<Scheduler::Work>();
+      // Only the ring the batch is placed on gets it (the others would wait).
       uint32_t ring = 0;
-      for (; ring < config_.rings; ++ring) {
-        work = s_->TryBeginWork(ring);
-        EXPECT_TRUE(work.ok()) << work.status().ToString();
-        if (!work.ok() || work->has_value()) break;
-      }
+      Result<std::optional<Scheduler::Work>> work = BeginOnAnyRing(&ring);
       if (!work.ok() || !work->has_value()) return std::nullopt;
       EXPECT_FALSE((*work)->lane);
       EXPECT_EQ((*work)->grant.count, n);
