@@ -21,9 +21,10 @@ tools/make_dataset.py once under /tmp and read into the page cache):
    the bytes copied between GPUs, and each ring's producer stages (share of
    the interval, docs/stats.md `producer_stage_s`), naming the rings that
    paced the others (`paced_by`: far longer in their decode calls, while
-   the rings take the stream's batches in turn; none by demand, where the
-   shares follow the rings' speeds). --server-option (e.g. read_threads=1,
-   nvjpeg_calls=2, placement=demand) adds a `serve` option to these servers
+   the rings take the stream's batches in turn, placement=round-robin; none
+   by demand, the default, where the shares follow the rings' speeds).
+   --server-option (e.g. read_threads=1, nvjpeg_calls=2,
+   placement=round-robin) adds a `serve` option to these servers
    and the trainers' (not to train_ddp.py's). --repeat N runs this part N
    rounds (each GPU count in turn; each ratio to its round's one-GPU rate)
    and prints the range: rates of one machine differ between runs by a third.
@@ -141,7 +142,7 @@ def producer(binary, args, g, placement=None):
     before, after = ring_counts(s0, "samples_decoded"), ring_counts(s1, "samples_decoded")
     decoded = [(b - a) / dt for a, b in zip(before, after)]
     epoch = s1.get("epoch_len", 1)
-    return {"gpus": g, "server_options": options, "placement": s1.get("placement", "round-robin"),
+    return {"gpus": g, "server_options": options, "placement": s1.get("placement", "demand"),
             "rate": (s1["samples_published"] - s0["samples_published"]) / dt,
             "decoded_per_ring": decoded,
             "epoch_share_per_ring": [d / max(sum(decoded), 1e-9) for d in decoded],
@@ -315,7 +316,7 @@ def producer_round(binary, args, counts, rep):
             print(f"  ring {i} stages: "
                   + ", ".join(f"{k} {v:.0%}" for k, v in shares.items() if v >= 0.01),
                   flush=True)
-        # By demand (--server-option placement=demand) a slow ring paces nobody.
+        # By demand (the server's default) a slow ring paces nobody.
         r["paced_by"] = (paced_by(r["stage_share_per_ring"]) if r["placement"] == "round-robin"
                          else [])
         if r["paced_by"]:

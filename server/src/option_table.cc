@@ -299,12 +299,13 @@ const ServerOption kOptions[] = {
       "their own); with GPU decode each batch is one nvJPEG call, and 256 suits it"),
   Integer<&O::window>("window", G::kRing,
       "ring slots: how many batches the fastest consumer may run ahead of the slowest"),
-  Choice<ParsePlacement, PlacementName, &O::placement>("placement", G::kRing, "round-robin|demand",
-      "several GPUs: which ring decodes the stream's next batch: round-robin takes the rings with "
-      "readers in turn (each GPU decodes an equal share, and the node goes at its slowest GPU's "
-      "pace), demand gives each GPU a share that follows its speed (a GPU slowed by a trainer "
-      "beside it decodes less, and no longer holds the others back); a DDP group's batches go to "
-      "the GPU of the rank that reads them either way"),
+  Choice<ParsePlacement, PlacementName, &O::placement>("placement", G::kRing, "demand|round-robin",
+      "several GPUs: which ring decodes the stream's next batch: demand gives each GPU with "
+      "readers a share that follows its speed (GPUs of equal speed decode equal shares, in turn; "
+      "a GPU slowed by a trainer beside it decodes less, and does not hold the others back), "
+      "round-robin takes them in turn (each GPU decodes an equal share, and the node goes at its "
+      "slowest GPU's pace); a DDP group's batches go to the GPU of the rank that reads them "
+      "either way"),
   Integer<&O::resume_slots>("resume_slots", G::kRing,
       "ring slots kept for consumers that resume (load_state_dict) behind or ahead of the stream: "
       "their catch-up is written there from spare capacity; each holds a batch (0 = none)"),

@@ -148,13 +148,13 @@
 //    Holes shift the real chunks, so the prediction may miss: a miss costs a
 //    copy, never correctness. With one rank per GPU and B equal to the
 //    producer batch (and no holes) every rank reads only its own ring;
-//  - otherwise, with Placement::kRoundRobin (the default), round robin over
-//    the candidates (the batch number mod their count), so G single-GPU jobs
+//  - otherwise, with Placement::kRoundRobin, round robin over the
+//    candidates (the batch number mod their count), so G single-GPU jobs
 //    each decode a G-th of the stream; the node then goes at its slowest
 //    ring's pace, since each ring waits for its turn. With
-//    Placement::kDemand the rings' shares follow their speeds: a plan, a
-//    cycle of kPlanBatchesPerRing batches per candidate in which each
-//    ring's share is its measured rate over theirs (at least one batch;
+//    Placement::kDemand (the default) the rings' shares follow their
+//    speeds: a plan, a cycle of kPlanBatchesPerRing batches per candidate
+//    in which each ring's share is its measured rate over theirs (at least one batch;
 //    equal shares until every candidate committed a batch), its batches
 //    spread evenly (smooth weighted round robin, so equal shares are the
 //    round robin). A ring's rate is one over its mean batch time, from
@@ -177,7 +177,9 @@
 // ahead while it writes one, so it must know which batch that is. With the
 // first asker taking the batch, the rings' order of asking decided it: on
 // four GPUs of equal speed most hints missed, and the node decoded less
-// than by round robin (docs/design.md, "GPU path").
+// than by round robin (docs/design.md, "GPU path"). Why the plan is the
+// default: rings of one kind on one node differ in speed from run to run,
+// and by round robin every ring waits for the slowest (the same section).
 // A batch of a resume lane (Note [Resume]) goes to its owner's home ring (a
 // group's: that of the rank predicted to read it), written by that ring's
 // producer when it has nothing of the shared stream to write.
@@ -301,7 +303,7 @@ struct SchedulerConfig {
   bool replay = false;
   uint32_t resume_slots = 0;
   // Note [Placement]: who writes the stream's next batch.
-  Placement placement = Placement::kRoundRobin;
+  Placement placement = Placement::kDemand;
 };
 
 // A reply for the control thread to send to the peer `identity`.

@@ -98,7 +98,7 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
     }
     BATCHCAST_RETURN_IF_ERROR(cuda::CheckDevice(device).WithContext("--device " + name));
   }
-  if (options.placement != Placement::kRoundRobin && devices.size() == 1) {
+  if (options.placement != ServerOptions{}.placement && devices.size() == 1) {
     BC_LOG_WARN(
         "placement (--placement): only a server of several rings (--device cuda:0,1,...) places "
         "batches; ignored on one ring");

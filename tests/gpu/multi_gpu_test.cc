@@ -188,8 +188,9 @@ TEST_F(MultiGpu, TwoGpuServerReadsLocalZeroCopyAndCopiesFromThePeer) {
     EXPECT_NE(on0->consumer_id(), on1->consumer_id());
     const std::vector<Seen> seen =
         ReadTogether({on0.get(), on1.get()}, 20, {Device::Cuda(0), Device::Cuda(1)}, batch);
-    // Round robin over both rings: each consumer copied some batches (20
-    // batches of 50 or more samples span producer batches of both rings).
+    // Both rings write the stream (the plan's first cycle takes them in
+    // turn): each consumer copied some batches (20 batches of 50 or more
+    // samples span producer batches of both rings).
     if (batch >= 50) {
       for (const Seen& s : seen) EXPECT_GT(s.gathered, 0);
     }

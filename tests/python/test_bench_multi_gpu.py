@@ -47,7 +47,7 @@ class FakeServer:
 
     def __init__(self, binary, name, options, **kwargs):
         self.rings = options["device"].count(",") + 1
-        self.placement = options.get("placement", "round-robin")
+        self.placement = options.get("placement", "demand")
 
     def __enter__(self):
         return self
@@ -103,24 +103,24 @@ def test_the_producer_part_runs_its_rounds_and_the_separate_servers(monkeypatch,
     assert [(r["gpus"], r["round"]) for r in rounds] == [(g, k) for k in (0, 1) for g in (1, 2, 4)]
     for r in rounds:
         assert r["ratio"] > 0
-        assert r["paced_by"] == ([1] if r["gpus"] > 1 else [])
+        assert r["paced_by"] == []  # by demand, the server's default: nobody waits for ring 1
         assert ("separate" in r) == (r["gpus"] > 1)
         if r["gpus"] > 1:
             assert len(r["separate"]["rate_per_server"]) == r["gpus"]
             assert r["separate"]["rate"] == sum(r["separate"]["rate_per_server"])
 
 
-def test_by_demand_a_slow_ring_paces_nobody(monkeypatch, tmp_path):
+def test_by_round_robin_a_slow_ring_paces_the_others(monkeypatch, tmp_path):
     fake_gpus(monkeypatch)
     out = tmp_path / "out.json"
     monkeypatch.setattr(sys, "argv", ["multi_gpu.py", "--data", str(tmp_path), "--gpus", "1,2",
                                       "--skip", "trainers,ddp", "--server-option",
-                                      "placement=demand", "--json", str(out)])
+                                      "placement=round-robin", "--json", str(out)])
     assert multi_gpu.main() == 0
     rounds = json.loads(out.read_text())["producer"]
-    assert [r["placement"] for r in rounds] == ["demand", "demand"]
-    assert [r["paced_by"] for r in rounds] == [[], []]
-    assert rounds[1]["server_options"]["placement"] == "demand"
+    assert [r["placement"] for r in rounds] == ["round-robin", "round-robin"]
+    assert [r["paced_by"] for r in rounds] == [[], [1]]
+    assert rounds[1]["server_options"]["placement"] == "round-robin"
 
 
 def test_both_placements_in_turn_in_every_round(monkeypatch, tmp_path):
@@ -131,10 +131,11 @@ def test_both_placements_in_turn_in_every_round(monkeypatch, tmp_path):
                                       "--separate", "--skip", "trainers,ddp", "--json", str(out)])
     assert multi_gpu.main() == 0
     rounds = json.loads(out.read_text())["producer"]
-    # One GPU once per round (no placement to choose), then each placement.
+    # One GPU once per round (no placement to choose: the server's default),
+    # then each placement.
     assert [(r["round"], r["gpus"], r["placement"]) for r in rounds] == [
         (k, g, p) for k in (0, 1)
-        for g, p in ((1, "round-robin"), (2, "round-robin"), (2, "demand"))]
+        for g, p in ((1, "demand"), (2, "round-robin"), (2, "demand"))]
     for r in rounds:
         assert r["ratio"] > 0
         assert r["paced_by"] == ([1] if r["gpus"] > 1 and r["placement"] == "round-robin" else [])

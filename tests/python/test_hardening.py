@@ -213,5 +213,5 @@ def test_gpu_only_options_on_a_host_ring_are_said_to_be_ignored():
                                                nvjpeg_region=True)
     # --placement places batches among several rings.
     assert "placement (--placement): only a server of several rings" in start_log(
-        placement="demand")
-    assert "placement" not in start_log(placement="round-robin")
+        placement="round-robin")
+    assert "placement" not in start_log(placement="demand")

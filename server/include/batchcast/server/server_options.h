@@ -31,7 +31,8 @@ std::string_view LagPolicyName(LagPolicy policy);
 // of the rank that reads them either way.
 enum class Placement : uint8_t {
   kRoundRobin = 0,  // in turn over the rings with readers: each decodes an equal share
-  kDemand = 1,      // shares that follow the rings' measured speeds: a slower ring decodes less
+  kDemand = 1,      // shares that follow the rings' measured speeds: a slower ring decodes
+                    // less; rings of equal speed are placed as by round robin (the default)
 };
 Result<Placement> ParsePlacement(std::string_view text);
 std::string_view PlacementName(Placement placement);
@@ -79,7 +80,7 @@ struct ServerOptions {
   // stream (their catch-up lane: docs/semantics.md, "Resume"); 0 = none.
   uint32_t resume_slots = 4;
   // Several rings: which ring writes the stream's next batch.
-  Placement placement = Placement::kRoundRobin;
+  Placement placement = Placement::kDemand;
 
   // Order (the seed is source.seed).
   bool shuffle = true;
