@@ -145,3 +145,18 @@ def test_both_placements_in_turn_in_every_round(monkeypatch, tmp_path):
                                       "round-robin,bogus"])
     with pytest.raises(SystemExit):
         multi_gpu.main()
+
+
+def test_the_ddp_rate_leaves_out_the_first_epoch():
+    stdout = ("[rank 0] the node's server: rings cuda:all, MPS off\n"
+              "epoch 0: 2 ranks, 78..78 batches per rank, 19968 images in 9.00 s = 2218.7 "
+              "images/s in all\n"
+              "epoch 0: split ok: 19968 samples read, 19968 distinct\n"
+              "epoch 1: 2 ranks, 78..78 batches per rank, 19968 images in 4.00 s = 4992.0 "
+              "images/s in all\n"
+              "epoch 2: 2 ranks, 78..78 batches per rank, 19968 images in 4.32 s = 4622.2 "
+              "images/s in all\n")
+    rate, measured = multi_gpu.ddp_rate(stdout)
+    assert measured == 2
+    assert rate == pytest.approx(2 * 19968 / 8.32)
+    assert multi_gpu.ddp_rate(stdout.split("epoch 1")[0]) == (0.0, 0)
