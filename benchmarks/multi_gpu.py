@@ -298,6 +298,9 @@ def ddp(args, g, arch, server_device):
     mps = re.search(r"(?:the node's|its own) server: rings \S+, MPS (\S+)", out.stdout)
     return {"gpus": g, "arch": arch, "server_device": server_device, "images_per_s": rate,
             "epochs_measured": measured,
+            # each rank's last epoch: its images/s and its time waiting for data
+            "last_epoch_per_rank": re.findall(r"^\[rank \d+\] epoch \d+: .*$", out.stdout,
+                                              re.M)[-g:],
             "mps": mps.group(1) if mps else "unknown"}
 
 
