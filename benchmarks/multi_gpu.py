@@ -49,7 +49,7 @@ tools/make_dataset.py once under /tmp and read into the page cache):
    --quick 3): an epoch of the 20,000 images lasts 1-4 s.
 
 Needs torch with CUDA, nvJPEG in the build and a CUDA build of batchcast.
-About 8 minutes in all on 4 GPUs; --quick (shorter measurements) about 5.
+About 10 minutes in all on 4 GPUs; --quick (shorter measurements) about 6.
 """
 import argparse
 import contextlib
