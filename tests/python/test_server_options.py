@@ -72,3 +72,5 @@ def test_a_choice_outside_its_values_names_them():
     for placement in ("round-robin", "demand"):  # one ring: accepted, and said in the stats
         with batchcast.Server(synthetic=10, placement=placement) as server:
             assert server.stats()["placement"] == placement
+    with batchcast.Server(synthetic=10) as server:  # by demand unless told otherwise
+        assert server.stats()["placement"] == "demand"
