@@ -144,6 +144,16 @@ def server_device_default(device):
     return "cpu"
 
 
+def mps_advice(rings, mps, server_per_rank):
+    """What to do instead of a ring per GPU in this process when MPS is off
+    (each other rank's GPU then time-slices its decode with the rank), or None."""
+    if server_per_rank or mps != "off" or "," not in rings:
+        return None
+    return ("MPS is off, so each rank's GPU time-slices this process's decode with the rank: "
+            "--server-per-rank (or --server-device cuda:0 where GPU 0 can decode for every "
+            "rank) fed the ranks faster (README, \"DDP: torchrun and SLURM\")")
+
+
 def server_name(args, job, rank):
     """The server this rank reads: the node's, or with --server-per-rank its own."""
     if args.shared:
@@ -242,6 +252,9 @@ def main():
         mps = {True: "on", False: "off"}.get(stats.get("mps"), stats.get("mps", "n/a"))
         whose = "its own server" if args.server_per_rank else "the node's server"
         print(f"[rank {rank}] {whose}: rings {stats.get('device')}, MPS {mps}", flush=True)
+        advice = mps_advice(str(stats.get("device")), mps, args.server_per_rank)
+        if advice:
+            print(f"[rank {rank}] {advice}", flush=True)
 
     import torchvision
 

@@ -98,6 +98,21 @@ def test_train_ddp_example_on_two_cpu_ranks(tmp_path):
     _assert_two_exact_epochs(out)
     # Local rank 0 says where its server's rings are and whether MPS serves them.
     assert "[rank 0] the node's server: rings cpu, MPS n/a" in out, out
+    assert "MPS is off" not in out, out
+
+
+@pytest.mark.skipif(_torchrun_missing(), reason="torchrun (torch.distributed.run) is not installed")
+def test_train_ddp_example_advises_a_server_per_rank_without_mps(monkeypatch):
+    monkeypatch.syspath_prepend(os.path.dirname(EXAMPLE))  # its train_resnet
+    spec = importlib.util.spec_from_file_location("train_ddp", EXAMPLE)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    advice = example.mps_advice("cuda:0,1", "off", server_per_rank=False)
+    assert advice.startswith("MPS is off") and "--server-per-rank" in advice, advice
+    # Only rings on several GPUs without MPS, in the node's server.
+    assert example.mps_advice("cuda:0,1", "on", server_per_rank=False) is None
+    assert example.mps_advice("cuda:0", "off", server_per_rank=False) is None
+    assert example.mps_advice("cuda:1", "off", server_per_rank=True) is None
 
 
 @pytest.mark.skipif(_torchrun_missing(), reason="torchrun (torch.distributed.run) is not installed")
