@@ -154,14 +154,15 @@
 //    ring's pace, since each ring waits for its turn. With
 //    Placement::kDemand (the default) the rings' shares follow their
 //    speeds: a plan, a cycle of kPlanBatchesPerRing batches per candidate
-//    in which each ring's share is its measured rate over theirs (at least one batch;
-//    equal shares until every candidate committed a batch), its batches
-//    spread evenly (smooth weighted round robin, so equal shares are the
-//    round robin). A ring's rate is one over its mean batch time, from
-//    begin to commit (an exponential mean), which waiting for its turn does
-//    not count. The plan is drawn again only at a cycle's end, and only when
-//    a share moved by kPlanHysteresis batches or more (noise in the times
-//    would redraw it all the time), or at once when the candidates change.
+//    in which each ring's share is its measured rate over theirs (at least
+//    one batch; equal shares until every candidate committed a batch), its
+//    batches spread evenly (smooth weighted round robin, so equal shares
+//    are the round robin). A ring's rate is one over its mean batch time,
+//    from begin to commit (an exponential mean), which waiting for its turn
+//    does not count. The plan is drawn again only at a cycle's end, and only
+//    when a share moved by kPlanHysteresis batches or more (noise in the
+//    times would redraw it all the time), or at once when the candidates
+//    change.
 // The producer of the chosen ring begins the batch; the others wait for
 // theirs. Commits may come out of order (the slot table publishes in order).
 // A producer's read-ahead hint is the batch predicted to be its ring's next
