@@ -19,6 +19,9 @@ std::string Percent(std::optional<double> fraction) {
 }
 
 std::string RateText(std::optional<double> rate) { return rate ? FormatCount(*rate) : "-"; }
+std::string BytesRateText(std::optional<double> rate) {
+  return rate ? FormatCount(*rate) + "B/s" : "-";
+}
 
 // 45s, 3m05s, 2h07m.
 std::string Uptime(double s) {
@@ -51,6 +54,20 @@ std::string GroupText(const json& consumer) {
   if (!consumer.contains("group")) return "";
   return fmt::format(" group {} rank {}/{}", consumer.value("group", "?"), Count(consumer, "rank"),
                      Count(consumer, "world_size"));
+}
+
+// A server of several rings (docs/stats.md `rings`); one ring: none listed.
+const json* Rings(const json& j) {
+  return j.contains("rings") && j["rings"].is_array() && j["rings"].size() > 1 ? &j["rings"]
+                                                                               : nullptr;
+}
+
+// "by demand (--placement demand)": how the stream's batches are placed.
+std::string PlacementText(const json& j) {
+  const std::string p = j.value("placement", "");
+  return p.empty() ? "?"
+                   : (p == "demand" ? "by demand" : "round robin") + std::string(" (") +
+                         "--placement " + p + ")";
 }
 
 std::string Cut(std::string line, int width) {
@@ -103,6 +120,26 @@ std::string StatsReport(const json& j) {
       << j.value("producer_blocked_s", 0.0) << " s; evicted " << Count(j, "consumers_evicted")
       << "; lost " << Count(j, "consumers_lost") << "; skip events " << Count(j, "skip_events")
       << "\n";
+  if (const json* rings = Rings(j)) {
+    // Each ring's part of the one stream: what it decoded, and how its
+    // consumers read (zero-copy from it, or copied from the others).
+    uint64_t decoded = 0;
+    for (const json& r : *rings) decoded += Count(r, "samples_decoded");
+    out << "  rings:     " << rings->size() << ", batches placed " << PlacementText(j) << "\n";
+    for (const json& r : *rings) {
+      const uint64_t d = Count(r, "samples_decoded");
+      out << "    ring " << Count(r, "ring") << " " << r.value("device", "?") << ": "
+          << Count(r, "consumers") << " consumer" << (Count(r, "consumers") == 1 ? "" : "s") << ", "
+          << d << " samples decoded ("
+          << Percent(decoded ? std::optional<double>(static_cast<double>(d) /
+                                                     static_cast<double>(decoded))
+                             : std::nullopt)
+          << "), " << Count(r, "batches_written") << " batches written; read "
+          << Count(r, "batches_local") << " batches zero-copy, " << Count(r, "batches_from_peers")
+          << " from other rings (" << FormatCount(static_cast<double>(Count(r, "peer_bytes")))
+          << " bytes copied)\n";
+    }
+  }
   if (j.contains("source_counters") && !j["source_counters"].empty()) {
     out << "  source counters:";
     for (const auto& [k, v] : j["source_counters"].items()) out << " " << k << "=" << v;
@@ -143,6 +180,25 @@ std::optional<double> WatchView::Rate(const json& cur, const json* prev, const c
   const double d = cur[key].get<double>() - (*prev)[key].get<double>();
   if (d < 0) return std::nullopt;  // a counter went back
   return d / dt_;
+}
+
+std::vector<WatchView::RingRate> WatchView::RingRates() const {
+  std::vector<RingRate> out;
+  const json* rings = Rings(*cur_);
+  if (rings == nullptr) return out;
+  const json* prev = prev_ ? Rings(*prev_) : nullptr;
+  double total = 0;
+  for (size_t i = 0; i < rings->size(); ++i) {
+    const json& r = (*rings)[i];
+    const json* pr = prev != nullptr && i < prev->size() ? &(*prev)[i] : nullptr;
+    out.push_back({fmt::format("ring {} {}", Count(r, "ring"), r.value("device", "?")),
+                   Rate(r, pr, "samples_decoded"), Rate(r, pr, "peer_bytes"), std::nullopt});
+    total += out.back().decoded.value_or(0);
+  }
+  for (RingRate& r : out) {
+    if (r.decoded && total > 0) r.share = *r.decoded / total;
+  }
+  return out;
 }
 
 const json* WatchView::PrevConsumer(uint64_t id) const {
@@ -188,6 +244,14 @@ std::vector<std::string> WatchView::Frame(int width, int height) const {
     lines.push_back("stages    " + stages);
   lines.push_back(fmt::format("ring      {} slots x {}: {}", Count(j, "window"),
                               Count(j, "batch_size"), SlotCounts(j)));
+  if (const std::vector<RingRate> rings = RingRates(); !rings.empty()) {
+    lines.push_back(fmt::format("rings     {}, batches placed {}", rings.size(), PlacementText(j)));
+    for (const RingRate& r : rings) {
+      lines.push_back(fmt::format("  {:<14}  decoded {:>7}/s  {:>4} of the node  copied in {}",
+                                  r.name, RateText(r.decoded), Percent(r.share),
+                                  BytesRateText(r.peer_bytes)));
+    }
+  }
   if (j.contains("source_counters") && !j["source_counters"].empty()) {
     std::string counters = "source    ";
     for (const auto& [k, v] : j["source_counters"].items()) {
@@ -245,6 +309,11 @@ std::vector<std::string> WatchView::Lines(const std::string& stamp) const {
   if (std::string stages = StageShares(" "); !stages.empty()) producer += " stages " + stages;
   if (j.value("stream_ended", false)) producer += " stream ended";
   std::vector<std::string> lines{producer};
+  for (const RingRate& r : RingRates()) {
+    lines.push_back(fmt::format("{} {} decoded {} samples/s share {} copied in {}", who, r.name,
+                                RateText(r.decoded), Percent(r.share),
+                                BytesRateText(r.peer_bytes)));
+  }
   for (const json& c : consumers) {
     const json* pc = PrevConsumer(Count(c, "id"));
     std::string line = fmt::format(

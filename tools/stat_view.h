@@ -48,13 +48,15 @@ class WatchView {
   void Update(nlohmann::json stats, double time_s);
 
   // The compact view for a terminal: header, producer, stages (when the
-  // stats have them), ring, source counters, then one row per consumer.
+  // stats have them), ring, each ring of a server of several (its decode
+  // rate and share), source counters, then one row per consumer.
   // Lines are cut at `width` columns and the view at `height` - 1 lines
   // (0: no limit; the last consumer rows give way to "... N more"), so that
   // redrawing in place is not broken by wrapped or scrolled lines.
   std::vector<std::string> Frame(int width = 0, int height = 0) const;
-  // The same as plain text lines for a log or a pipe: one producer line and
-  // one per consumer, each starting with `stamp` and the server's name.
+  // The same as plain text lines for a log or a pipe: one producer line, one
+  // per ring of a server of several, and one per consumer, each starting
+  // with `stamp` and the server's name.
   std::vector<std::string> Lines(const std::string& stamp) const;
 
  private:
@@ -62,6 +64,14 @@ class WatchView {
   // (objects), or nullopt without a previous sample or field.
   std::optional<double> Rate(const nlohmann::json& cur, const nlohmann::json* prev,
                              const char* key) const;
+  // A server of several rings: each ring's rates between the two samples
+  // (what it decoded, its share of the node's decode, the bytes its
+  // consumers got copied from other rings); empty for one ring.
+  struct RingRate {
+    std::string name;  // "ring 0 cuda:0"
+    std::optional<double> decoded, peer_bytes, share;
+  };
+  std::vector<RingRate> RingRates() const;
   // The previous sample's entry of consumer `id`, or nullptr.
   const nlohmann::json* PrevConsumer(uint64_t id) const;
   // "read 5%  decode 61%" from kStageTimesField, or "" without it.

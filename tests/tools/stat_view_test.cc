@@ -5,7 +5,8 @@
 // appear and left out until then; a terminal gets the view redrawn in place,
 // a pipe plain lines, --json one object per line; Ctrl-C ends with 0, a
 // server that goes away with 1 and a message; a rank of a consumer group is
-// named with its group.
+// named with its group; a server of several rings lists each ring, with its
+// decode rate and share in the live view.
 #include "tools/stat_view.h"
 
 #include <gtest/gtest.h>
@@ -109,6 +110,69 @@ TEST(WatchView, StageAndWaitTimesShownWhenPresent) {
   const std::string lines = Join(v.Lines("t"));
   EXPECT_NE(lines.find(" stages decode 150% read 25%"), std::string::npos) << lines;
   EXPECT_NE(lines.find(" wait 38%"), std::string::npos) << lines;
+}
+
+// A server of two rings: `rings` (docs/stats.md), one entry per ring.
+json TwoRings(uint64_t decoded0, uint64_t decoded1, uint64_t peer_bytes0) {
+  json s = Stats(decoded0 + decoded1, 0, {Consumer(1, "a", 0), Consumer(2, "b", 0)});
+  s["device"] = "cuda:0,1";
+  s["placement"] = "demand";
+  s["rings"] = json::array();
+  for (int r = 0; r < 2; ++r) {
+    s["rings"].push_back({{"ring", r},
+                          {"device", r == 0 ? "cuda:0" : "cuda:1"},
+                          {"consumers", 1},
+                          {"batches_written", (r == 0 ? decoded0 : decoded1) / 64},
+                          {"samples_decoded", r == 0 ? decoded0 : decoded1},
+                          {"batches_local", 10},
+                          {"batches_from_peers", r == 0 ? 30 : 0},
+                          {"peer_bytes", r == 0 ? peer_bytes0 : 0}});
+  }
+  return s;
+}
+
+// Each ring's part of the one stream: what it decoded and its share, how
+// its consumers read; a one-ring server lists no rings.
+TEST(StatsReport, EveryRingOfSeveralIsListed) {
+  const std::string r = StatsReport(TwoRings(6400, 19200, 3000000));
+  EXPECT_NE(r.find("  rings:     2, batches placed by demand (--placement demand)\n"
+                   "    ring 0 cuda:0: 1 consumer, 6400 samples decoded (25%), 100 batches "
+                   "written; read 10 batches zero-copy, 30 from other rings (3.00M bytes "
+                   "copied)\n"
+                   "    ring 1 cuda:1: 1 consumer, 19200 samples decoded (75%), 300 batches "
+                   "written; read 10 batches zero-copy, 0 from other rings (0 bytes copied)\n"),
+            std::string::npos)
+      << r;
+  EXPECT_EQ(StatsReport(Stats(1500, 0, {})).find("rings:"), std::string::npos);
+}
+
+// A ring slowed down shows in the live view: its decode rate and its share
+// of the node's.
+TEST(WatchView, EachRingsDecodeRateAndShare) {
+  WatchView v;
+  v.Update(TwoRings(1000, 1000, 0), 0);
+  EXPECT_NE(
+      Join(v.Frame()).find("  ring 0 cuda:0   decoded       -/s     - of the node  copied in -\n"),
+      std::string::npos)
+      << Join(v.Frame());
+  v.Update(TwoRings(3000, 9000, 4000000), 2.0);
+  const std::string frame = Join(v.Frame());
+  EXPECT_NE(frame.find("rings     2, batches placed by demand (--placement demand)\n"
+                       "  ring 0 cuda:0   decoded    1.0k/s   20% of the node  copied in "
+                       "2.00MB/s\n"
+                       "  ring 1 cuda:1   decoded    4.0k/s   80% of the node  copied in 0B/s\n"),
+            std::string::npos)
+      << frame;
+  const std::string lines = Join(v.Lines("t"));
+  EXPECT_NE(lines.find("t imnet ring 1 cuda:1 decoded 4.0k samples/s share 80% copied in 0B/s\n"),
+            std::string::npos)
+      << lines;
+  // One ring: no ring rows.
+  WatchView one;
+  one.Update(Stats(0, 0, {}), 0);
+  one.Update(Stats(1000, 0, {}), 1.0);
+  EXPECT_EQ(Join(one.Frame()).find("rings"), std::string::npos);
+  EXPECT_EQ(one.Lines("t").size(), 1u);  // the producer's line, no consumers
 }
 
 // The server's MPS probe (docs/stats.md `mps`): true, false or "unknown".
