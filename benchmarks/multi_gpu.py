@@ -12,8 +12,8 @@ tools/make_dataset.py once under /tmp and read into the page cache):
 
 1. producer: for each GPU count g (default 1, 2 and 4, as visible), starts
    `batchcast-server serve DATA --device cuda:0,..,g-1 --decode gpu` (train
-   transform, 224, float16, NCHW, producer batch 256, window 8, or 4 per GPU
-   beyond 2 GPUs) with one
+   transform, 224, float16, NCHW, producer batch 256, the default window: 8,
+   or 4 per GPU beyond 2 GPUs) with one
    batchcast.Loader per GPU (device=cuda:i, batch 256, a process each) reading as
    fast as it can; after --warmup seconds it measures over --seconds the
    server's aggregate rate (samples published: each decoded once) and what
@@ -66,7 +66,7 @@ from bench_files import default_dataset, make_dataset, warm_page_cache  # noqa: 
 from bench_server import ServerProcess, find_build, server_bin  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SERVER = {"decode": "gpu", "batch_size": 256, "window": 8, "dtype": "float16", "layout": "nchw",
+SERVER = {"decode": "gpu", "batch_size": 256, "dtype": "float16", "layout": "nchw",
           "transform": "train", "size": 224}
 
 
@@ -132,9 +132,9 @@ def measure(servers, readers, args):
 
 def producer(binary, args, g, placement=None):
     name = f"mgbench-{os.getpid()}-p{g}"
-    # Each reader holds a slot or two while it reads and each ring's producer
-    # writes ahead: 4 slots per reader (examples/train_ddp.py does the same).
-    options = dict(SERVER, device=devices(g), window=max(SERVER["window"], 4 * g))
+    # The server's default window: 4 slots per ring (each reader holds a slot
+    # or two while it reads, and each ring's producer writes ahead).
+    options = dict(SERVER, device=devices(g))
     if placement:
         options["placement"] = placement
     with ServerProcess(binary, name, options, data=args.data, timeout=120) as server:

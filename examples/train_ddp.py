@@ -173,21 +173,19 @@ def start_server(args, batchcast, job, rank, world, local_rank):
                   if args.device.startswith("cuda") else "cpu")
         return batchcast.Server(**source, name=server_name(args, job, rank),
                                 device=args.server_device or device, size=args.size,
-                                batch_size=args.batch_size, window=8, shard_rank=rank,
-                                num_shards=world)
+                                batch_size=args.batch_size, shard_rank=rank, num_shards=world)
     local_ranks = int(
         os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("SLURM_NTASKS_PER_NODE", 1)))
     device = args.server_device or server_device_default(args.device)
-    if "," in device or device == "cuda:all":
-        # A ring per GPU sharing one stream: a producer batch per rank batch, so
-        # that each batch is decoded on the GPU of the rank that reads it. Each
-        # rank holds a batch or two while its GPU works on them and each ring's
-        # producer writes ahead: 4 slots per rank.
-        batch_size, window = args.batch_size, max(8, 4 * local_ranks)
-    else:  # a producer batch per round of the node's ranks
-        batch_size, window = args.batch_size * local_ranks, 8
+    # A ring per GPU sharing one stream: a producer batch per rank batch, so
+    # that each batch is decoded on the GPU of the rank that reads it (the
+    # server's default window gives each ring 4 slots: a rank holds a batch
+    # or two while its GPU works on them, and each ring's producer writes
+    # ahead). One ring: a producer batch per round of the node's ranks.
+    several = "," in device or device == "cuda:all"
+    batch_size = args.batch_size * (1 if several else local_ranks)
     return batchcast.Server(**source, name=server_name(args, job, rank), device=device,
-                            size=args.size, batch_size=batch_size, window=window,
+                            size=args.size, batch_size=batch_size,
                             shard_from_env=True)
 
 

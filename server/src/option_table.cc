@@ -298,7 +298,8 @@ const ServerOption kOptions[] = {
       "the producer's batch: the samples of one ring slot (consumers read at batch sizes of "
       "their own); with GPU decode each batch is one nvJPEG call, and 256 suits it"),
   Integer<&O::window>("window", G::kRing,
-      "ring slots: how many batches the fastest consumer may run ahead of the slowest"),
+      "ring slots: how many batches the fastest consumer may run ahead of the slowest; 0: 8, or "
+      "4 per ring with several GPUs (their rings share the window)"),
   Choice<ParsePlacement, PlacementName, &O::placement>("placement", G::kRing, "demand|round-robin",
       "several GPUs: which ring decodes the stream's next batch: demand gives each GPU with "
       "readers a share that follows its speed (GPUs of equal speed decode equal shares, in turn; "

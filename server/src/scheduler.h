@@ -181,6 +181,10 @@
 // than by round robin (docs/design.md, "GPU path"). Why the plan is the
 // default: rings of one kind on one node differ in speed from run to run,
 // and by round robin every ring waits for the slowest (the same section).
+// A slower ring's batches take longer, so it must begin them further ahead
+// of their turn: with too few slots the others fill the window and wait
+// for its batch. Hence the default window of 4 slots per ring
+// (ServerOptions::window_for; PlacementTest.ByDemandASlowRingNeedsSlotsAhead).
 // A batch of a resume lane (Note [Resume]) goes to its owner's home ring (a
 // group's: that of the rank predicted to read it), written by that ring's
 // producer when it has nothing of the shared stream to write.

@@ -52,6 +52,7 @@ Result<std::vector<int>> ResolveRingDevices(const ServerOptions& options) {
 Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
                           uint64_t group_epoch_len, const std::vector<int>& devices,
                           const std::string& stream, bool replay) {
+  options.window = options.window_for(devices.size());  // what Server::options() says
   BATCHCAST_ASSIGN_OR_RETURN(InstanceLock l, InstanceLock::Acquire(options.name));
   lock.emplace(std::move(l));
   // What dead servers of this user left (Note [Server instance lock]).
@@ -417,7 +418,7 @@ Result<std::unique_ptr<Server>> Server::StartRings(ServerOptions options,
       "server '{}' on {}: {}, epoch of {} samples (shard {} of {}: {}), batch {}, "
       "window {}, lag policy {}{}",
       options.name, impl->endpoint, source.description(), sampler.epoch_len(), shard.rank,
-      shard.count, shard.source, options.batch_size, options.window,
+      shard.count, shard.source, options.batch_size, impl->options.window,
       LagPolicyName(options.lag_policy),
       devices.size() > 1
           ? ", a ring and a producer on each of " + std::to_string(devices.size()) +
@@ -454,7 +455,7 @@ Result<std::unique_ptr<Server>> Server::StartExternal(ServerOptions options,
     BATCHCAST_RETURN_IF_ERROR(impl->Init(std::move(fields), epoch_len, epoch_len, devices,
                                          id.ToString(), /*replay=*/false));
     BC_LOG_INFO("server '{}' on {}: external producer, epoch of {} samples, batch {}, window {}",
-                options.name, impl->endpoint, epoch_len, options.batch_size, options.window);
+                options.name, impl->endpoint, epoch_len, options.batch_size, impl->options.window);
     BATCHCAST_RETURN_IF_ERROR(impl->StartThreads(SlotWriter::kExternal, std::nullopt));
     return std::unique_ptr<Server>(new Server(std::move(impl)));
   });

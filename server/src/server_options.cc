@@ -22,6 +22,12 @@ std::string_view LagPolicyName(LagPolicy policy) { return kLagPolicyNames.Name(p
 Result<Placement> ParsePlacement(std::string_view text) { return kPlacementNames.Parse(text); }
 std::string_view PlacementName(Placement placement) { return kPlacementNames.Name(placement); }
 
+uint32_t ServerOptions::window_for(size_t rings) const {
+  constexpr uint32_t kDefaultWindow = 8, kSlotsPerRing = 4;
+  if (window != 0) return window;
+  return std::max<uint32_t>(kDefaultWindow, kSlotsPerRing * static_cast<uint32_t>(rings));
+}
+
 std::chrono::milliseconds ServerOptions::heartbeat_period() const {
   if (heartbeat_interval.count() > 0) return heartbeat_interval;
   return std::max(std::chrono::milliseconds(10), heartbeat_timeout / 8);
@@ -92,7 +98,8 @@ Status ServerOptions::Validate() const {
   }
   if (batch_size == 0 || batch_size > 65536)
     return bad("batch_size (--batch-size) must be in 1..65536");
-  if (window < 2 || window > 4096) return bad("window (--window) must be in 2..4096 slots");
+  if (window != 0 && (window < 2 || window > 4096))
+    return bad("window (--window) must be in 2..4096 slots (0: the default)");
   if (resume_slots > 4096) return bad("resume_slots (--resume-slots) must be in 0..4096 slots");
   BATCHCAST_RETURN_IF_ERROR(Shard().status());
   if (lag_timeout.count() <= 0) return bad("lag_timeout (--lag-timeout) must be positive");

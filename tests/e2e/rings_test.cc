@@ -26,9 +26,8 @@ using testing::UniqueName;
 
 constexpr uint64_t kSamples = 480;
 
-// `rings` host rings, batch 16 over 4 slots per ring (8 at least, as
-// examples/train_ddp.py sets the window), `epochs` epochs, waiting for `min`
-// consumers.
+// `rings` host rings, batch 16 over the default window (4 slots per ring, 8
+// at least), `epochs` epochs, waiting for `min` consumers.
 std::unique_ptr<Server> StartRings(const std::string& name, uint64_t epochs, uint32_t min,
                                    uint32_t rings = 2,
                                    Placement placement = Placement::kRoundRobin) {
@@ -36,7 +35,6 @@ std::unique_ptr<Server> StartRings(const std::string& name, uint64_t epochs, uin
   o.name = name;
   o.placement = placement;
   o.host_rings = rings;
-  o.window = std::max(8u, 4 * rings);
   o.epochs = epochs;
   o.min_consumers = min;
   o.source.synthetic = kSamples;
@@ -214,6 +212,7 @@ TEST(HostRings, FourRingsSplitAGroupOfFourAndShareTheDecode) {
   constexpr uint64_t kEpochs = 2;
   auto server = StartRings(name, kEpochs, 8, /*rings=*/4);
   ASSERT_TRUE(server);
+  EXPECT_EQ(server->options().window, 16u) << "the default window: 4 slots per ring";
   std::vector<Reader> readers(8);
   for (uint32_t r = 0; r < 4; ++r) {
     readers[r] = RankOnItsRing(r, 4);

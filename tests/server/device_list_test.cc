@@ -106,5 +106,21 @@ TEST(DeviceList, EachConsumerIsServedFromTheRingOfItsGpu) {
   EXPECT_EQ(RingForConsumer("tpu:0", rings).status().code(), StatusCode::kInvalidArgument);
 }
 
+// The window by default: 8 slots, and 4 per ring on a server of several
+// (their rings share it); one that is set stays.
+TEST(DeviceList, TheDefaultWindowGrowsWithTheRings) {
+  ServerOptions o;
+  EXPECT_EQ(o.window, 0u);
+  EXPECT_TRUE(o.Validate().ok());
+  EXPECT_EQ(o.window_for(1), 8u);
+  EXPECT_EQ(o.window_for(2), 8u);
+  EXPECT_EQ(o.window_for(4), 16u);
+  EXPECT_EQ(o.window_for(8), 32u);
+  o.window = 6;
+  EXPECT_EQ(o.window_for(4), 6u);
+  o.window = 1;
+  EXPECT_FALSE(o.Validate().ok());
+}
+
 }  // namespace
 }  // namespace batchcast

@@ -75,7 +75,9 @@ struct ServerOptions {
   std::string metrics_host;
 
   uint32_t batch_size = 64;  // producer batch (one ring slot)
-  uint32_t window = 8;       // ring slots
+  // Ring slots; 0 (the default): window_for(rings), which a started server
+  // writes here (Server::options()).
+  uint32_t window = 0;
   // Ring slots after the window's for consumers that resume outside the
   // stream (their catch-up lane: docs/semantics.md, "Resume"); 0 = none.
   uint32_t resume_slots = 4;
@@ -122,6 +124,11 @@ struct ServerOptions {
   // metrics_host and metrics_port as the option table writes them:
   // "[HOST:]PORT", PORT a number or "any"; "0" when off.
   std::string metrics_address() const;
+  // The window in effect on a server of `rings` rings: `window`, or by
+  // default 8, and 4 per ring on a server of several rings (they share the
+  // window's slots, and by demand a slower ring's longer batches need slots
+  // ahead: Note [Placement]).
+  uint32_t window_for(size_t rings) const;
   // The heartbeat interval in effect (heartbeat_interval, or its default).
   std::chrono::milliseconds heartbeat_period() const;
   // Checks the server's own fields; InvalidArgument naming the option
