@@ -62,6 +62,19 @@ const json* Rings(const json& j) {
                                                                                : nullptr;
 }
 
+// Each ring's share of the samples decoded so far (nullopt before any).
+std::vector<std::optional<double>> DecodedShares(const json& rings) {
+  uint64_t total = 0;
+  for (const json& r : rings) total += Count(r, "samples_decoded");
+  std::vector<std::optional<double>> out;
+  for (const json& r : rings) {
+    out.push_back(total ? std::optional<double>(static_cast<double>(Count(r, "samples_decoded")) /
+                                                static_cast<double>(total))
+                        : std::nullopt);
+  }
+  return out;
+}
+
 // "by demand (--placement demand)": how the stream's batches are placed.
 std::string PlacementText(const json& j) {
   const std::string p = j.value("placement", "");
@@ -95,6 +108,10 @@ std::string StatusLine(const json& j, double rate) {
   if (j.contains("source_counters")) {
     for (const auto& [k, v] : j["source_counters"].items()) out << " | " << k << " " << v;
   }
+  if (const json* rings = Rings(j)) {
+    out << " | decoded per ring";
+    for (const std::optional<double>& share : DecodedShares(*rings)) out << " " << Percent(share);
+  }
   return out.str();
 }
 
@@ -123,21 +140,16 @@ std::string StatsReport(const json& j) {
   if (const json* rings = Rings(j)) {
     // Each ring's part of the one stream: what it decoded, and how its
     // consumers read (zero-copy from it, or copied from the others).
-    uint64_t decoded = 0;
-    for (const json& r : *rings) decoded += Count(r, "samples_decoded");
+    const std::vector<std::optional<double>> shares = DecodedShares(*rings);
     out << "  rings:     " << rings->size() << ", batches placed " << PlacementText(j) << "\n";
-    for (const json& r : *rings) {
-      const uint64_t d = Count(r, "samples_decoded");
+    for (size_t i = 0; i < rings->size(); ++i) {
+      const json& r = (*rings)[i];
       out << "    ring " << Count(r, "ring") << " " << r.value("device", "?") << ": "
           << Count(r, "consumers") << " consumer" << (Count(r, "consumers") == 1 ? "" : "s") << ", "
-          << d << " samples decoded ("
-          << Percent(decoded ? std::optional<double>(static_cast<double>(d) /
-                                                     static_cast<double>(decoded))
-                             : std::nullopt)
-          << "), " << Count(r, "batches_written") << " batches written; read "
-          << Count(r, "batches_local") << " batches zero-copy, " << Count(r, "batches_from_peers")
-          << " from other rings (" << FormatCount(static_cast<double>(Count(r, "peer_bytes")))
-          << " bytes copied)\n";
+          << Count(r, "samples_decoded") << " samples decoded (" << Percent(shares[i]) << "), "
+          << Count(r, "batches_written") << " batches written; read " << Count(r, "batches_local")
+          << " batches zero-copy, " << Count(r, "batches_from_peers") << " from other rings ("
+          << FormatCount(static_cast<double>(Count(r, "peer_bytes"))) << " bytes copied)\n";
     }
   }
   if (j.contains("source_counters") && !j["source_counters"].empty()) {

@@ -36,8 +36,9 @@ std::string FormatCount(double v);
 std::string StatsReport(const nlohmann::json& stats);
 
 // "NAME: 12.3k samples/s | producer epoch 2 | 3 consumers | slowest lag 1.5
-// slots | published N | COUNTER V ..." (`rate`: samples/s, computed by the
-// caller).
+// slots | published N | COUNTER V ..." and, with several rings, "| decoded
+// per ring 25% 75%" (each ring's share so far) (`rate`: samples/s, computed
+// by the caller).
 std::string StatusLine(const nlohmann::json& stats, double rate);
 
 class WatchView {

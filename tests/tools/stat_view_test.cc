@@ -144,6 +144,10 @@ TEST(StatsReport, EveryRingOfSeveralIsListed) {
             std::string::npos)
       << r;
   EXPECT_EQ(StatsReport(Stats(1500, 0, {})).find("rings:"), std::string::npos);
+  // The status line of `serve`: each ring's share of the decode so far.
+  const std::string status = StatusLine(TwoRings(6400, 19200, 0), 1000.0);
+  EXPECT_TRUE(status.ends_with(" | decoded per ring 25% 75%")) << status;
+  EXPECT_EQ(StatusLine(Stats(1500, 0, {}), 1.0).find("per ring"), std::string::npos);
 }
 
 // A ring slowed down shows in the live view: its decode rate and its share
