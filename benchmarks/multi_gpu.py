@@ -22,7 +22,8 @@ tools/make_dataset.py once under /tmp and read into the page cache):
    the interval, docs/stats.md `producer_stage_s`), naming the rings that
    paced the others (`paced_by`: far longer in their decode calls, while
    the rings take the stream's batches in turn, placement=round-robin; none
-   by demand, the default, where the shares follow the rings' speeds).
+   by demand, the default, where the shares follow the rings' speeds, and
+   `given_less` names the rings the plan gave under 3/4 of an equal share).
    --server-option (e.g. read_threads=1, nvjpeg_calls=2,
    placement=round-robin) adds a `serve` option to these servers
    and the trainers' (not to train_ddp.py's). --repeat N runs this part N
@@ -182,6 +183,14 @@ def separate(binary, args, g):
                                        for a, b in zip(s0, s1)]}
 
 
+def given_less(epoch_share_per_ring, below=0.75):
+    """By demand, the rings that the plan gave less than `below` of an equal
+    share of the epoch: slower rings (the plan's shares follow the rings'
+    speeds). [] with one ring."""
+    g = len(epoch_share_per_ring)
+    return [i for i, s in enumerate(epoch_share_per_ring) if g > 1 and s < below / g]
+
+
 def paced_by(stage_share_per_ring, stage="hw_decode", near=0.1, gap=0.2):
     """The rings that paced the others in a producer round: those within
     `near` of the largest share of `stage` (each ring's one thread in nvJPEG's
@@ -337,6 +346,11 @@ def producer_round(binary, args, counts, rep):
             print(f"  ring(s) {', '.join(map(str, r['paced_by']))} paced the others: slower in "
                   "their decode calls (hw_decode), and the rings take the stream's batches "
                   "in turn", flush=True)
+        r["given_less"] = (given_less(r["epoch_share_per_ring"]) if r["placement"] == "demand"
+                           else [])
+        if r["given_less"]:
+            print(f"  ring(s) {', '.join(map(str, r['given_less']))} slower: the plan gave "
+                  "them a smaller share of the stream, so they paced nobody", flush=True)
         last_of_count = n + 1 == len(runs) or runs[n + 1][0] != g
         if args.separate and g >= 2 and last_of_count:
             r["separate"] = sep = separate(binary, args, g)

@@ -61,7 +61,9 @@ class FakeServer:
         return {"consumers": list(range(self.rings)), "samples_published": 1000 * k * self.rings,
                 "epoch_len": 20000, "mps": False, "producer_blocked_s": 0.0,
                 "placement": self.placement,
-                "rings": [{"samples_decoded": 1000 * k, "peer_bytes": 0,
+                # by demand the slow ring 1 is given less: a third of the stream
+                "rings": [{"samples_decoded": (500 if j == 1 and self.placement == "demand"
+                                               else 1000) * k, "peer_bytes": 0,
                            "producer_stage_s": {"read": 0.2 * k,
                                                 "hw_decode": (0.9 if j == 1 else 0.5) * k}}
                           for j in range(self.rings)]}
@@ -104,6 +106,7 @@ def test_the_producer_part_runs_its_rounds_and_the_separate_servers(monkeypatch,
     for r in rounds:
         assert r["ratio"] > 0
         assert r["paced_by"] == []  # by demand, the server's default: nobody waits for ring 1
+        assert r["given_less"] == ([1] if r["gpus"] > 1 else [])
         assert ("separate" in r) == (r["gpus"] > 1)
         if r["gpus"] > 1:
             assert len(r["separate"]["rate_per_server"]) == r["gpus"]
@@ -120,6 +123,7 @@ def test_by_round_robin_a_slow_ring_paces_the_others(monkeypatch, tmp_path):
     rounds = json.loads(out.read_text())["producer"]
     assert [r["placement"] for r in rounds] == ["round-robin", "round-robin"]
     assert [r["paced_by"] for r in rounds] == [[], [1]]
+    assert [r["given_less"] for r in rounds] == [[], []]
     assert rounds[1]["server_options"]["placement"] == "round-robin"
 
 
