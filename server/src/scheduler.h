@@ -619,12 +619,13 @@ class Scheduler {
   // The bookkeeping of a batch of the stream begun (not the lane's).
   void BeganSharedLocked() BC_REQUIRES(mu_);
   // ---- placement (scheduler_placement.cc, Note [Placement]) ----
-  // The ring of the stream's next batch.
-  uint32_t PlaceNextLocked() const BC_REQUIRES(mu_);
-  // By demand: draws the plan again when a cycle ended and the shares moved,
-  // or the candidates changed (Note [Placement]); the shares of `candidates`
-  // (kPlanBatchesPerRing each until every one has a measured batch time).
-  void PlanLocked() BC_REQUIRES(mu_);
+  // The ring of the stream's next batch (by demand, after PlanLocked).
+  uint32_t PlaceNextLocked() BC_REQUIRES(mu_);
+  // By demand: draws the plan over `candidates` (CandidateRingsLocked) again
+  // when a cycle ended and the shares moved, or the candidates changed (Note
+  // [Placement]); the shares of `candidates` (kPlanBatchesPerRing each until
+  // every one has a measured batch time).
+  void PlanLocked(const std::vector<uint32_t>& candidates) BC_REQUIRES(mu_);
   std::vector<uint32_t> SharesLocked(const std::vector<uint32_t>& candidates) const
       BC_REQUIRES(mu_);
   // Ring `ring` began work (BeginWork) / committed it.

@@ -61,9 +61,11 @@ uint32_t Scheduler::PlaceAtLocked(uint64_t seq, uint64_t batch,
   return candidates[batch % candidates.size()];
 }
 
-uint32_t Scheduler::PlaceNextLocked() const {
+uint32_t Scheduler::PlaceNextLocked() {
   if (config_.rings == 1) return 0;
-  return PlaceAtLocked(slots_.next_seq(), batches_begun_, CandidateRingsLocked());
+  const std::vector<uint32_t> candidates = CandidateRingsLocked();
+  PlanLocked(candidates);
+  return PlaceAtLocked(slots_.next_seq(), batches_begun_, candidates);
 }
 
 std::vector<uint32_t> Scheduler::SharesLocked(const std::vector<uint32_t>& candidates) const {
@@ -82,9 +84,8 @@ std::vector<uint32_t> Scheduler::SharesLocked(const std::vector<uint32_t>& candi
   return shares;
 }
 
-void Scheduler::PlanLocked() {
+void Scheduler::PlanLocked(const std::vector<uint32_t>& candidates) {
   if (!PlacesByDemand()) return;
-  const std::vector<uint32_t> candidates = CandidateRingsLocked();
   const bool same_rings = plan_.rings == candidates && !plan_.order.empty();
   // A plan is kept for whole cycles, so the hints given meanwhile come true.
   if (same_rings && ((batches_begun_ - plan_.start) % plan_.order.size() != 0 ||

@@ -344,7 +344,6 @@ Result<std::optional<Scheduler::Work>> Scheduler::TryBeginWorkLocked(uint32_t ri
   if (next_seq < stream_end_) shared = SharedSlotLocked(/*log_wait=*/SharedReadLocked());
   // Note [Placement]: the shared stream's next batch is this ring's to write
   // only when placed here.
-  if (shared) PlanLocked();
   if (shared && PlaceNextLocked() != ring) shared.reset();
   // Note [Resume]: the lane only from spare capacity, and after kLaneShare
   // shared batches while it wanted one.
