@@ -144,7 +144,7 @@ def producer(binary, args, g, placement=None):
     before, after = ring_counts(s0, "samples_decoded"), ring_counts(s1, "samples_decoded")
     decoded = [(b - a) / dt for a, b in zip(before, after)]
     epoch = s1.get("epoch_len", 1)
-    return {"gpus": g, "server_options": options, "placement": s1.get("placement", "demand"),
+    return {"gpus": g, "server_options": options, "placement": s1["placement"],
             "rate": (s1["samples_published"] - s0["samples_published"]) / dt,
             "decoded_per_ring": decoded,
             "epoch_share_per_ring": [d / max(sum(decoded), 1e-9) for d in decoded],
