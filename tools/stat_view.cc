@@ -62,17 +62,23 @@ const json* Rings(const json& j) {
                                                                                : nullptr;
 }
 
-// Each ring's share of the samples decoded so far (nullopt before any).
-std::vector<std::optional<double>> DecodedShares(const json& rings) {
-  uint64_t total = 0;
-  for (const json& r : rings) total += Count(r, "samples_decoded");
+// Each value's share of their sum: nullopt for an unknown value, and for
+// every value while the known ones sum to 0.
+std::vector<std::optional<double>> SharesOf(const std::vector<std::optional<double>>& values) {
+  double total = 0;
+  for (const std::optional<double>& v : values) total += v.value_or(0);
   std::vector<std::optional<double>> out;
-  for (const json& r : rings) {
-    out.push_back(total ? std::optional<double>(static_cast<double>(Count(r, "samples_decoded")) /
-                                                static_cast<double>(total))
-                        : std::nullopt);
+  for (const std::optional<double>& v : values) {
+    out.push_back(v && total > 0 ? std::optional<double>(*v / total) : std::nullopt);
   }
   return out;
+}
+
+// Each ring's share of the samples decoded so far (nullopt before any).
+std::vector<std::optional<double>> DecodedShares(const json& rings) {
+  std::vector<std::optional<double>> decoded;
+  for (const json& r : rings) decoded.push_back(static_cast<double>(Count(r, "samples_decoded")));
+  return SharesOf(decoded);
 }
 
 // "by demand (--placement demand)": how the stream's batches are placed.
@@ -199,17 +205,16 @@ std::vector<WatchView::RingRate> WatchView::RingRates() const {
   const json* rings = Rings(*cur_);
   if (rings == nullptr) return out;
   const json* prev = prev_ ? Rings(*prev_) : nullptr;
-  double total = 0;
+  std::vector<std::optional<double>> decoded;
   for (size_t i = 0; i < rings->size(); ++i) {
     const json& r = (*rings)[i];
     const json* pr = prev != nullptr && i < prev->size() ? &(*prev)[i] : nullptr;
     out.push_back({fmt::format("ring {} {}", Count(r, "ring"), r.value("device", "?")),
                    Rate(r, pr, "samples_decoded"), Rate(r, pr, "peer_bytes"), std::nullopt});
-    total += out.back().decoded.value_or(0);
+    decoded.push_back(out.back().decoded);
   }
-  for (RingRate& r : out) {
-    if (r.decoded && total > 0) r.share = *r.decoded / total;
-  }
+  const std::vector<std::optional<double>> shares = SharesOf(decoded);
+  for (size_t i = 0; i < out.size(); ++i) out[i].share = shares[i];
   return out;
 }
 
