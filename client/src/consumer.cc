@@ -90,6 +90,8 @@ uint64_t Consumer::epoch_len() const { return session_->welcome().epoch_len; }
 uint64_t Consumer::consumer_id() const { return session_->welcome().consumer_id; }
 uint32_t Consumer::producer_batch_size() const { return session_->welcome().producer_batch_size; }
 uint32_t Consumer::window() const { return session_->welcome().window; }
+const std::string& Consumer::server_name() const { return session_->welcome().server_name; }
+uint32_t Consumer::home_ring() const { return session_->welcome().home_ring; }
 const std::vector<FieldSpec>& Consumer::fields() const { return session_->welcome().fields; }
 Result<std::string> Consumer::Stats() {
   return CatchAll("Consumer::Stats", [this] { return session_->Stats(); });

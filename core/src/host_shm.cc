@@ -105,11 +105,13 @@ Result<std::unique_ptr<HostSharedMemory>> HostSharedMemory::Create(const std::st
   }
 }
 
-Result<std::unique_ptr<HostSharedMemory>> HostSharedMemory::Open(const std::string& name) {
+Result<std::unique_ptr<HostSharedMemory>> HostSharedMemory::Open(const std::string& name,
+                                                                 bool writable) {
   try {
     auto impl = std::make_unique<Impl>();
-    impl->object = bip::shared_memory_object(bip::open_only, name.c_str(), bip::read_only);
-    impl->region = bip::mapped_region(impl->object, bip::read_only);
+    const bip::mode_t mode = writable ? bip::read_write : bip::read_only;
+    impl->object = bip::shared_memory_object(bip::open_only, name.c_str(), mode);
+    impl->region = bip::mapped_region(impl->object, mode);
     return std::unique_ptr<HostSharedMemory>(new HostSharedMemory(name, false, std::move(impl)));
   } catch (const bip::interprocess_exception& e) {
     return NotFoundError("cannot open shared memory '" + name + "': " + e.what());

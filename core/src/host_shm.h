@@ -28,8 +28,11 @@ class HostSharedMemory {
   // Every page is reserved at once, so that running out of /dev/shm is this
   // ResourceExhausted error (naming the sizes) and never a SIGBUS later.
   static Result<std::unique_ptr<HostSharedMemory>> Create(const std::string& name, size_t bytes);
-  // Maps an existing object read-only. NotFound if it does not exist.
-  static Result<std::unique_ptr<HostSharedMemory>> Open(const std::string& name);
+  // Maps an existing object read-only (consumers), or read-write (an
+  // attached producer, which writes slots it was granted). NotFound if it
+  // does not exist.
+  static Result<std::unique_ptr<HostSharedMemory>> Open(const std::string& name,
+                                                        bool writable = false);
   // Removes the name if it exists (the memory lives on while mapped).
   static void Remove(const std::string& name);
 

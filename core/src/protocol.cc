@@ -18,7 +18,7 @@ constexpr size_t kHeaderBytes = 6;
 
 // Message lists the messages in MessageType order: alternative i has wire
 // type i + 1 (tests/core/protocol_test.cc pins every type byte).
-static_assert(std::variant_size_v<Message> == static_cast<size_t>(MessageType::kResumed));
+static_assert(std::variant_size_v<Message> == static_cast<size_t>(MessageType::kDone));
 static_assert(std::is_same_v<std::variant_alternative_t<0, Message>, Hello>);
 
 MessageType TypeOf(const Message& message) { return static_cast<MessageType>(message.index() + 1); }
@@ -111,6 +111,26 @@ void Write(Writer& w, const Resume& m) {
   w.PutAll(m.epoch, m.step, m.epoch_start, m.next_seq, m.skipped, m.world_size);
 }
 void Write(Writer& w, const Resumed& m) { w.Put(m.next_seq); }
+void Write(Writer& w, const Attach& m) { w.PutAll(m.ring, m.pid); }
+void Write(Writer& w, const Attached& m) {
+  w.Put(static_cast<uint32_t>(m.options.size()));
+  for (const std::string& o : m.options) w.PutString(o);
+  Write(w, m.ring);
+  WriteList(w, m.fields);
+  w.PutAll(m.window, m.resume_slots, m.batch_size, m.dataset_size, m.listing_digest,
+           static_cast<uint8_t>(m.device_output ? 1 : 0));
+}
+void Write(Writer&, const Ready&) {}
+void Write(Writer& w, const Work& m) {
+  w.PutAll(m.slot, m.first_seq, m.epoch);
+  w.PutArray(m.indices);
+  w.PutArray(m.next);
+  w.PutAll(m.next_epoch, static_cast<uint8_t>(m.next_guess ? 1 : 0));
+}
+void Write(Writer& w, const Done& m) {
+  w.PutAll(m.slot, m.first_seq);
+  w.PutArray(m.indices);
+}
 
 // ---- bodies: Read ----
 
@@ -285,6 +305,41 @@ bool Read(Reader& r, Resume& m) {
   return true;
 }
 bool Read(Reader& r, Resumed& m) { return r.Get(m.next_seq); }
+bool Read(Reader& r, Attach& m) { return r.Get(m.ring) && r.Get(m.pid); }
+
+constexpr size_t kMaxOptions = 1024;
+
+bool Read(Reader& r, Attached& m) {
+  uint32_t n = 0;
+  if (!r.GetCount(n, kMaxOptions, sizeof(uint32_t), "option")) return false;
+  m.options.resize(n);
+  for (std::string& o : m.options) {
+    if (!r.GetString(o, kMaxString)) return false;
+  }
+  if (!Read(r, m.ring) || !ReadList(r, m.fields, kMaxFields, 10, "field") || !r.Get(m.window) ||
+      !r.Get(m.resume_slots) || !r.Get(m.batch_size) || !r.Get(m.dataset_size) ||
+      !r.Get(m.listing_digest) || !ReadBool(r, m.device_output, "device_output")) {
+    return false;
+  }
+  if (m.window == 0 || uint64_t{m.window} + m.resume_slots > kMaxWindow) {
+    return r.Fail("bad slot count");
+  }
+  if (m.batch_size == 0 || m.batch_size > kMaxBatch) return r.Fail("bad batch size");
+  return true;
+}
+bool Read(Reader&, Ready&) { return true; }
+bool Read(Reader& r, Work& m) {
+  if (!r.Get(m.slot) || !r.Get(m.first_seq) || !r.Get(m.epoch) ||
+      !r.GetArray(m.indices, kMaxBatch, "index") || !r.GetArray(m.next, kMaxBatch, "index") ||
+      !r.Get(m.next_epoch) || !ReadBool(r, m.next_guess, "next_guess")) {
+    return false;
+  }
+  if (m.indices.empty()) return r.Fail("WORK without samples");
+  return true;
+}
+bool Read(Reader& r, Done& m) {
+  return r.Get(m.slot) && r.Get(m.first_seq) && r.GetArray(m.indices, kMaxBatch, "index");
+}
 
 template <typename T>
 Result<Message> DecodeBody(Reader& r) {
@@ -312,8 +367,9 @@ constexpr auto kDecoders = MakeDecoders(std::make_index_sequence<std::variant_si
 
 std::string_view MessageName(const Message& message) {
   static constexpr std::string_view kNames[] = {
-      "HELLO",     "WELCOME", "NEXT",  "BATCH",       "END_OF_EPOCH", "ERROR",  "RELEASE",
-      "HEARTBEAT", "BYE",     "STATS", "STATS_REPLY", "RESUME",       "RESUMED"};
+      "HELLO",   "WELCOME",   "NEXT",     "BATCH", "END_OF_EPOCH", "ERROR",
+      "RELEASE", "HEARTBEAT", "BYE",      "STATS", "STATS_REPLY",  "RESUME",
+      "RESUMED", "ATTACH",    "ATTACHED", "READY", "WORK",         "DONE"};
   return kNames[message.index()];
 }
 

@@ -38,7 +38,10 @@ namespace batchcast {
 //    WELCOME carries the stream's identity, the resume slots and the
 //    consumer's start; BATCH and END_OF_EPOCH say where the consumer's epoch
 //    starts and continues.
-inline constexpr uint16_t kProtocolVersion = 4;
+// 5: attached producers (Note [Attached producers], server/src/attach_point.h):
+//    ATTACH -> ATTACHED | ERROR, READY, WORK -> DONE | ERROR, on a ring's
+//    attach socket.
+inline constexpr uint16_t kProtocolVersion = 5;
 
 namespace proto {
 
@@ -71,6 +74,11 @@ enum class MessageType : uint8_t {
   kStatsReply = 11,
   kResume = 12,
   kResumed = 13,
+  kAttach = 14,
+  kAttached = 15,
+  kReady = 16,
+  kWork = 17,
+  kDone = 18,
 };
 
 using IpcHandle = std::array<uint8_t, kIpcHandleBytes>;
@@ -228,9 +236,60 @@ struct Resumed {
   bool operator==(const Resumed&) const = default;
 };
 
+// Note [Attached producers] (server/src/attach_point.h): a process that
+// takes over the decode of one ring says ATTACH on that ring's attach
+// socket; the server answers ATTACHED (what the holder needs to build the
+// same source and map the ring) or ERROR. The holder says READY once it can
+// write, then gets WORK (a granted slot) and answers DONE (the samples it
+// wrote) or ERROR (it gives up; the server writes the slot itself). BYE
+// detaches.
+struct Attach {
+  uint32_t ring = 0;
+  uint32_t pid = 0;
+  bool operator==(const Attach&) const = default;
+};
+struct Attached {
+  // The server's source options, "name=value" (Server option table names).
+  std::vector<std::string> options;
+  RingInfo ring;
+  std::vector<FieldSpec> fields;  // as in the ring (their memory kind the ring's)
+  uint32_t window = 0;            // the ring's slots: window + resume_slots
+  uint32_t resume_slots = 0;
+  uint32_t batch_size = 0;      // samples per slot
+  uint64_t dataset_size = 0;    // Source::size() of the server's source
+  uint64_t listing_digest = 0;  // Source::listing_digest()
+  bool device_output = false;   // the ring's source writes device memory itself
+  bool operator==(const Attached&) const = default;
+};
+struct Ready {
+  bool operator==(const Ready&) const = default;
+};
+// Fill `slot` with the samples `indices` (seqs from first_seq, producer epoch
+// `epoch`); `next` is the read-ahead hint (ReadAhead).
+struct Work {
+  uint32_t slot = 0;
+  uint64_t first_seq = 0;
+  uint32_t epoch = 0;
+  std::vector<int64_t> indices;
+  std::vector<int64_t> next;
+  uint32_t next_epoch = 0;
+  bool next_guess = false;
+  bool operator==(const Work&) const = default;
+};
+// The slot of WORK `first_seq` is written: `indices` name the samples
+// written, in place order (Source::FillBatch's compaction; the others are
+// holes). For a device ring the slot's event was recorded first.
+struct Done {
+  uint32_t slot = 0;
+  uint64_t first_seq = 0;
+  std::vector<int64_t> indices;
+  bool operator==(const Done&) const = default;
+};
+
 // In MessageType order: alternative i is wire type i + 1 (never reorder).
-using Message = std::variant<Hello, Welcome, Next, Batch, EndOfEpoch, Error, Release, Heartbeat,
-                             Bye, Stats, StatsReply, Resume, Resumed>;
+using Message =
+    std::variant<Hello, Welcome, Next, Batch, EndOfEpoch, Error, Release, Heartbeat, Bye, Stats,
+                 StatsReply, Resume, Resumed, Attach, Attached, Ready, Work, Done>;
 
 std::string_view MessageName(const Message& message);
 

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/src/protocol.h"
 #include "core/src/runtime_dir.h"
 
 namespace batchcast {
@@ -121,6 +122,9 @@ std::vector<Reclaimed> ReclaimDeadServers(std::chrono::seconds orphan_age) {
       r.pid = LockFilePid(lock);
       r.ring_bytes = RemoveRing(name);
       r.socket = RemoveSocket(*dir, name);
+      for (uint32_t ring = 0; ring < proto::kMaxRings; ++ring) {  // attach sockets
+        (void)RemoveSocket(*dir, name + "+" + std::to_string(ring));
+      }
       unlink(lock.c_str());  // while held: see InstanceLock::Release
       if (r.ring_bytes > 0 || r.socket) out.push_back(std::move(r));
     }

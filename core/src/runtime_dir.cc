@@ -63,6 +63,12 @@ Result<std::string> DefaultEndpoint(std::string_view name) {
   return "ipc://" + dir + "/" + std::string(name) + ".sock";
 }
 
+Result<std::string> AttachEndpoint(std::string_view name, uint32_t ring) {
+  BATCHCAST_RETURN_IF_ERROR(ValidateServerName(name));
+  BATCHCAST_ASSIGN_OR_RETURN(std::string dir, RuntimeDir());
+  return "ipc://" + dir + "/" + std::string(name) + "+" + std::to_string(ring) + ".sock";
+}
+
 Result<std::string> ResolveEndpoint(std::string_view endpoint_or_name, EndpointUse use) {
   if (endpoint_or_name.find("://") != std::string_view::npos) {
     BATCHCAST_RETURN_IF_ERROR(ValidateEndpoint(endpoint_or_name, use));

@@ -45,6 +45,10 @@ Result<std::string> DefaultEndpoint(std::string_view name);
 Result<std::string> ResolveEndpoint(std::string_view endpoint_or_name,
                                     EndpointUse use = EndpointUse::kConnect);
 
+// "ipc://<runtime dir>/<name>+<ring>.sock": ring `ring`'s attach socket
+// (Note [Attached producers], server/src/attach_point.h; '+' is in no server
+// name).
+Result<std::string> AttachEndpoint(std::string_view name, uint32_t ring);
 // "<runtime dir>/<name>.lock" (Note [Server instance lock]).
 Result<std::string> LockPath(std::string_view name);
 

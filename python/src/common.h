@@ -61,5 +61,6 @@ void RegisterErrors(py::module_& m);
 void RegisterConsumer(py::module_& m);
 void RegisterServer(py::module_& m);
 void RegisterOptions(py::module_& m);
+void RegisterAttachedProducer(py::module_& m);
 
 }  // namespace batchcast::pybind

@@ -308,6 +308,10 @@ void RegisterConsumer(py::module_& m) {
       .def_property_readonly(
           "ring_device", [](PyConsumer& c) { return DeviceName(c.get().device()); },
           "where the fields are: 'cpu' or 'cuda:N' (the ring that serves this consumer)")
+      .def_property_readonly("server_name", [](PyConsumer& c) { return c.get().server_name(); })
+      .def_property_readonly(
+          "home_ring", [](PyConsumer& c) { return c.get().home_ring(); },
+          "the index of the ring serving it among the server's rings")
       .def_property_readonly("marker_epoch", &PyConsumer::marker_epoch)
       .def_property_readonly("marker_step", &PyConsumer::marker_step)
       .def_property_readonly("skipped", &PyConsumer::skipped)

@@ -10,5 +10,6 @@ PYBIND11_MODULE(_core, m) {
   batchcast::pybind::RegisterConsumer(m);
   batchcast::pybind::RegisterServer(m);
   batchcast::pybind::RegisterOptions(m);
+  batchcast::pybind::RegisterAttachedProducer(m);
   m.attr("__version__") = BATCHCAST_VERSION;
 }

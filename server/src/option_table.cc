@@ -307,6 +307,11 @@ const ServerOption kOptions[] = {
       "round-robin takes them in turn (each GPU decodes an equal share, and the node goes at its "
       "slowest GPU's pace); a DDP group's batches go to the GPU of the rank that reads them "
       "either way"),
+  Flag<&O::attach>("attach", G::kRing,
+      "let a process of this node take over a ring's decode (a trainer's "
+      "batchcast.Loader(..., produce=True)): the decode of the trainer's GPU then runs in the "
+      "trainer's own CUDA context, which the GPU does not time-slice against it; the server "
+      "decodes the ring again when that process leaves or dies; --no-attach refuses them"),
   Integer<&O::resume_slots>("resume_slots", G::kRing,
       "ring slots kept for consumers that resume (load_state_dict) behind or ahead of the stream: "
       "their catch-up is written there from spare capacity; each holds a batch (0 = none)"),

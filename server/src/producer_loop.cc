@@ -5,13 +5,14 @@
 namespace batchcast {
 
 ProducerLoop::ProducerLoop(EpochOrders* orders, uint32_t ring, Source* source, Scheduler* scheduler,
-                           SlotPublisher* publisher, uint32_t batch_size)
+                           SlotPublisher* publisher, uint32_t batch_size, AttachPoint* attach)
     : orders_(orders),
       ring_(ring),
       source_(source),
       scheduler_(scheduler),
       publisher_(publisher),
-      batch_size_(batch_size) {}
+      batch_size_(batch_size),
+      attach_(attach) {}
 
 ReadAhead ProducerLoop::NextSamples(uint64_t next_seq,
                                     std::shared_ptr<const std::vector<int64_t>>& keep) {
@@ -44,6 +45,17 @@ Result<uint32_t> ProducerLoop::WriteBatch(const Scheduler::Work& work) {
       work.lane ? std::optional<uint64_t>(after) : scheduler_->PredictNextBatch(ring_);
   ReadAhead next = ahead ? NextSamples(*ahead, next_order) : ReadAhead{};
   next.guess = !work.lane && scheduler_->PlacesByDemand();
+  if (attach_ != nullptr) {
+    // Note [Attached producers]: the holder writes the slot and records its
+    // event; committing is still this thread's.
+    attach_->Poll();
+    BATCHCAST_ASSIGN_OR_RETURN(const std::optional<uint32_t> held,
+                               attach_->Delegate(grant, epoch, next));
+    if (held) {
+      BATCHCAST_RETURN_IF_ERROR(scheduler_->Commit(grant.slot, *held));
+      return *held;
+    }
+  }
   BATCHCAST_ASSIGN_OR_RETURN(SlotView target, publisher_->Begin(grant, epoch));
   BATCHCAST_ASSIGN_OR_RETURN(const uint32_t valid, source_->FillBatch(target, next));
   if (valid > target.count()) {
@@ -58,8 +70,15 @@ Result<uint32_t> ProducerLoop::WriteBatch(const Scheduler::Work& work) {
 // the last batch BeginWork waits until the server stops.
 Status ProducerLoop::Run() {
   while (true) {
-    BATCHCAST_ASSIGN_OR_RETURN(const Scheduler::Work work,
-                               scheduler_->BeginWork(ring_, Clock::time_point::max()));
+    // With an attach socket, it is answered while the ring waits for work.
+    Result<Scheduler::Work> begun = scheduler_->BeginWork(
+        ring_, attach_ != nullptr ? Clock::now() + std::chrono::milliseconds(100)
+                                  : Clock::time_point::max());
+    if (attach_ != nullptr && begun.status().code() == StatusCode::kDeadlineExceeded) {
+      attach_->Poll();
+      continue;
+    }
+    BATCHCAST_ASSIGN_OR_RETURN(const Scheduler::Work work, std::move(begun));
     BATCHCAST_ASSIGN_OR_RETURN(const uint32_t valid, WriteBatch(work));
     if (work.lane) continue;  // Note [Resume]: a catch-up, not the stream
     BATCHCAST_RETURN_IF_ERROR(orders_->Record(

@@ -12,7 +12,9 @@
 // shared stream's last batch (--epochs) it ends the stream and goes on
 // serving the lane. An epoch in which every sample was dropped stops the
 // producer with DataLoss: a stream of empty epochs is an error, never a
-// success.
+// success. With an AttachPoint, a process attached to the ring fills its
+// slots instead, while it is there (Note [Attached producers],
+// attach_point.h).
 //
 // Thread-safety: Run is the entry point of one thread and owns everything it
 // touches except the Scheduler and the EpochOrders (thread-safe) and the
@@ -24,6 +26,7 @@
 #include <memory>
 #include <vector>
 
+#include "attach_point.h"
 #include "batchcast/core/status.h"
 #include "batchcast/sources/source.h"
 #include "epoch_orders.h"
@@ -34,9 +37,10 @@ namespace batchcast {
 
 class ProducerLoop {
  public:
-  // The producer of ring `ring`. Every pointer must outlive the loop.
+  // The producer of ring `ring`. Every pointer must outlive the loop;
+  // `attach` may be null (no process may take the ring over).
   ProducerLoop(EpochOrders* orders, uint32_t ring, Source* source, Scheduler* scheduler,
-               SlotPublisher* publisher, uint32_t batch_size);
+               SlotPublisher* publisher, uint32_t batch_size, AttachPoint* attach = nullptr);
 
   // Runs until Scheduler::Stop (Cancelled) or until a step failed (that
   // error; the caller stops the server with it).
@@ -55,6 +59,7 @@ class ProducerLoop {
   Scheduler* const scheduler_;
   SlotPublisher* const publisher_;
   const uint32_t batch_size_;
+  AttachPoint* const attach_;
 };
 
 }  // namespace batchcast

@@ -40,6 +40,7 @@ class RingMemory {
   const std::vector<proto::Allocation>& allocations() const { return allocations_; }
 
   bool has_device_memory() const { return device_.data() != nullptr; }
+  bool has_host_memory() const { return host_ != nullptr; }
   int cuda_device() const { return cuda_device_; }
   // The interprocess event of `slot`. REQUIRES: has_device_memory().
   const cuda::Event& slot_event(uint32_t slot) const { return slot_events_[slot]; }

@@ -214,9 +214,10 @@ Status Server::Impl::StartThreads(SlotWriter writer, std::optional<Sampler> samp
                                MakeSlotPublisher(*ring.memory, *layout, fields, *sched, writer,
                                                  options.source.gpu_priority));
     if (orders) {
-      ring.producer =
-          std::make_unique<ProducerLoop>(orders.get(), static_cast<uint32_t>(i), ring.source.get(),
-                                         sched.get(), ring.publisher.get(), options.batch_size);
+      if (options.attach) ring.attach = BindAttachPoint(i);
+      ring.producer = std::make_unique<ProducerLoop>(
+          orders.get(), static_cast<uint32_t>(i), ring.source.get(), sched.get(),
+          ring.publisher.get(), options.batch_size, ring.attach.get());
     }
   }
   MutexLock l(&shutdown_mu);
@@ -252,6 +253,52 @@ Status Server::Impl::StartThreads(SlotWriter writer, std::optional<Sampler> samp
   return Status::Ok();
 }
 
+std::unique_ptr<AttachPoint> Server::Impl::BindAttachPoint(size_t i) {
+  const Ring& ring = rings[i];
+  AttachPointOptions o;
+  o.ring = static_cast<uint32_t>(i);
+  o.ring_name =
+      ring.device >= 0 ? DeviceName(Device::Cuda(ring.device)) : "host ring " + std::to_string(i);
+  Result<std::string> endpoint = AttachEndpoint(options.name, o.ring);
+  if (!endpoint.ok()) {
+    BC_LOG_WARN("{} takes no attached producer: {}", o.ring_name, endpoint.status().ToString());
+    return nullptr;
+  }
+  o.endpoint = *endpoint;
+  // The holder builds the source from these (the order group holds the
+  // seed); an unset option ("") keeps its default there too.
+  for (const ServerOption& option : ServerOptionTable()) {
+    if (option.group != OptionGroup::kSource && option.group != OptionGroup::kOrder) continue;
+    const std::string value = option.get(options);
+    if (!value.empty()) o.attached.options.push_back(std::string(option.name) + "=" + value);
+  }
+  o.attached.ring.device = ring.device;
+  o.attached.ring.allocations = ring.memory->allocations();
+  o.attached.fields = fields;
+  o.attached.window = layout->window();
+  o.attached.resume_slots = layout->slots() - layout->window();
+  o.attached.batch_size = layout->batch_size();
+  o.attached.dataset_size = ring.source->size();
+  o.attached.listing_digest = ring.source->listing_digest();
+  o.attached.device_output = ring.source->output_memory() == MemoryKind::kCuda;
+  if (!ring.source->sample_groups().empty()) {
+    o.refusal =
+        "this server reads tar shards, which its rings read once, through one reader: "
+        "an attached producer decodes image folders and synthetic data";
+  } else if (ring.device >= 0 && !o.attached.device_output) {
+    o.refusal = o.ring_name +
+                " is filled on the CPU (CPU decode or synthetic data), which a trainer's process "
+                "would do no better";
+  }
+  const std::string ring_name = o.ring_name;
+  Result<std::unique_ptr<AttachPoint>> point = AttachPoint::Bind(std::move(o));
+  if (!point.ok()) {
+    BC_LOG_WARN("{} takes no attached producer: {}", ring_name, point.status().ToString());
+    return nullptr;
+  }
+  return std::move(*point);
+}
+
 void Server::Impl::Finish(Status status) {
   Status why;
   {
@@ -264,6 +311,7 @@ void Server::Impl::Finish(Status status) {
   sched->Stop();
   for (Ring& ring : rings) {
     if (ring.source) ring.source->Cancel();  // e.g. a read waiting to retry
+    if (ring.attach) ring.attach->Cancel();  // a batch handed to an attached producer
   }
   control->RequestStop(std::move(why));
   done_cv.SignalAll();

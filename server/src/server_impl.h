@@ -49,6 +49,7 @@
 #include <thread>
 #include <vector>
 
+#include "attach_point.h"
 #include "batchcast/core/field_spec.h"
 #include "batchcast/server/server.h"
 #include "control_loop.h"
@@ -78,6 +79,9 @@ struct Server::Impl {
     std::unique_ptr<RingMemory> memory;
     std::unique_ptr<Source> source;  // null for external production
     std::unique_ptr<SlotPublisher> publisher;
+    // Note [Attached producers]: null for external production, --no-attach,
+    // or when the socket could not be bound.
+    std::unique_ptr<AttachPoint> attach;
     std::unique_ptr<ProducerLoop> producer;  // null for external production
   };
 
@@ -94,6 +98,9 @@ struct Server::Impl {
   // `sampler`'s epoch orders (shared by the rings) when Sources fill the
   // rings (rings[i].source set); then starts the threads.
   Status StartThreads(SlotWriter writer, std::optional<Sampler> sampler);
+  // Ring `i`'s attach socket (Note [Attached producers]), or null when the
+  // ring cannot have one (a warning says why).
+  std::unique_ptr<AttachPoint> BindAttachPoint(size_t i);
   // Records the outcome (the first call wins) and stops everything.
   void Finish(Status status) BC_EXCLUDES(done_mu);
   // Waits until Finish was called (true) or `deadline` passed (false;

@@ -58,6 +58,11 @@ nlohmann::json ServerStats(const Server::Impl& impl) {
     const Server::Impl::Ring& ring = rings[i];
     nlohmann::json& rj = per_ring[i];
     rj["device"] = DeviceName(ring.device >= 0 ? Device::Cuda(ring.device) : Device::Cpu());
+    if (ring.attach) {  // Note [Attached producers]
+      rj["attached_pid"] = ring.attach->holder_pid();
+      rj["attached_batches"] = ring.attach->holder_batches();
+      rj["attached_detached"] = ring.attach->detached_count();
+    }
     if (!ring.source) continue;
     const nlohmann::json source = SourceStats(*ring.source);
     const std::vector<std::string> shared = ring.source->dataset_counters();

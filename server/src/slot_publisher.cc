@@ -1,12 +1,11 @@
 #include "slot_publisher.h"
 
+#include "batchcast/core/check.h"
 #include "core/src/logging.h"
 
 namespace batchcast {
-namespace {
 
-// A view of the slot of `grant` in the ring itself.
-SlotView RingSlotView(const RingMemory& memory, const RingLayout& layout,
+SlotView RingSlotView(const RingBases& bases, const RingLayout& layout,
                       const std::vector<FieldSpec>& fields, const SlotGrant& grant,
                       uint32_t epoch) {
   SlotView v;
@@ -15,10 +14,21 @@ SlotView RingSlotView(const RingMemory& memory, const RingLayout& layout,
   v.epoch = epoch;
   v.indices = std::span<int64_t>(grant.indices, grant.count);
   for (size_t f = 0; f < fields.size(); ++f) {
-    v.field_data.push_back(memory.base(fields[f].memory) + layout.SampleOffset(f, grant.slot, 0));
+    uint8_t* base = fields[f].memory == MemoryKind::kCuda ? bases.cuda : bases.host;
+    BATCHCAST_CHECK(base != nullptr);
+    v.field_data.push_back(base + layout.SampleOffset(f, grant.slot, 0));
     v.field_bytes.push_back(fields[f].bytes_per_sample());
   }
   return v;
+}
+
+namespace {
+
+RingBases BasesOf(const RingMemory& memory) {
+  RingBases b;
+  b.host = memory.has_host_memory() ? memory.base(MemoryKind::kHost) : nullptr;
+  b.cuda = memory.has_device_memory() ? memory.base(MemoryKind::kCuda) : nullptr;
+  return b;
 }
 
 }  // namespace
@@ -45,7 +55,7 @@ HostSlotPublisher::HostSlotPublisher(const RingMemory& memory, const RingLayout&
     : memory_(memory), layout_(layout), fields_(fields), scheduler_(scheduler) {}
 
 Result<SlotView> HostSlotPublisher::Begin(const SlotGrant& grant, uint32_t epoch) {
-  return RingSlotView(memory_, layout_, fields_, grant, epoch);
+  return RingSlotView(BasesOf(memory_), layout_, fields_, grant, epoch);
 }
 
 Status HostSlotPublisher::Publish(const SlotView& filled, uint32_t valid) {
@@ -98,7 +108,7 @@ Status DeviceSlotPublisher::PrepareStaging() {
 }
 
 Result<SlotView> DeviceSlotPublisher::Begin(const SlotGrant& grant, uint32_t epoch) {
-  SlotView v = RingSlotView(memory_, layout_, fields_, grant, epoch);
+  SlotView v = RingSlotView(BasesOf(memory_), layout_, fields_, grant, epoch);
   if (writer_ != SlotWriter::kHostSource) {
     v.device = Device{MemoryKind::kCuda, device_};
     if (stream_) v.stream = stream_->ref();  // kExternal: CommitBatch names the stream

@@ -70,6 +70,19 @@
 
 namespace batchcast {
 
+// Where a ring's allocations start in this process (null: none of that kind).
+struct RingBases {
+  uint8_t* host = nullptr;
+  uint8_t* cuda = nullptr;  // a device pointer
+};
+
+// The view of the slot of `grant` (producer epoch `epoch`) in a ring laid out
+// as `layout` over `bases`: where each field of each sample goes, the
+// grant's indices. Used by the server's publishers and by an attached
+// producer over its mapping of the ring (attached_producer.h).
+SlotView RingSlotView(const RingBases& bases, const RingLayout& layout,
+                      const std::vector<FieldSpec>& fields, const SlotGrant& grant, uint32_t epoch);
+
 // Who fills the slots, which decides how a device ring orders them.
 enum class SlotWriter : uint8_t {
   kHostSource,    // a Source whose output_memory() is kHost

@@ -152,6 +152,21 @@ std::vector<Message> SampleMessages() {
   out.push_back(StatsReply{R"({"consumers":[{"name":"a","delivered":12}],"produced":1024})"});
   out.push_back(Resume{"source=synthetic;seed=3", 2, 40, 2562334, 2563614, 9, 8});
   out.push_back(Resumed{2563614});
+  out.push_back(Attach{1, 4242});
+  Attached a;
+  a.options = {"data=/data/train", "size=224", "seed=7"};
+  a.ring = SampleWelcome().rings.front();
+  a.fields = SampleWelcome().fields;
+  a.window = 16;
+  a.resume_slots = 4;
+  a.batch_size = 256;
+  a.dataset_size = 1281167;
+  a.listing_digest = 0x8899AABBCCDDEEFFull;
+  a.device_output = true;
+  out.push_back(a);
+  out.push_back(Ready{});
+  out.push_back(Work{7, 9876543210ull, 3, {5, 1, INT64_MAX}, {8, 9}, 4, true});
+  out.push_back(Done{7, 9876543210ull, {5, INT64_MAX}});
   return out;
 }
 
@@ -183,6 +198,12 @@ std::vector<Message> EdgeMessages() {
   out.push_back(StatsReply{std::string(100000, 'j')});
   out.push_back(Resume{});
   out.push_back(Resumed{});
+  Attached a;
+  a.window = 1;
+  a.batch_size = 1;
+  out.push_back(a);
+  out.push_back(Work{0, 0, 0, {0}, {}, 0, false});
+  out.push_back(Done{});
   return out;
 }
 
@@ -292,15 +313,17 @@ TEST(ProtocolTest, RoundTripKeepsBatchDetails) {
 
 TEST(ProtocolTest, MessageNames) {
   const std::vector<std::string> names = {
-      "HELLO",     "WELCOME", "NEXT",  "BATCH",       "END_OF_EPOCH", "ERROR",  "RELEASE",
-      "HEARTBEAT", "BYE",     "STATS", "STATS_REPLY", "RESUME",       "RESUMED"};
+      "HELLO",   "WELCOME",   "NEXT",     "BATCH", "END_OF_EPOCH", "ERROR",
+      "RELEASE", "HEARTBEAT", "BYE",      "STATS", "STATS_REPLY",  "RESUME",
+      "RESUMED", "ATTACH",    "ATTACHED", "READY", "WORK",         "DONE"};
   const std::vector<Message> samples = SampleMessages();
+  ASSERT_EQ(names.size(), samples.size());
   for (size_t i = 0; i < samples.size(); ++i) EXPECT_EQ(MessageName(samples[i]), names[i]);
 }
 
 TEST(ProtocolTest, HeaderLayout) {
   const std::vector<Message> samples = SampleMessages();
-  const uint8_t types[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+  const uint8_t types[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18};
   for (size_t i = 0; i < samples.size(); ++i) {
     const Bytes f = EncodeBytes(samples[i]);
     ASSERT_GE(f.size(), 6u);
@@ -316,16 +339,16 @@ TEST(ProtocolTest, HeaderLayout) {
 TEST(ProtocolTest, GoldenEncodings) {
   // Pins the little-endian wire format so that an accidental change is caught.
   EXPECT_EQ(EncodeBytes(EndOfEpoch{0x0102030405060708ull, 0x0A0B0C0D, 3, 0x1122, 0x33, 0x44}),
-            (Bytes{'B',  'C',  4, 0, 5, 0, 8,    7,    6, 5, 4, 3, 2, 1, 0x0D, 0x0C,
+            (Bytes{'B',  'C',  5, 0, 5, 0, 8,    7,    6, 5, 4, 3, 2, 1, 0x0D, 0x0C,
                    0x0B, 0x0A, 3, 0, 0, 0, 0x22, 0x11, 0, 0, 0, 0, 0, 0, 0x33, 0,
                    0,    0,    0, 0, 0, 0, 0x44, 0,    0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(EncodeBytes(Bye{{5}}),
-            (Bytes{'B', 'C', 4, 0, 9, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
+            (Bytes{'B', 'C', 5, 0, 9, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(EncodeBytes(Error{2, StatusCode::kNotFound, "ab"}),
-            (Bytes{'B', 'C', 4, 0, 6, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 'a', 'b'}));
+            (Bytes{'B', 'C', 5, 0, 6, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 'a', 'b'}));
   EXPECT_EQ(EncodeBytes(Release{{5}}),
-            (Bytes{'B', 'C', 4, 0, 7, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
-  EXPECT_EQ(EncodeBytes(Resumed{0x0102}), (Bytes{'B', 'C', 4, 0, 13, 0, 2, 1, 0, 0, 0, 0, 0, 0}));
+            (Bytes{'B', 'C', 5, 0, 7, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(EncodeBytes(Resumed{0x0102}), (Bytes{'B', 'C', 5, 0, 13, 0, 2, 1, 0, 0, 0, 0, 0, 0}));
   const Hello h{"n", 0x01020304, 32, true, JoinPolicy::kNextEpoch, 2, "", "g", 1, 3};
   // A segment: slot, offset, count, producer epoch, ring.
   Batch b;
@@ -334,7 +357,7 @@ TEST(ProtocolTest, GoldenEncodings) {
   const Bytes batch = EncodeBytes(b);
   const Bytes segment = {1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5, 0, 0, 0};
   EXPECT_NE(std::search(batch.begin(), batch.end(), segment.begin(), segment.end()), batch.end());
-  EXPECT_EQ(EncodeBytes(h), (Bytes{'B', 'C', 4, 0, 1,   0,  // header
+  EXPECT_EQ(EncodeBytes(h), (Bytes{'B', 'C', 5, 0, 1,   0,  // header
                                    1,   0,   0, 0, 'n',     // name
                                    4,   3,   2, 1,          // pid
                                    32,  0,   0, 0,          // batch_size
@@ -463,7 +486,7 @@ TEST(ProtocolHostileTest, ResumeValues) {
 }
 
 TEST(ProtocolHostileTest, UnknownType) {
-  for (uint8_t type : {uint8_t{0}, uint8_t{14}, uint8_t{15}, uint8_t{100}, uint8_t{255}}) {
+  for (uint8_t type : {uint8_t{0}, uint8_t{19}, uint8_t{20}, uint8_t{100}, uint8_t{255}}) {
     Bytes f = Header(static_cast<MessageType>(type));
     ExpectInvalid(f, "unknown type " + std::to_string(type));
     Result<Message> m = DecodeBytes(f);

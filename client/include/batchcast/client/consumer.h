@@ -235,6 +235,10 @@ class Consumer {
   uint32_t window() const;
   // Where the ring (and so every zero-copy field) lives: {kHost, -1} or {kCuda, N}.
   Device device() const;
+  // The server's name and the index of the ring that serves this consumer
+  // among its rings (what batchcast::AttachedProducer::Start takes).
+  const std::string& server_name() const;
+  uint32_t home_ring() const;
   // The group it joined (ResolveGroup), nullopt when it reads the whole
   // stream. batches_per_epoch() is then this rank's count.
   const std::optional<GroupMembership>& group() const;

@@ -83,6 +83,9 @@ struct ServerOptions {
   uint32_t resume_slots = 4;
   // Several rings: which ring writes the stream's next batch.
   Placement placement = Placement::kDemand;
+  // Whether another process of the node may take over a ring's decode
+  // (Note [Attached producers], server/src/attach_point.h).
+  bool attach = true;
 
   // Order (the seed is source.seed).
   bool shuffle = true;

@@ -1,0 +1,243 @@
+#include "attach_point.h"
+
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <fstream>
+#include <vector>
+
+#include "core/src/logging.h"
+
+namespace batchcast {
+namespace {
+
+constexpr std::chrono::milliseconds kPollStep{100};
+
+// The pid of the process at the other end of the Unix socket `fd`, or 0.
+uint32_t PeerPid(int fd) {
+  if (fd < 0) return 0;
+  struct ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return 0;
+  return cred.pid > 0 ? static_cast<uint32_t>(cred.pid) : 0;
+}
+
+}  // namespace
+
+AttachPoint::AttachPoint(AttachPointOptions options) : options_(std::move(options)), context_(1) {}
+
+AttachPoint::~AttachPoint() {
+  if (holder_ && socket_) Send(*holder_, proto::Error{0, StatusCode::kCancelled, "server stopped"});
+}
+
+Result<std::unique_ptr<AttachPoint>> AttachPoint::Bind(AttachPointOptions options) {
+  std::unique_ptr<AttachPoint> p(new AttachPoint(std::move(options)));
+  try {
+    zmq::socket_t& s = p->socket_.emplace(p->context_, zmq::socket_type::router);
+    s.set(zmq::sockopt::router_mandatory, 1);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::maxmsgsize, int64_t{64} << 20);
+    s.bind(p->options_.endpoint);
+  } catch (const zmq::error_t& e) {
+    return UnavailableError("cannot bind the attach socket " + p->options_.endpoint + ": " +
+                            e.what());
+  }
+  return p;
+}
+
+void AttachPoint::Send(const std::string& identity, const proto::Message& message) {
+  send_buffer_.clear();
+  proto::EncodeTo(message, send_buffer_);
+  try {
+    if (socket_->send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+      (void)socket_->send(zmq::buffer(send_buffer_), zmq::send_flags::dontwait);
+    }
+  } catch (const zmq::error_t&) {
+    // The peer is gone (EHOSTUNREACH): nothing to tell it.
+  }
+}
+
+std::optional<AttachPoint::Received> AttachPoint::Receive(std::chrono::milliseconds wait) {
+  while (true) {
+    zmq::message_t identity, payload;
+    if (!socket_->recv(identity, zmq::recv_flags::dontwait)) {
+      if (wait.count() <= 0) return std::nullopt;
+      zmq::pollitem_t item{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, wait);
+      wait = std::chrono::milliseconds(0);
+      continue;
+    }
+    if (!identity.more()) continue;
+    (void)socket_->recv(payload, zmq::recv_flags::none);
+    bool extra = false;
+    while (payload.more()) {
+      zmq::message_t rest;
+      (void)socket_->recv(rest, zmq::recv_flags::none);
+      extra = true;
+      if (!rest.more()) break;
+    }
+    Received r;
+    r.identity.assign(static_cast<const char*>(identity.data()), identity.size());
+    if (extra) continue;
+    Result<proto::Message> m = proto::Decode(
+        std::span<const uint8_t>(static_cast<const uint8_t*>(payload.data()), payload.size()));
+    if (!m.ok()) {
+      Send(r.identity, proto::Error{0, m.status().code(), m.status().message()});
+      continue;
+    }
+    r.message = std::move(*m);
+    r.peer_pid = PeerPid(zmq_msg_get(payload.handle(), ZMQ_SRCFD));
+    return r;
+  }
+}
+
+// A process that ended but was not reaped yet (a zombie) still takes
+// signals: its state in /proc says it is gone.
+bool AttachPoint::HolderAlive() const {
+  if (holder_pid_ == 0) return true;
+  if (kill(static_cast<pid_t>(holder_pid_), 0) != 0 && errno != EPERM) return false;
+  std::ifstream stat("/proc/" + std::to_string(holder_pid_) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;  // no /proc: the signal said alive
+  const size_t paren = line.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= line.size()) return true;
+  const char state = line[paren + 2];
+  return state != 'Z' && state != 'X';
+}
+
+void AttachPoint::Detach(const std::string& why, bool warn) {
+  if (!holder_) return;
+  const std::string line = options_.ring_name + ": its attached producer (pid " +
+                           std::to_string(holder_pid_) + ") " + why +
+                           "; the server decodes the ring again";
+  if (warn) {
+    BC_LOG_WARN("{}", line);
+  } else {
+    BC_LOG_INFO("{}", line);
+  }
+  holder_.reset();
+  holder_pid_ = 0;
+  holder_ready_ = false;
+  stats_pid_ = 0;
+  ++stats_detached_;
+}
+
+void AttachPoint::Handle(const Received& r) {
+  const bool from_holder = holder_ && r.identity == *holder_;
+  if (const auto* a = std::get_if<proto::Attach>(&r.message)) {
+    if (!options_.refusal.empty()) {
+      Send(r.identity, proto::Error{0, StatusCode::kInvalidArgument, options_.refusal});
+      return;
+    }
+    if (a->ring != options_.ring) {
+      Send(r.identity, proto::Error{0, StatusCode::kInvalidArgument,
+                                    "this is the attach socket of ring " +
+                                        std::to_string(options_.ring) + ", not of ring " +
+                                        std::to_string(a->ring)});
+      return;
+    }
+    if (holder_ && !from_holder) {
+      if (HolderAlive()) {
+        Send(r.identity, proto::Error{0, StatusCode::kResourceExhausted,
+                                      options_.ring_name +
+                                          " already has an attached producer (pid " +
+                                          std::to_string(holder_pid_) + ")"});
+        return;
+      }
+      Detach("is gone", /*warn=*/true);
+    }
+    holder_ = r.identity;
+    holder_pid_ = r.peer_pid != 0 ? r.peer_pid : a->pid;
+    holder_ready_ = false;
+    Send(r.identity, options_.attached);
+    return;
+  }
+  if (!from_holder) {
+    if (!std::holds_alternative<proto::Error>(r.message)) {
+      Send(r.identity, proto::Error{0, StatusCode::kInvalidArgument,
+                                    "not attached to " + options_.ring_name});
+    }
+    return;
+  }
+  if (std::holds_alternative<proto::Ready>(r.message)) {
+    holder_ready_ = true;
+    stats_pid_ = holder_pid_;
+    BC_LOG_INFO("{}: decoded by the attached producer of pid {} from now on",
+                options_.ring_name, holder_pid_);
+  } else if (std::holds_alternative<proto::Bye>(r.message)) {
+    Detach("left", /*warn=*/false);
+  } else if (const auto* e = std::get_if<proto::Error>(&r.message)) {
+    Detach("failed: " + e->message, /*warn=*/true);
+  } else if (!std::holds_alternative<proto::Done>(r.message)) {  // a late DONE: ignored
+    Send(r.identity, proto::Error{0, StatusCode::kInvalidArgument,
+                                  std::string("an attached producer may not send ") +
+                                      std::string(proto::MessageName(r.message))});
+  }
+}
+
+void AttachPoint::Poll() {
+  while (std::optional<Received> r = Receive(std::chrono::milliseconds(0))) Handle(*r);
+  if (holder_ && !HolderAlive()) Detach("is gone", /*warn=*/true);
+}
+
+Result<std::optional<uint32_t>> AttachPoint::Delegate(const SlotGrant& grant, uint32_t epoch,
+                                                      const ReadAhead& next) {
+  if (cancelled_) return CancelledError("server stopped");
+  if (!holder_ready_) return std::optional<uint32_t>();
+  proto::Work work;
+  work.slot = grant.slot;
+  work.first_seq = grant.first_seq;
+  work.epoch = epoch;
+  work.indices.assign(grant.indices, grant.indices + grant.count);
+  work.next.assign(next.indices.begin(), next.indices.end());
+  work.next_epoch = next.epoch;
+  work.next_guess = next.guess;
+  Send(*holder_, work);
+  const auto deadline = Clock::now() + options_.work_timeout;
+  while (true) {
+    if (cancelled_) return CancelledError("server stopped");
+    std::optional<Received> r = Receive(kPollStep);
+    if (!r) {
+      if (!HolderAlive()) {
+        Detach("is gone", /*warn=*/true);
+        return std::optional<uint32_t>();
+      }
+      if (Clock::now() >= deadline) {
+        Send(*holder_, proto::Error{0, StatusCode::kDeadlineExceeded,
+                                    "detached: no answer to a batch in time"});
+        Detach("did not answer a batch in " + std::to_string(options_.work_timeout.count()) +
+                   " ms",
+               /*warn=*/true);
+        return std::optional<uint32_t>();
+      }
+      continue;
+    }
+    const auto* done = std::get_if<proto::Done>(&r->message);
+    if (done == nullptr || !holder_ || r->identity != *holder_ ||
+        done->first_seq != grant.first_seq || done->slot != grant.slot) {
+      Handle(*r);
+      if (!holder_ready_) return std::optional<uint32_t>();  // detached meanwhile
+      continue;
+    }
+    // The samples written are the slot's, in its order (FillBatch compacts).
+    const std::span<const int64_t> asked(work.indices);
+    size_t at = 0;
+    for (int64_t index : done->indices) {
+      while (at < asked.size() && asked[at] != index) ++at;
+      if (at == asked.size()) {
+        Send(*holder_, proto::Error{0, StatusCode::kInvalidArgument,
+                                    "detached: DONE names samples the slot does not hold"});
+        Detach("answered with samples the slot does not hold", /*warn=*/true);
+        return std::optional<uint32_t>();
+      }
+      ++at;
+    }
+    std::copy(done->indices.begin(), done->indices.end(), grant.indices);
+    ++stats_batches_;
+    return std::optional<uint32_t>(static_cast<uint32_t>(done->indices.size()));
+  }
+}
+
+}  // namespace batchcast
