@@ -41,11 +41,15 @@ tools/make_dataset.py once under /tmp and read into the page cache):
    bfloat16, then ResNet-18), fed by the g-GPU server (a batchcast.Loader on
    its GPU, each reading the whole stream) vs synthetic tensors already on
    its GPU, also all at once: images/s per trainer over --seconds after a
-   warm-up (--warmup, at least 5 s), and the fed/synthetic ratio.
+   warm-up (--warmup, at least 5 s), and the fed/synthetic ratio; then the
+   same trainers each decoding its GPU's ring in its own process
+   (Loader(produce=True): an attached producer, the decode in the trainer's
+   CUDA context), against the same synthetic rates.
 3. ddp: for each g of 2 or more, examples/train_ddp.py under torchrun over g
    GPUs (one rank per GPU, batch 128; ResNet-50 on 2 GPUs, ResNet-18 on more),
-   with the server's rings on every GPU (--server-device cuda:all) vs one
-   cuda:0 ring vs a server in every rank's process (--server-per-rank): the
+   with the server's rings on every GPU (--server-device cuda:all), the same
+   with each rank decoding its own GPU's ring (--produce), one cuda:0 ring,
+   and a server in every rank's process (--server-per-rank): the
    job's images/s over every epoch but the first, a warm-up (6 epochs;
    --quick 3): an epoch of the 20,000 images lasts 1-4 s.
 
@@ -209,7 +213,7 @@ def paced_by(stage_share_per_ring, stage="hw_decode", near=0.1, gap=0.2):
 
 TRAINER = r"""
 import sys, time, torch, torchvision
-device, arch, batch, warmup, seconds, source = sys.argv[1:7]
+device, arch, batch, warmup, seconds, source, produce = sys.argv[1:8]
 batch, warmup, seconds = int(batch), float(warmup), float(seconds)
 i = int(device.split(":")[1])
 torch.cuda.set_device(i)
@@ -220,7 +224,8 @@ if source == "synthetic":
     batches = iter(lambda: x, None)
 else:
     import batchcast
-    loader = batchcast.Loader(source, batch_size=batch, timeout=120, device=device)
+    loader = batchcast.Loader(source, batch_size=batch, timeout=120, device=device,
+                              produce=produce == "produce")
     def endless():
         while True:
             for images, _ in loader:
@@ -245,11 +250,13 @@ for n, x in enumerate(batches):
 """
 
 
-def trainers_at_once(args, g, arch, batch, source):
+def trainers_at_once(args, g, arch, batch, source, produce=False):
     """img/s of one trainer process per GPU, all at once, reading `source`
-    (a server's name, or "synthetic": a tensor already on its GPU)."""
+    (a server's name, or "synthetic": a tensor already on its GPU); with
+    `produce`, each decodes its GPU's ring (Loader(produce=True))."""
     procs = start_processes(g, TRAINER, lambda i: [
-        f"cuda:{i}", arch, str(batch), str(max(args.warmup, 5.0)), str(args.seconds), source])
+        f"cuda:{i}", arch, str(batch), str(max(args.warmup, 5.0)), str(args.seconds), source,
+        "produce" if produce else "read"])
     rates = []
     try:
         for i, proc in enumerate(procs):
@@ -269,16 +276,20 @@ def trainers_at_once(args, g, arch, batch, source):
 
 def trainer_rates(binary, args, g, arch, batch):
     """img/s per GPU of one trainer process per GPU, fed by the g-GPU server
-    and synthetic, each set of g at once."""
+    (each trainer reading its ring, then each also decoding it in its own
+    process: `attached`) and synthetic, each set of g at once."""
     synthetic = trainers_at_once(args, g, arch, batch, "synthetic")
     name = f"mgbench-{os.getpid()}-t{g}-{arch}"
     options = dict(SERVER, device=devices(g))
     with ServerProcess(binary, name, options, data=args.data, timeout=120) as server:
         fed = trainers_at_once(args, g, arch, batch, name)
+        attached = trainers_at_once(args, g, arch, batch, name, produce=True)
         mps = {True: "on", False: "off"}.get(server.stats().get("mps"), "unknown")
     return {"gpus": g, "arch": arch, "batch": batch, "server_options": options,
-            "fed": fed, "synthetic": synthetic,
-            "ratio": [f / s if s else 0.0 for f, s in zip(fed, synthetic)], "mps": mps}
+            "fed": fed, "attached": attached, "synthetic": synthetic,
+            "ratio": [f / s if s else 0.0 for f, s in zip(fed, synthetic)],
+            "ratio_attached": [f / s if s else 0.0 for f, s in zip(attached, synthetic)],
+            "mps": mps}
 
 
 def ddp_rate(stdout):
@@ -298,6 +309,7 @@ def ddp(args, g, arch, server_device):
            "--data", args.data, "--device", "cuda", "--size", "224", "--batch-size", "128",
            "--arch", arch, "--epochs", str(epochs),
            *(["--server-per-rank"] if server_device == "per-rank"
+             else ["--server-device", "cuda:all", "--produce"] if server_device == "attached"
              else ["--server-device", server_device])]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     rate, measured = ddp_rate(out.stdout)
@@ -447,15 +459,17 @@ def main() -> int:
             r = trainer_rates(binary, args, counts[-1], arch, batch)
             out["trainers"].append(r)
             print(f"trainers, {arch} batch {batch} bf16, one per GPU on {r['gpus']} GPU(s): "
-                  + ", ".join(f"cuda:{i} {f:.0f} img/s fed / {s:.0f} synthetic ({q:.2f})"
-                              for i, (f, s, q) in enumerate(zip(r["fed"], r["synthetic"],
-                                                                r["ratio"])))
+                  + ", ".join(f"cuda:{i} {f:.0f} img/s fed ({q:.2f}), {a:.0f} decoding its ring "
+                              f"({qa:.2f}) / {s:.0f} synthetic"
+                              for i, (f, a, s, q, qa) in enumerate(zip(
+                                  r["fed"], r["attached"], r["synthetic"], r["ratio"],
+                                  r["ratio_attached"])))
                   + f" (MPS: {r['mps']})", flush=True)
     for g in [g for g in counts if g >= 2 and "ddp" not in skip]:
         # ResNet-50 over 2 GPUs; ResNet-18 over more (about 10k images/s per
         # GPU, more than one GPU's decode feeds).
         arch = "resnet50" if g == 2 else "resnet18"
-        for device in ("cuda:all", "cuda:0", "per-rank"):
+        for device in ("cuda:all", "attached", "cuda:0", "per-rank"):
             r = ddp(args, g, arch, device)
             out["ddp"].append(r)
             print(f"ddp, {g} ranks, {arch} batch 128, server rings {device}: "

@@ -100,6 +100,11 @@ def parse_args():
     p.add_argument("--server-device", default=None,
                    help="rings of the in-process server: cuda:all (a ring per GPU, the default "
                         "with --device cuda on several GPUs), cpu (host memory, else) or cuda:N")
+    p.add_argument("--produce", action="store_true",
+                   help="each rank decodes its own GPU's ring of the node's server in its own "
+                        "process (batchcast.Loader(..., produce=True)): the decode of GPU r "
+                        "then runs in rank r's CUDA context, which the GPU does not time-slice "
+                        "against the rank when MPS is off")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--steps", type=int, default=0, help="steps per epoch (0 = whole epochs)")
     p.add_argument("--batch-size", type=int, default=32, help="per rank")
@@ -120,6 +125,8 @@ def parse_args():
         p.error("--split-log needs --check-split")
     if args.server_per_rank and args.shared:
         p.error("--server-per-rank starts the servers: not with --shared")
+    if args.server_per_rank and args.produce:
+        p.error("--produce: with --server-per-rank each rank decodes in its own process already")
     return args
 
 
@@ -238,8 +245,11 @@ def main():
     dist.barrier()  # every node's server is up before any rank connects
     # The group and the rank come from the launcher (torchrun or SLURM); with
     # a server per rank, its own server's stream has no group to split it.
+    # --produce: a rank whose process hosts the node's server decodes its
+    # ring there already.
     loader = batchcast.Loader(server_name(args, job, rank), batch_size=args.batch_size,
-                              join="next_epoch", group=False if args.server_per_rank else None)
+                              join="next_epoch", group=False if args.server_per_rank else None,
+                              produce=args.produce and server is None)
     where = "in this rank's shard" if args.server_per_rank else "on this node"
     print(f"[rank {rank}] {loader!r}: {len(loader)} batches per epoch of {loader.epoch_len} "
           f"samples {where}, device {device}", flush=True)
@@ -250,7 +260,7 @@ def main():
         mps = {True: "on", False: "off"}.get(stats.get("mps"), stats.get("mps", "n/a"))
         whose = "its own server" if args.server_per_rank else "the node's server"
         print(f"[rank {rank}] {whose}: rings {stats.get('device')}, MPS {mps}", flush=True)
-        advice = mps_advice(str(stats.get("device")), mps, args.server_per_rank)
+        advice = mps_advice(str(stats.get("device")), mps, args.server_per_rank or args.produce)
         if advice:
             print(f"[rank {rank}] {advice}", flush=True)
 

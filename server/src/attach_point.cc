@@ -18,7 +18,7 @@ constexpr std::chrono::milliseconds kPollStep{100};
 // The pid of the process at the other end of the Unix socket `fd`, or 0.
 uint32_t PeerPid(int fd) {
   if (fd < 0) return 0;
-  struct ucred cred{};
+  struct ucred cred {};
   socklen_t len = sizeof(cred);
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return 0;
   return cred.pid > 0 ? static_cast<uint32_t>(cred.pid) : 0;
@@ -51,7 +51,8 @@ void AttachPoint::Send(const std::string& identity, const proto::Message& messag
   send_buffer_.clear();
   proto::EncodeTo(message, send_buffer_);
   try {
-    if (socket_->send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+    if (socket_->send(zmq::buffer(identity),
+                      zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
       (void)socket_->send(zmq::buffer(send_buffer_), zmq::send_flags::dontwait);
     }
   } catch (const zmq::error_t&) {
@@ -132,18 +133,18 @@ void AttachPoint::Handle(const Received& r) {
       return;
     }
     if (a->ring != options_.ring) {
-      Send(r.identity, proto::Error{0, StatusCode::kInvalidArgument,
-                                    "this is the attach socket of ring " +
-                                        std::to_string(options_.ring) + ", not of ring " +
-                                        std::to_string(a->ring)});
+      Send(r.identity,
+           proto::Error{0, StatusCode::kInvalidArgument,
+                        "this is the attach socket of ring " + std::to_string(options_.ring) +
+                            ", not of ring " + std::to_string(a->ring)});
       return;
     }
     if (holder_ && !from_holder) {
       if (HolderAlive()) {
-        Send(r.identity, proto::Error{0, StatusCode::kResourceExhausted,
-                                      options_.ring_name +
-                                          " already has an attached producer (pid " +
-                                          std::to_string(holder_pid_) + ")"});
+        Send(r.identity,
+             proto::Error{0, StatusCode::kResourceExhausted,
+                          options_.ring_name + " already has an attached producer (pid " +
+                              std::to_string(holder_pid_) + ")"});
         return;
       }
       Detach("is gone", /*warn=*/true);
@@ -156,16 +157,16 @@ void AttachPoint::Handle(const Received& r) {
   }
   if (!from_holder) {
     if (!std::holds_alternative<proto::Error>(r.message)) {
-      Send(r.identity, proto::Error{0, StatusCode::kInvalidArgument,
-                                    "not attached to " + options_.ring_name});
+      Send(r.identity,
+           proto::Error{0, StatusCode::kInvalidArgument, "not attached to " + options_.ring_name});
     }
     return;
   }
   if (std::holds_alternative<proto::Ready>(r.message)) {
     holder_ready_ = true;
     stats_pid_ = holder_pid_;
-    BC_LOG_INFO("{}: decoded by the attached producer of pid {} from now on",
-                options_.ring_name, holder_pid_);
+    BC_LOG_INFO("{}: decoded by the attached producer of pid {} from now on", options_.ring_name,
+                holder_pid_);
   } else if (std::holds_alternative<proto::Bye>(r.message)) {
     Detach("left", /*warn=*/false);
   } else if (const auto* e = std::get_if<proto::Error>(&r.message)) {
@@ -207,8 +208,7 @@ Result<std::optional<uint32_t>> AttachPoint::Delegate(const SlotGrant& grant, ui
       if (Clock::now() >= deadline) {
         Send(*holder_, proto::Error{0, StatusCode::kDeadlineExceeded,
                                     "detached: no answer to a batch in time"});
-        Detach("did not answer a batch in " + std::to_string(options_.work_timeout.count()) +
-                   " ms",
+        Detach("did not answer a batch in " + std::to_string(options_.work_timeout.count()) + " ms",
                /*warn=*/true);
         return std::optional<uint32_t>();
       }

@@ -92,26 +92,29 @@ Status AttachedProducer::Impl::Prepare(const proto::Attached& a) {
   for (const std::string& line : a.options) {
     const size_t eq = line.find('=');
     if (eq == std::string::npos) return InvalidArgumentError("malformed server option " + line);
-    BATCHCAST_RETURN_IF_ERROR(
-        SetServerOption(options, line.substr(0, eq), line.substr(eq + 1))
-            .WithContext("the server's options"));
+    BATCHCAST_RETURN_IF_ERROR(SetServerOption(options, line.substr(0, eq), line.substr(eq + 1))
+                                  .WithContext("the server's options"));
   }
   device = a.ring.device;
+  // The caller's current device (a trainer's) is left as it was.
+  std::optional<cuda::DeviceGuard> guard;
+  if (device >= 0) {
+    guard.emplace(device);
+    BATCHCAST_RETURN_IF_ERROR(guard->status());
+  }
   SourceOptions so = options.source;
   so.device = device >= 0 ? Device::Cuda(device) : Device::Cpu();
   BATCHCAST_RETURN_IF_ERROR(so.Validate());
   BATCHCAST_ASSIGN_OR_RETURN(source, MakeSource(so));
   if (source->size() != a.dataset_size || source->listing_digest() != a.listing_digest) {
     return InvalidArgumentError("the dataset here (" + std::to_string(source->size()) +
-                                " samples) is not the server's (" +
-                                std::to_string(a.dataset_size) +
+                                " samples) is not the server's (" + std::to_string(a.dataset_size) +
                                 "): it changed since the server listed it, or is another one");
   }
   if ((source->output_memory() == MemoryKind::kCuda) != a.device_output) {
-    return InvalidArgumentError(
-        "the source here does not decode where the server's does (" +
-        std::string(a.device_output ? "on the GPU" : "on the CPU") +
-        "): a build or a GPU without nvJPEG?");
+    return InvalidArgumentError("the source here does not decode where the server's does (" +
+                                std::string(a.device_output ? "on the GPU" : "on the CPU") +
+                                "): a build or a GPU without nvJPEG?");
   }
   std::vector<FieldSpec> mine = source->fields();
   fields = a.fields;
@@ -157,8 +160,7 @@ Status AttachedProducer::Impl::Fill(const proto::Work& work, uint32_t& valid) {
     return InvalidArgumentError("WORK for a slot the ring does not have");
   }
   indices = work.indices;
-  SlotGrant grant{work.slot, work.first_seq, static_cast<uint32_t>(indices.size()),
-                  indices.data()};
+  SlotGrant grant{work.slot, work.first_seq, static_cast<uint32_t>(indices.size()), indices.data()};
   SlotView view = RingSlotView(bases, *layout, fields, grant, work.epoch);
   view.device = device >= 0 ? Device::Cuda(device) : Device::Cpu();
   if (stream) view.stream = stream->ref();
@@ -167,7 +169,8 @@ Status AttachedProducer::Impl::Fill(const proto::Work& work, uint32_t& valid) {
   next.epoch = work.next_epoch;
   next.guess = work.next_guess;
   BATCHCAST_ASSIGN_OR_RETURN(valid, source->FillBatch(view, next));
-  if (valid > view.count()) return InternalError("the source wrote more samples than the slot holds");
+  if (valid > view.count())
+    return InternalError("the source wrote more samples than the slot holds");
   // Note [Device ring ordering]: the slot's event follows its writes.
   if (stream) BATCHCAST_RETURN_IF_ERROR(slot_events[work.slot].Record(stream->ref()));
   return Status::Ok();
@@ -180,7 +183,7 @@ void AttachedProducer::Impl::End(Status why) {
 
 void AttachedProducer::Impl::Run() {
   std::optional<cuda::DeviceGuard> guard;
-  if (device >= 0) guard.emplace(device);
+  if (device >= 0) guard.emplace(device);  // the ring's, for the thread's life
   while (!stop) {
     std::optional<Result<proto::Message>> m = Receive(std::chrono::milliseconds(100));
     if (!m) continue;
@@ -218,16 +221,15 @@ void AttachedProducer::Impl::Stop() {
   if (thread.joinable()) thread.join();
 }
 
-Result<std::unique_ptr<AttachedProducer>> AttachedProducer::Start(std::string_view server_name,
-                                                                  uint32_t ring,
-                                                                  std::chrono::milliseconds timeout) {
+Result<std::unique_ptr<AttachedProducer>> AttachedProducer::Start(
+    std::string_view server_name, uint32_t ring, std::chrono::milliseconds timeout) {
   return CatchAll("AttachedProducer::Start", [&]() -> Result<std::unique_ptr<AttachedProducer>> {
     BATCHCAST_ASSIGN_OR_RETURN(const std::string endpoint, AttachEndpoint(server_name, ring));
-    struct stat st{};
+    struct stat st {};
     const std::string path = endpoint.substr(6);  // after ipc://
     if (stat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) {
-      return NotFoundError("server '" + std::string(server_name) + "' has no attach socket for ring " +
-                           std::to_string(ring) +
+      return NotFoundError("server '" + std::string(server_name) +
+                           "' has no attach socket for ring " + std::to_string(ring) +
                            " here: it is not running on this node, has no such ring, serves an "
                            "external producer, or runs with --no-attach");
     }
@@ -243,14 +245,17 @@ Result<std::unique_ptr<AttachedProducer>> AttachedProducer::Start(std::string_vi
     }
     std::optional<Result<proto::Message>> answer = impl->Receive(timeout);
     if (!answer) {
-      return DeadlineExceededError("server '" + std::string(server_name) + "' did not answer an "
-                                   "attach to ring " + std::to_string(ring) + " within " +
+      return DeadlineExceededError("server '" + std::string(server_name) +
+                                   "' did not answer an "
+                                   "attach to ring " +
+                                   std::to_string(ring) + " within " +
                                    std::to_string(timeout.count()) + " ms");
     }
     BATCHCAST_RETURN_IF_ERROR(answer->status());
     if (const auto* e = std::get_if<proto::Error>(&**answer)) return proto::ToStatus(*e);
     const auto* attached = std::get_if<proto::Attached>(&**answer);
-    if (attached == nullptr) return InternalError("the server answered ATTACH with another message");
+    if (attached == nullptr)
+      return InternalError("the server answered ATTACH with another message");
     Status s = impl->Prepare(*attached);
     if (!s.ok()) {
       impl->Send(proto::Error{0, s.code(), s.message()});

@@ -93,7 +93,8 @@ TEST(AttachedProducer, AStoppedHolderGivesTheRingBack) {
   ASSERT_TRUE(holder.ok()) << holder.status().ToString();
   std::atomic<bool> done{false};
   std::thread stopper([&] {
-    while (!done && (*holder)->batches() < 10) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    while (!done && (*holder)->batches() < 10)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     (*holder)->Stop();
   });
   std::vector<Reader> readers = ReaderPerRing();

@@ -23,8 +23,8 @@ constexpr uint64_t kSamples = 480;
 // `rings` host rings, batch 16 over the default window (4 slots per ring, 8
 // at least), `epochs` epochs, waiting for `min` consumers.
 inline std::unique_ptr<Server> StartRings(const std::string& name, uint64_t epochs, uint32_t min,
-                                   uint32_t rings = 2,
-                                   Placement placement = Placement::kRoundRobin) {
+                                          uint32_t rings = 2,
+                                          Placement placement = Placement::kRoundRobin) {
   ServerOptions o;
   o.name = name;
   o.placement = placement;

@@ -74,3 +74,53 @@ def test_two_gpu_server_serves_each_loader_from_its_own_gpu():
         rings = batchcast.query_stats(name)["rings"]
         assert [r["device"] for r in rings] == ["cuda:0", "cuda:1"]
         assert all(r["batches_written"] > 0 for r in rings)
+
+
+def _epoch_on_two_gpus(name, produce):
+    """One epoch read by a Loader per GPU (each the whole stream); the one on
+    cuda:1 decodes its ring when `produce`. {index: image on the host} of
+    each, and the stats."""
+    # cuda:1's first: it holds its ring before the second Loader starts the
+    # stream (--min-consumers 2).
+    loaders = [batchcast.Loader(name, batch_size=16, join="next_epoch", timeout=60,
+                                device=f"cuda:{i}", produce=produce and i == 1)
+               for i in (1, 0)][::-1]
+    assert loaders[1].producing == produce
+    seen = [{}, {}]
+    for i, loader in enumerate(loaders):
+        for images, _ in loader:
+            for k, index in enumerate(loader.indices.tolist()):
+                seen[i][index] = images[k].cpu()
+    stats = batchcast.query_stats(name)
+    for loader in loaders:
+        loader.close()
+    return seen, stats
+
+
+def test_a_trainer_decodes_its_gpus_ring_exactly_as_the_server(tmp_path):
+    """Loader(produce=True) on cuda:1: GPU 1's share of the stream is decoded
+    (nvJPEG) in this process, into the server's ring through CUDA IPC; both
+    GPUs read the same bytes as from the server's own decode."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(H.REPO, "tools"))
+    from dataset_maker.folder import make_dataset
+    data = tmp_path / "data"
+    make_dataset(data, classes=2, per_class=32, seed=3, workers=1)
+    H.require_server()
+    got = {}
+    for produce in (False, True):
+        name = H.unique_name("gpuproduce")
+        with H.server_process(name, data, "--size", 64, "--batch-size", 16, "--seed", 5,
+                              "--epochs", 1, "--device", "cuda:0,1", "--placement",
+                              "round-robin", "--dtype", "float16", "--min-consumers", 2,
+                              timeout=60):
+            got[produce] = _epoch_on_two_gpus(name, produce)
+    (plain, _), (held, stats) = got[False], got[True]
+    ring1 = stats["rings"][1]
+    assert ring1["attached_pid"] == os.getpid()
+    assert ring1["attached_batches"] == ring1["batches_written"] == 2  # half of 4, in turn
+    for i in range(2):
+        assert sorted(held[i]) == sorted(plain[i]) == list(range(64))
+        for index, image in plain[i].items():
+            assert torch.equal(held[i][index], image), f"cuda:{i} sample {index}"

@@ -1,0 +1,136 @@
+"""Loader(produce=True): the training process decodes its loader's ring (an
+attached producer, docs/semantics.md "Attached producers"). On a host ring
+here: the batches are exactly the server's (synthetic formula; decoded JPEGs
+byte for byte against the same server without the attached producer), the
+stats name this process as the ring's producer, and the server decodes the
+ring again after close() or the producer process's death, losing nothing.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import _bc_helpers as H
+
+batchcast = H.require_batchcast()
+H.require_server()
+
+sys.path.insert(0, os.path.join(H.REPO, "tools"))
+from dataset_maker.folder import make_dataset  # noqa: E402
+
+
+def ring0(name):
+    return batchcast.query_stats(name)["rings"][0]
+
+
+def test_a_producing_loader_reads_what_the_server_would_write():
+    name = H.unique_name("produce")
+    with H.server_process(name, "--synthetic", 640, "--size", 8, "--batch-size", 32,
+                          "--epochs", 3):  # the third keeps the server up after close()
+        loader = batchcast.Loader(name, batch_size=48, produce=True, timeout=30)
+        assert loader.producing and loader.producer_error is None
+        for _ in range(2):
+            seen = []
+            for images, labels in loader:
+                H.check_synthetic_batch(images, labels, loader.indices, 8)
+                seen.extend(loader.indices.tolist())
+            assert len(seen) == 624 and len(set(seen)) == 624  # 13 whole batches of 48
+        ring = ring0(name)
+        assert ring["attached_pid"] == os.getpid()
+        # The server wrote what the stream needed before the producer attached.
+        assert 0 < ring["attached_batches"] <= ring["batches_written"]
+        assert ring["batches_written"] - ring["attached_batches"] <= 8
+        loader.close()
+        assert not loader.producing
+        deadline = time.monotonic() + 5
+        while ring0(name)["attached_pid"] != 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ring0(name)["attached_pid"] == 0
+
+
+def test_produce_refusals_are_errors_at_once():
+    name = H.unique_name("produceno")
+    with H.server_process(name, "--synthetic", 640, "--size", 8):
+        with pytest.raises(batchcast.InvalidArgument, match="produce"):
+            batchcast.Loader(name, produce="yes")
+        first = batchcast.Loader(name, produce=True)
+        with pytest.raises(batchcast.ResourceExhausted, match="already has an attached producer"):
+            batchcast.Loader(name, produce=True)
+        first.close()
+    name = H.unique_name("noattach")
+    with H.server_process(name, "--synthetic", 640, "--size", 8, "--no-attach"):
+        with pytest.raises(batchcast.NotFound, match="--no-attach"):
+            batchcast.Loader(name, produce=True)
+
+
+PRODUCER = r"""
+import sys, time
+import batchcast
+loader = batchcast.Loader(sys.argv[1], batch_size=32, produce=True)
+print("PRODUCING", flush=True)
+for _ in loader:  # holds the ring while it reads, slowly
+    time.sleep(0.01)
+time.sleep(600)
+"""
+
+
+def test_a_killed_producer_loses_nothing(tmp_path):
+    name = H.unique_name("producekill")
+    script = tmp_path / "producer.py"
+    script.write_text(PRODUCER)
+    with H.server_process(name, "--synthetic", 640, "--size", 8, "--batch-size", 32,
+                          "--epochs", 3, "--min-consumers", 2):
+        proc = subprocess.Popen([sys.executable, str(script), name], env=H.python_env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            lines = []
+            while not lines or lines[-1] not in ("PRODUCING", ""):
+                lines.append(proc.stdout.readline().strip())
+            assert lines[-1] == "PRODUCING", lines
+            loader = batchcast.Loader(name, batch_size=64, join="next_epoch", timeout=30)
+            epochs = []
+            for epoch in range(3):
+                seen = []
+                for images, labels in loader:
+                    H.check_synthetic_batch(images, labels,
+                                            loader.indices, 8)
+                    seen.extend(loader.indices.tolist())
+                    if epoch == 0 and len(seen) == 128:
+                        assert ring0(name)["attached_batches"] > 0
+                        proc.send_signal(signal.SIGKILL)
+                epochs.append(seen)
+            for seen in epochs:
+                assert sorted(seen) == list(range(640))
+            ring = ring0(name)
+            assert ring["attached_pid"] == 0 and ring["attached_detached"] == 1
+        finally:
+            proc.kill()
+            proc.wait()
+
+
+def epoch_of_images(name, produce):
+    loader = batchcast.Loader(name, batch_size=8, join="next_epoch", produce=produce, timeout=60)
+    out = {}
+    for images, _ in loader:
+        for i, index in enumerate(loader.indices.tolist()):
+            out[index] = images[i].numpy().copy()
+    loader.close()
+    return out
+
+
+def test_decoded_images_are_the_servers_byte_for_byte(tmp_path):
+    data = tmp_path / "data"
+    make_dataset(data, classes=2, per_class=12, seed=3, workers=1)
+    got = {}
+    for produce in (False, True):
+        name = H.unique_name("producejpeg")
+        with H.server_process(name, data, "--size", 32, "--batch-size", 8,
+                              "--seed", 5, "--epochs", 1, "--dtype", "float16"):
+            got[produce] = epoch_of_images(name, produce)
+    assert sorted(got[True]) == sorted(got[False]) == list(range(24))
+    for index, image in got[False].items():
+        np.testing.assert_array_equal(got[True][index], image, err_msg=f"sample {index}")
