@@ -253,6 +253,9 @@ def main():
     where = "in this rank's shard" if args.server_per_rank else "on this node"
     print(f"[rank {rank}] {loader!r}: {len(loader)} batches per epoch of {loader.epoch_len} "
           f"samples {where}, device {device}", flush=True)
+    if loader.producing:
+        print(f"[rank {rank}] decodes the node server's ring on {loader.ring_device} in this "
+              f"process", flush=True)
     if server is not None:
         # Whether MPS serves the node's GPUs decides what a ring per GPU costs
         # the ranks (README, "DDP").

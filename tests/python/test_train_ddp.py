@@ -102,6 +102,16 @@ def test_train_ddp_example_on_two_cpu_ranks(tmp_path):
 
 
 @pytest.mark.skipif(_torchrun_missing(), reason="torchrun (torch.distributed.run) is not installed")
+def test_train_ddp_example_with_ranks_that_decode_their_rings(tmp_path):
+    """--produce: rank 1 decodes the node server's (host) ring in its own
+    process (rank 0's process hosts the server); the split stays exact."""
+    out = _torchrun(tmp_path, "--epochs", "2", "--produce")
+    _assert_two_exact_epochs(out)
+    assert "[rank 1] decodes the node server's ring on cpu in this process" in out, out
+    assert "[rank 0] decodes" not in out, out
+
+
+@pytest.mark.skipif(_torchrun_missing(), reason="torchrun (torch.distributed.run) is not installed")
 def test_train_ddp_example_advises_a_server_per_rank_without_mps(monkeypatch):
     monkeypatch.syspath_prepend(os.path.dirname(EXAMPLE))  # its train_resnet
     spec = importlib.util.spec_from_file_location("train_ddp", EXAMPLE)
