@@ -242,7 +242,7 @@ struct Resumed {
 // same source and map the ring) or ERROR. The holder says READY once it can
 // write, then gets WORK (a granted slot) and answers DONE (the samples it
 // wrote) or ERROR (it gives up; the server writes the slot itself). BYE
-// detaches.
+// detaches; the server answers BYE once the ring is free again.
 struct Attach {
   uint32_t ring = 0;
   uint32_t pid = 0;

@@ -168,6 +168,7 @@ void AttachPoint::Handle(const Received& r) {
     BC_LOG_INFO("{}: decoded by the attached producer of pid {} from now on", options_.ring_name,
                 holder_pid_);
   } else if (std::holds_alternative<proto::Bye>(r.message)) {
+    Send(r.identity, proto::Bye{});  // the ring is free once the holder hears this
     Detach("left", /*warn=*/false);
   } else if (const auto* e = std::get_if<proto::Error>(&r.message)) {
     Detach("failed: " + e->message, /*warn=*/true);

@@ -212,7 +212,15 @@ void AttachedProducer::Impl::Run() {
     samples += valid;
   }
   if (stream) (void)stream->Synchronize();  // nothing of ours is in flight after BYE
-  if (stop) Send(proto::Bye{});
+  if (stop && Send(proto::Bye{})) {
+    // Until the server says the ring is free (work sent meanwhile is the
+    // server's again: it writes that slot itself once it reads BYE).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::optional<Result<proto::Message>> m = Receive(std::chrono::milliseconds(100));
+      if (m && (!m->ok() || !std::holds_alternative<proto::Work>(**m))) break;
+    }
+  }
   running = false;
 }
 

@@ -57,7 +57,8 @@ class AttachedProducer {
   AttachedProducer& operator=(const AttachedProducer&) = delete;
 
   // Finishes the batch in hand, waits for its GPU work, detaches (the server
-  // decodes the ring again) and joins the thread. Idempotent.
+  // decodes the ring again; another producer may attach to it once this
+  // returns) and joins the thread. Idempotent.
   void Stop();
   // Whether it still decodes the ring (false after Stop, a failure, or when
   // the server stopped or detached it).
