@@ -56,10 +56,34 @@ std::string GroupText(const json& consumer) {
                      Count(consumer, "world_size"));
 }
 
+// The stats' `rings` (docs/stats.md), or null.
+const json* RingList(const json& j) {
+  return j.contains("rings") && j["rings"].is_array() ? &j["rings"] : nullptr;
+}
+
 // A server of several rings (docs/stats.md `rings`); one ring: none listed.
 const json* Rings(const json& j) {
-  return j.contains("rings") && j["rings"].is_array() && j["rings"].size() > 1 ? &j["rings"]
-                                                                               : nullptr;
+  const json* rings = RingList(j);
+  return rings != nullptr && rings->size() > 1 ? rings : nullptr;
+}
+
+// The entry of a server of one ring, whose `rings` lists it alone; null for
+// several (Rings) or none.
+const json* OnlyRing(const json& j) {
+  const json* rings = RingList(j);
+  return rings != nullptr && rings->size() == 1 ? &(*rings)[0] : nullptr;
+}
+
+// A ring that accepts attached producers (Note [Attached producers]): ",
+// decoded by pid N (attached)" while a trainer's process decodes it, ", taken
+// back N times" once the server took it back; "" for the others.
+std::string AttachedText(const json& ring) {
+  std::string out;
+  if (const uint64_t pid = Count(ring, "attached_pid"); pid != 0)
+    out += fmt::format(", decoded by pid {} (attached)", pid);
+  if (const uint64_t back = Count(ring, "attached_detached"); back > 0)
+    out += fmt::format(", taken back {} time{}", back, back == 1 ? "" : "s");
+  return out;
 }
 
 // Each value's share of their sum: nullopt for an unknown value, and for
@@ -134,7 +158,8 @@ std::string StatsReport(const json& j) {
   out << "  device:    " << j.value("device", "?") << "\n"
       << "  ring:      " << Count(j, "window") << " slots x " << Count(j, "batch_size")
       << " samples; free " << Count(slots, "free") << ", writing " << Count(slots, "writing")
-      << ", ready " << Count(slots, "ready") << ", leased " << Count(slots, "leased") << "\n"
+      << ", ready " << Count(slots, "ready") << ", leased " << Count(slots, "leased")
+      << (OnlyRing(j) != nullptr ? AttachedText(*OnlyRing(j)) : "") << "\n"
       << "  stream:    " << Count(j, "samples_published") << " samples published ("
       << Count(j, "holes") << " holes: dropped files), epoch " << Count(j, "producer_epoch")
       << " (epoch_len " << Count(j, "epoch_len") << ")"
@@ -155,7 +180,8 @@ std::string StatsReport(const json& j) {
           << Count(r, "samples_decoded") << " samples decoded (" << Percent(shares[i]) << "), "
           << Count(r, "batches_written") << " batches written; read " << Count(r, "batches_local")
           << " batches zero-copy, " << Count(r, "batches_from_peers") << " from other rings ("
-          << FormatCount(static_cast<double>(Count(r, "peer_bytes"))) << " bytes copied)\n";
+          << FormatCount(static_cast<double>(Count(r, "peer_bytes"))) << " bytes copied)"
+          << AttachedText(r) << "\n";
     }
   }
   if (j.contains("source_counters") && !j["source_counters"].empty()) {

@@ -63,6 +63,16 @@ constexpr MetricFamily kRingFromPeers{
 constexpr MetricFamily kRingPeerBytes{
     "batchcast_ring_peer_bytes_total", kCounter,
     "Bytes copied from other rings onto this ring's device for its consumers"};
+// A ring that accepts attached producers (Note [Attached producers]).
+constexpr MetricFamily kRingHolderPid{
+    "batchcast_ring_attached_pid", kGauge,
+    "The pid of the process that decodes this ring (an attached producer), 0: the server itself"};
+constexpr MetricFamily kRingHeldBatches{"batchcast_ring_attached_batches_total", kCounter,
+                                        "Batches attached producers wrote on this ring"};
+constexpr MetricFamily kRingTakenBack{
+    "batchcast_ring_attached_detached_total", kCounter,
+    "Times an attached producer of this ring left, failed or died and the server took the ring "
+    "back"};
 constexpr MetricFamily kCapacity{"batchcast_ring_capacity_slots", kGauge,
                                  "Ring slots in all (the window)"};
 constexpr MetricFamily kSlotSamples{"batchcast_ring_slot_samples", kGauge,
@@ -163,7 +173,8 @@ constexpr const MetricFamily* kAll[] = {
     &kConsumerEpoch,  &kConsumerStep,   &kSkipped,         &kPassedOver,      &kLeases,
     &kPending,        &kConnected,      &kAttached,        &kConsumerBatch,   &kGroupState,
     &kGroupWorld,     &kGroupRanks,     &kGroupRounds,     &kGroupSkipped,    &kRingDecoded,
-    &kRingLocal,      &kRingFromPeers,  &kRingPeerBytes,
+    &kRingLocal,      &kRingFromPeers,  &kRingPeerBytes,   &kRingHolderPid,   &kRingHeldBatches,
+    &kRingTakenBack,
 };
 
 // Source counters with a series of their own: the family and its labels.
@@ -360,6 +371,9 @@ void RenderRings(MetricsText& out, const MetricLabels& server, const json& rings
     Put(out, kRingLocal, ring, r, "batches_local");
     Put(out, kRingFromPeers, ring, r, "batches_from_peers");
     Put(out, kRingPeerBytes, ring, r, "peer_bytes");
+    Put(out, kRingHolderPid, ring, r, "attached_pid");
+    Put(out, kRingHeldBatches, ring, r, "attached_batches");
+    Put(out, kRingTakenBack, ring, r, "attached_detached");
     if (rings.size() > 1) RenderSource(out, ring, Field(r, "source_counters"));
   }
 }

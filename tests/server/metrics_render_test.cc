@@ -191,6 +191,44 @@ TEST(MetricsRender, SeveralRingsShareTheStreamAndHaveTheirOwnSeries) {
       2.5);
 }
 
+// Note [Attached producers]: a ring that accepts them says who decodes it
+// (a trainer's pid, 0: the server), what they wrote and how often the server
+// took the ring back; a ring without an attach socket has none of these.
+TEST(MetricsRender, AttachedProducerSeriesOnlyForRingsThatAcceptThem) {
+  json stats = OneRingStats();
+  stats["device"] = "cuda:0,1";
+  json ring0 = {{"ring", 0},
+                {"device", "cuda:0"},
+                {"samples_decoded", 3000},
+                {"attached_pid", 4242},
+                {"attached_batches", 45},
+                {"attached_detached", 1}};
+  json ring1 = {{"ring", 1},         {"device", "cuda:1"},    {"samples_decoded", 1997},
+                {"attached_pid", 0}, {"attached_batches", 0}, {"attached_detached", 2}};
+  stats["rings"] = json::array({ring0, ring1});
+  const Parsed p = Parse(RenderMetrics(stats));
+  EXPECT_EQ(p.samples.at(R"(batchcast_ring_attached_pid{server="imnet",ring="cuda:0"})"), 4242);
+  EXPECT_EQ(p.samples.at(R"(batchcast_ring_attached_pid{server="imnet",ring="cuda:1"})"), 0);
+  EXPECT_EQ(p.samples.at(R"(batchcast_ring_attached_batches_total{server="imnet",ring="cuda:0"})"),
+            45);
+  EXPECT_EQ(p.samples.at(R"(batchcast_ring_attached_detached_total{server="imnet",ring="cuda:1"})"),
+            2);
+  EXPECT_EQ(p.types.at("batchcast_ring_attached_pid"), "gauge");
+  EXPECT_EQ(p.types.at("batchcast_ring_attached_batches_total"), "counter");
+  EXPECT_EQ(p.types.at("batchcast_ring_attached_detached_total"), "counter");
+
+  // --no-attach, or an external producer: the keys are absent, so are the series.
+  stats["device"] = "cpu";
+  stats["rings"] = json::array({{{"ring", 0}, {"device", "cpu"}, {"samples_decoded", 10}}});
+  const Parsed none = Parse(RenderMetrics(stats));
+  EXPECT_EQ(
+      none.samples.count(R"(batchcast_ring_samples_decoded_total{server="imnet",ring="cpu"})"), 1u);
+  for (const char* family : {"batchcast_ring_attached_pid", "batchcast_ring_attached_batches_total",
+                             "batchcast_ring_attached_detached_total"}) {
+    EXPECT_EQ(none.types.count(family), 0u) << family;
+  }
+}
+
 TEST(MetricsRender, WhatTheStatsLackIsLeftOut) {
   // A batchcast.Producer: no source, no stages, no shard; an error object.
   const Parsed p = Parse(RenderMetrics(

@@ -6,7 +6,8 @@
 // a pipe plain lines, --json one object per line; Ctrl-C ends with 0, a
 // server that goes away with 1 and a message; a rank of a consumer group is
 // named with its group; a server of several rings lists each ring, with its
-// decode rate and share in the live view.
+// decode rate and share in the live view; a ring an attached producer decodes
+// names its pid.
 #include "tools/stat_view.h"
 
 #include <gtest/gtest.h>
@@ -148,6 +149,50 @@ TEST(StatsReport, EveryRingOfSeveralIsListed) {
   const std::string status = StatusLine(TwoRings(6400, 19200, 0), 1000.0);
   EXPECT_TRUE(status.ends_with(" | decoded per ring 25% 75%")) << status;
   EXPECT_EQ(StatusLine(Stats(1500, 0, {}), 1.0).find("per ring"), std::string::npos);
+}
+
+// Note [Attached producers]: a ring a trainer's process decodes names its
+// pid, and one the server took back says how often; a ring the server
+// decodes itself, or one without an attach socket, says nothing more.
+TEST(StatsReport, AttachedProducerOfARing) {
+  json s = TwoRings(6400, 19200, 0);
+  s["rings"][0]["attached_pid"] = 0;
+  s["rings"][0]["attached_batches"] = 0;
+  s["rings"][0]["attached_detached"] = 0;
+  s["rings"][1]["attached_pid"] = 4242;
+  s["rings"][1]["attached_batches"] = 290;
+  s["rings"][1]["attached_detached"] = 2;
+  const std::string r = StatsReport(s);
+  EXPECT_NE(r.find("    ring 0 cuda:0: 1 consumer, 6400 samples decoded (25%), 100 batches "
+                   "written; read 10 batches zero-copy, 30 from other rings (0 bytes copied)\n"),
+            std::string::npos)
+      << r;
+  EXPECT_NE(r.find("    ring 1 cuda:1: 1 consumer, 19200 samples decoded (75%), 300 batches "
+                   "written; read 10 batches zero-copy, 0 from other rings (0 bytes copied), "
+                   "decoded by pid 4242 (attached), taken back 2 times\n"),
+            std::string::npos)
+      << r;
+  // Taken back once, the server decodes the ring again.
+  s["rings"][1]["attached_pid"] = 0;
+  s["rings"][1]["attached_detached"] = 1;
+  EXPECT_NE(StatsReport(s).find("(0 bytes copied), taken back 1 time\n"), std::string::npos)
+      << StatsReport(s);
+  // One ring: its `ring:` line says it.
+  json one = Stats(1500, 0, {});
+  one["rings"] = json::array({{{"ring", 0},
+                               {"device", "cpu"},
+                               {"attached_pid", 4242},
+                               {"attached_batches", 20},
+                               {"attached_detached", 0}}});
+  const std::string o = StatsReport(one);
+  EXPECT_NE(o.find("  ring:      8 slots x 64 samples; free 1, writing 1, ready 4, leased 2, "
+                   "decoded by pid 4242 (attached)\n"),
+            std::string::npos)
+      << o;
+  EXPECT_EQ(o.find("rings:"), std::string::npos) << o;
+  one["rings"][0].erase("attached_pid");  // --no-attach: the keys are absent
+  one["rings"][0].erase("attached_detached");
+  EXPECT_NE(StatsReport(one).find("leased 2\n"), std::string::npos) << StatsReport(one);
 }
 
 // A ring slowed down shows in the live view: its decode rate and its share
