@@ -44,7 +44,9 @@ tools/make_dataset.py once under /tmp and read into the page cache):
    warm-up (--warmup, at least 5 s), and the fed/synthetic ratio; then the
    same trainers each decoding its GPU's ring in its own process
    (Loader(produce=True): an attached producer, the decode in the trainer's
-   CUDA context), against the same synthetic rates.
+   CUDA context), with CUDA's default hardware queues and with 32
+   (CUDA_DEVICE_MAX_CONNECTIONS=32 in the trainers), against the same
+   synthetic rates; and the share of the time each trainer waited for data.
 3. ddp: for each g of 2 or more, examples/train_ddp.py under torchrun over g
    GPUs (one rank per GPU, batch 128; ResNet-50 on 2 GPUs, ResNet-18 on more),
    with the server's rings on every GPU (--server-device cuda:all), the same
@@ -94,10 +96,12 @@ while True:
 """
 
 
-def start_processes(g, script, argv):
+def start_processes(g, script, argv, env=None):
     """One process per GPU i running `script` with argv(i) (the build's
-    batchcast on its PYTHONPATH: find_build put it there)."""
-    return [subprocess.Popen([sys.executable, "-c", script, *argv(i)],
+    batchcast on its PYTHONPATH: find_build put it there), with `env` added
+    to the environment."""
+    full = dict(os.environ, **(env or {}))
+    return [subprocess.Popen([sys.executable, "-c", script, *argv(i)], env=full,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             for i in range(g)]
 
@@ -219,6 +223,7 @@ i = int(device.split(":")[1])
 torch.cuda.set_device(i)
 model = getattr(torchvision.models, arch)().cuda(i).to(memory_format=torch.channels_last)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
+loader = None
 if source == "synthetic":
     x = torch.randn(batch, 3, 224, 224, device=device, dtype=torch.float16)
     batches = iter(lambda: x, None)
@@ -238,9 +243,13 @@ for n, x in enumerate(batches):
     if t0 is None and now - start >= warmup:
         torch.cuda.synchronize(i)
         t0, n0 = time.monotonic(), n
+        w0 = loader.wait_s if loader is not None else 0.0
     elif t0 is not None and now - t0 >= seconds:
         torch.cuda.synchronize(i)
-        print("RATE", batch * (n - n0) / (time.monotonic() - t0), flush=True)
+        elapsed = time.monotonic() - t0
+        print("RATE", batch * (n - n0) / elapsed, flush=True)
+        # The share of the window it waited for data (the rest: its GPU work).
+        print("WAIT", ((loader.wait_s - w0) / elapsed) if loader is not None else 0.0, flush=True)
         break
     with torch.autocast("cuda", dtype=torch.bfloat16):
         loss = model(x.to(memory_format=torch.channels_last)).float().mean()
@@ -250,14 +259,15 @@ for n, x in enumerate(batches):
 """
 
 
-def trainers_at_once(args, g, arch, batch, source, produce=False):
+def trainers_at_once(args, g, arch, batch, source, produce=False, env=None):
     """img/s of one trainer process per GPU, all at once, reading `source`
     (a server's name, or "synthetic": a tensor already on its GPU); with
-    `produce`, each decodes its GPU's ring (Loader(produce=True))."""
+    `produce`, each decodes its GPU's ring (Loader(produce=True)). Also the
+    share of the time each waited for data, in `waits` when given."""
     procs = start_processes(g, TRAINER, lambda i: [
         f"cuda:{i}", arch, str(batch), str(max(args.warmup, 5.0)), str(args.seconds), source,
-        "produce" if produce else "read"])
-    rates = []
+        "produce" if produce else "read"], env=env)
+    rates, wait_shares = [], []
     try:
         for i, proc in enumerate(procs):
             out, _ = proc.communicate(timeout=300)
@@ -266,29 +276,40 @@ def trainers_at_once(args, g, arch, batch, source, produce=False):
                 raise RuntimeError(f"trainer on cuda:{i} ({source}) exited {proc.returncode}: "
                                    f"{out[-2000:]}")
             rates.append(float(found[-1]))
+            waits = re.findall(r"^WAIT ([0-9.]+)$", out, re.M)
+            wait_shares.append(float(waits[-1]) if waits else 0.0)
     finally:
         for proc in procs:  # the others, when one failed
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    return rates
+    return rates, wait_shares
 
 
 def trainer_rates(binary, args, g, arch, batch):
     """img/s per GPU of one trainer process per GPU, fed by the g-GPU server
     (each trainer reading its ring, then each also decoding it in its own
     process: `attached`) and synthetic, each set of g at once."""
-    synthetic = trainers_at_once(args, g, arch, batch, "synthetic")
+    synthetic, _ = trainers_at_once(args, g, arch, batch, "synthetic")
     name = f"mgbench-{os.getpid()}-t{g}-{arch}"
     options = dict(SERVER, device=devices(g))
     with ServerProcess(binary, name, options, data=args.data, timeout=120) as server:
-        fed = trainers_at_once(args, g, arch, batch, name)
-        attached = trainers_at_once(args, g, arch, batch, name, produce=True)
+        fed, fed_wait = trainers_at_once(args, g, arch, batch, name)
+        attached, attached_wait = trainers_at_once(args, g, arch, batch, name, produce=True)
+        # The same with 32 CUDA hardware queues in the trainers, which their
+        # decode then shares with the training (Note [Hardware queues]).
+        queues, queues_wait = trainers_at_once(args, g, arch, batch, name, produce=True,
+                                               env={"CUDA_DEVICE_MAX_CONNECTIONS": "32"})
         mps = {True: "on", False: "off"}.get(server.stats().get("mps"), "unknown")
+
+    def ratio(rates):
+        return [f / s if s else 0.0 for f, s in zip(rates, synthetic)]
     return {"gpus": g, "arch": arch, "batch": batch, "server_options": options,
-            "fed": fed, "attached": attached, "synthetic": synthetic,
-            "ratio": [f / s if s else 0.0 for f, s in zip(fed, synthetic)],
-            "ratio_attached": [f / s if s else 0.0 for f, s in zip(attached, synthetic)],
+            "fed": fed, "attached": attached, "attached_32_queues": queues,
+            "synthetic": synthetic, "ratio": ratio(fed), "ratio_attached": ratio(attached),
+            "ratio_attached_32_queues": ratio(queues),
+            "wait_share": {"fed": fed_wait, "attached": attached_wait,
+                           "attached_32_queues": queues_wait},
             "mps": mps}
 
 
@@ -460,10 +481,13 @@ def main() -> int:
             out["trainers"].append(r)
             print(f"trainers, {arch} batch {batch} bf16, one per GPU on {r['gpus']} GPU(s): "
                   + ", ".join(f"cuda:{i} {f:.0f} img/s fed ({q:.2f}), {a:.0f} decoding its ring "
-                              f"({qa:.2f}) / {s:.0f} synthetic"
-                              for i, (f, a, s, q, qa) in enumerate(zip(
-                                  r["fed"], r["attached"], r["synthetic"], r["ratio"],
-                                  r["ratio_attached"])))
+                              f"({qa:.2f}), {a32:.0f} with 32 queues ({q32:.2f}) / {s:.0f} "
+                              "synthetic"
+                              for i, (f, a, a32, s, q, qa, q32) in enumerate(zip(
+                                  r["fed"], r["attached"], r["attached_32_queues"],
+                                  r["synthetic"], r["ratio"], r["ratio_attached"],
+                                  r["ratio_attached_32_queues"])))
+                  + f"; waiting for data: {r['wait_share']}"
                   + f" (MPS: {r['mps']})", flush=True)
     for g in [g for g in counts if g >= 2 and "ddp" not in skip]:
         # ResNet-50 over 2 GPUs; ResNet-18 over more (about 10k images/s per
