@@ -44,9 +44,8 @@ tools/make_dataset.py once under /tmp and read into the page cache):
    warm-up (--warmup, at least 5 s), and the fed/synthetic ratio; then the
    same trainers each decoding its GPU's ring in its own process
    (Loader(produce=True): an attached producer, the decode in the trainer's
-   CUDA context), with CUDA's default hardware queues and with 32
-   (CUDA_DEVICE_MAX_CONNECTIONS=32 in the trainers), against the same
-   synthetic rates; and the share of the time each trainer waited for data.
+   CUDA context), against the same synthetic rates; and the share of the
+   time each trainer waited for data.
 3. ddp: for each g of 2 or more, examples/train_ddp.py under torchrun over g
    GPUs (one rank per GPU, batch 128; ResNet-50 on 2 GPUs, ResNet-18 on more),
    with the server's rings on every GPU (--server-device cuda:all), the same
@@ -96,12 +95,10 @@ while True:
 """
 
 
-def start_processes(g, script, argv, env=None):
+def start_processes(g, script, argv):
     """One process per GPU i running `script` with argv(i) (the build's
-    batchcast on its PYTHONPATH: find_build put it there), with `env` added
-    to the environment."""
-    full = dict(os.environ, **(env or {}))
-    return [subprocess.Popen([sys.executable, "-c", script, *argv(i)], env=full,
+    batchcast on its PYTHONPATH: find_build put it there)."""
+    return [subprocess.Popen([sys.executable, "-c", script, *argv(i)],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             for i in range(g)]
 
@@ -259,14 +256,14 @@ for n, x in enumerate(batches):
 """
 
 
-def trainers_at_once(args, g, arch, batch, source, produce=False, env=None):
+def trainers_at_once(args, g, arch, batch, source, produce=False):
     """img/s of one trainer process per GPU, all at once, reading `source`
     (a server's name, or "synthetic": a tensor already on its GPU); with
-    `produce`, each decodes its GPU's ring (Loader(produce=True)). Also the
-    share of the time each waited for data, in `waits` when given."""
+    `produce`, each decodes its GPU's ring (Loader(produce=True)); and the
+    share of the time each waited for data."""
     procs = start_processes(g, TRAINER, lambda i: [
         f"cuda:{i}", arch, str(batch), str(max(args.warmup, 5.0)), str(args.seconds), source,
-        "produce" if produce else "read"], env=env)
+        "produce" if produce else "read"])
     rates, wait_shares = [], []
     try:
         for i, proc in enumerate(procs):
@@ -296,20 +293,14 @@ def trainer_rates(binary, args, g, arch, batch):
     with ServerProcess(binary, name, options, data=args.data, timeout=120) as server:
         fed, fed_wait = trainers_at_once(args, g, arch, batch, name)
         attached, attached_wait = trainers_at_once(args, g, arch, batch, name, produce=True)
-        # The same with 32 CUDA hardware queues in the trainers, which their
-        # decode then shares with the training (Note [Hardware queues]).
-        queues, queues_wait = trainers_at_once(args, g, arch, batch, name, produce=True,
-                                               env={"CUDA_DEVICE_MAX_CONNECTIONS": "32"})
         mps = {True: "on", False: "off"}.get(server.stats().get("mps"), "unknown")
 
     def ratio(rates):
         return [f / s if s else 0.0 for f, s in zip(rates, synthetic)]
     return {"gpus": g, "arch": arch, "batch": batch, "server_options": options,
-            "fed": fed, "attached": attached, "attached_32_queues": queues,
-            "synthetic": synthetic, "ratio": ratio(fed), "ratio_attached": ratio(attached),
-            "ratio_attached_32_queues": ratio(queues),
-            "wait_share": {"fed": fed_wait, "attached": attached_wait,
-                           "attached_32_queues": queues_wait},
+            "fed": fed, "attached": attached, "synthetic": synthetic,
+            "ratio": ratio(fed), "ratio_attached": ratio(attached),
+            "wait_share": {"fed": fed_wait, "attached": attached_wait},
             "mps": mps}
 
 
@@ -481,12 +472,10 @@ def main() -> int:
             out["trainers"].append(r)
             print(f"trainers, {arch} batch {batch} bf16, one per GPU on {r['gpus']} GPU(s): "
                   + ", ".join(f"cuda:{i} {f:.0f} img/s fed ({q:.2f}), {a:.0f} decoding its ring "
-                              f"({qa:.2f}), {a32:.0f} with 32 queues ({q32:.2f}) / {s:.0f} "
-                              "synthetic"
-                              for i, (f, a, a32, s, q, qa, q32) in enumerate(zip(
-                                  r["fed"], r["attached"], r["attached_32_queues"],
-                                  r["synthetic"], r["ratio"], r["ratio_attached"],
-                                  r["ratio_attached_32_queues"])))
+                              f"({qa:.2f}) / {s:.0f} synthetic"
+                              for i, (f, a, s, q, qa) in enumerate(zip(
+                                  r["fed"], r["attached"], r["synthetic"], r["ratio"],
+                                  r["ratio_attached"])))
                   + f"; waiting for data: {r['wait_share']}"
                   + f" (MPS: {r['mps']})", flush=True)
     for g in [g for g in counts if g >= 2 and "ddp" not in skip]:

@@ -157,8 +157,9 @@ def mps_advice(rings, mps, server_per_rank):
     if server_per_rank or mps != "off" or "," not in rings:
         return None
     return ("MPS is off, so each rank's GPU time-slices this process's decode with the rank: "
-            "--server-per-rank (or --server-device cuda:0 where GPU 0 can decode for every "
-            "rank) fed the ranks faster (README, \"DDP: torchrun and SLURM\")")
+            "--produce (each rank decodes its own GPU's ring), --server-per-rank, or "
+            "--server-device cuda:0 where GPU 0 can decode for every rank, fed the ranks faster "
+            "(README, \"DDP: torchrun and SLURM\")")
 
 
 def server_name(args, job, rank):

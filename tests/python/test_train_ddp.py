@@ -119,6 +119,7 @@ def test_train_ddp_example_advises_a_server_per_rank_without_mps(monkeypatch):
     spec.loader.exec_module(example)
     advice = example.mps_advice("cuda:0,1", "off", server_per_rank=False)
     assert advice.startswith("MPS is off") and "--server-per-rank" in advice, advice
+    assert "--produce" in advice, advice
     # Only rings on several GPUs without MPS, in the node's server.
     assert example.mps_advice("cuda:0,1", "on", server_per_rank=False) is None
     assert example.mps_advice("cuda:0", "off", server_per_rank=False) is None
