@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -44,6 +45,8 @@ Result<std::unique_ptr<AttachPoint>> AttachPoint::Bind(AttachPointOptions option
     return UnavailableError("cannot bind the attach socket " + p->options_.endpoint + ": " +
                             e.what());
   }
+  // As the control socket: this user's processes only (docs/security.md).
+  chmod(p->options_.endpoint.substr(6).c_str(), 0600);  // after ipc://
   return p;
 }
 

@@ -14,8 +14,10 @@
 // producer    | ProducerLoop::Run     | the sampler's order, the   | Scheduler::BeginBatch (waits
 // (Start)     | (producer_loop.h)     | read-ahead hint, the       | on its CondVar, signalled by
 //             |                       | Source, the SlotPublisher  | releases, cursor moves, Tick,
-//             |                       | (its stream and staging)   | Stop) and Commit; an error
-//             |                       |                            | ends the server (Impl::Finish)
+//             |                       | (its stream and staging),  | Stop) and Commit; an error
+//             |                       | the ring's attach socket   | ends the server
+//             (Impl::Finish); |                       | (attach_point.h)           | an attached
+//             producer over it
 // external    | Server::BeginBatch,   | the slot between Begin and | the same Scheduler calls; the
 // producer    | CommitBatch,          | Commit; the SlotPublisher  | slot's event is recorded on
 // (caller's)  | EndStream             | (one caller at a time)     | the caller's stream

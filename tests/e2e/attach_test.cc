@@ -5,6 +5,7 @@
 // the ring back, without losing or repeating a sample, when the holder stops
 // or is killed mid-stream.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "batchcast/server/attached_producer.h"
+#include "core/src/runtime_dir.h"
 #include "process.h"
 #include "rings_harness.h"
 
@@ -67,6 +69,12 @@ TEST(AttachedProducer, FillsItsRingAsTheServerWould) {
   auto holder = AttachedProducer::Start(name, 1);
   ASSERT_TRUE(holder.ok()) << holder.status().ToString();
   EXPECT_EQ((*holder)->device(), -1);
+  // The attach socket is this user's alone, as the control socket.
+  Result<std::string> endpoint = AttachEndpoint(name, 1);
+  ASSERT_TRUE(endpoint.ok());
+  struct stat st {};
+  ASSERT_EQ(stat(endpoint->substr(6).c_str(), &st), 0) << *endpoint;
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
   std::vector<Reader> readers = ReaderPerRing();
   ASSERT_NO_FATAL_FAILURE(ReadAll(name, readers));
   ExpectExactEpochs(readers);
