@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -31,6 +32,10 @@ AttachPoint::AttachPoint(AttachPointOptions options) : options_(std::move(option
 
 AttachPoint::~AttachPoint() {
   if (holder_ && socket_) Send(*holder_, proto::Error{0, StatusCode::kCancelled, "server stopped"});
+  if (socket_) {
+    socket_.reset();
+    unlink(options_.endpoint.substr(6).c_str());  // the socket file, after ipc://
+  }
 }
 
 Result<std::unique_ptr<AttachPoint>> AttachPoint::Bind(AttachPointOptions options) {
@@ -200,24 +205,26 @@ Result<std::optional<uint32_t>> AttachPoint::Delegate(const SlotGrant& grant, ui
   work.next_epoch = next.epoch;
   work.next_guess = next.guess;
   Send(*holder_, work);
-  const auto deadline = Clock::now() + options_.work_timeout;
+  const auto sent = Clock::now();
+  auto next_warning = sent + options_.work_timeout;
   while (true) {
     if (cancelled_) return CancelledError("server stopped");
-    std::optional<Received> r = Receive(kPollStep);
-    if (!r) {
-      if (!HolderAlive()) {
-        Detach("is gone", /*warn=*/true);
-        return std::optional<uint32_t>();
-      }
-      if (Clock::now() >= deadline) {
-        Send(*holder_, proto::Error{0, StatusCode::kDeadlineExceeded,
-                                    "detached: no answer to a batch in time"});
-        Detach("did not answer a batch in " + std::to_string(options_.work_timeout.count()) + " ms",
-               /*warn=*/true);
-        return std::optional<uint32_t>();
-      }
-      continue;
+    if (!HolderAlive()) {
+      Detach("is gone", /*warn=*/true);
+      return std::optional<uint32_t>();
     }
+    // A live holder may still write the slot, so it is waited for (the
+    // server must not write the slot under it); the log names it.
+    if (Clock::now() >= next_warning) {
+      BC_LOG_WARN(
+          "{}: its attached producer (pid {}) has not answered a batch for {} s; ending "
+          "that process gives the ring back to the server",
+          options_.ring_name, holder_pid_,
+          std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - sent).count());
+      next_warning += options_.work_timeout;
+    }
+    std::optional<Received> r = Receive(kPollStep);
+    if (!r) continue;
     const auto* done = std::get_if<proto::Done>(&r->message);
     if (done == nullptr || !holder_ || r->identity != *holder_ ||
         done->first_seq != grant.first_seq || done->slot != grant.slot) {

@@ -24,12 +24,14 @@
 //     holds as for the server's own writes: the producer thread commits the
 //     slot (Scheduler::Commit) only after DONE, and consumers wait on the
 //     event.
-//  3. A holder that leaves (BYE), fails (ERROR), dies (its pid, read from
-//     the socket's peer credentials, is gone) or does not answer within
-//     `work_timeout` is detached, and the producer thread writes the slot
-//     it held itself, with the ring's own source: the grant is still this
-//     thread's, so nothing is placed again and no sample is lost or
-//     repeated. A late DONE of a detached holder is ignored.
+//  3. A holder that leaves (BYE), fails (ERROR) or dies (its pid, read from
+//     the socket's peer credentials, is gone) is detached, and the
+//     producer thread writes the slot it held itself, with the ring's own
+//     source: the grant is still this thread's, so nothing is placed again
+//     and no sample is lost or repeated. A holder that is alive but does
+//     not answer is waited for, never written under (its late writes would
+//     land in a slot that may hold a newer batch by then); the log names it
+//     every `work_timeout`.
 //  4. One holder per ring; another ATTACH gets an ERROR naming the holder.
 //     A tar-shard dataset is refused (its shards are read once, through one
 //     reader the rings share: MakeSources).
@@ -58,10 +60,10 @@ namespace batchcast {
 struct AttachPointOptions {
   std::string endpoint;  // ipc:// (AttachEndpoint, core/src/runtime_dir.h)
   uint32_t ring = 0;
-  std::string ring_name;     // "cuda:1", "host ring 1": for logs
-  proto::Attached attached;  // the answer to every ATTACH
-  std::string refusal;       // not empty: every ATTACH gets this error instead
-  std::chrono::milliseconds work_timeout{60000};
+  std::string ring_name;                          // "cuda:1", "host ring 1": for logs
+  proto::Attached attached;                       // the answer to every ATTACH
+  std::string refusal;                            // not empty: every ATTACH gets this error instead
+  std::chrono::milliseconds work_timeout{60000};  // between warnings of a silent holder
 };
 
 class AttachPoint {

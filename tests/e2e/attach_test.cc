@@ -90,6 +90,8 @@ TEST(AttachedProducer, FillsItsRingAsTheServerWould) {
   EXPECT_TRUE((*holder)->running());
   (*holder)->Stop();
   EXPECT_TRUE((*holder)->status().ok()) << (*holder)->status().ToString();
+  server.reset();
+  EXPECT_NE(stat(endpoint->substr(6).c_str(), &st), 0) << "the attach socket is removed";
 }
 
 // Stopped mid-stream: the server decodes the ring again, from the next batch.
