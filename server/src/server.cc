@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
 
 #include "batchcast/cuda/hardware_queues.h"
@@ -253,6 +254,27 @@ Status Server::Impl::StartThreads(SlotWriter writer, std::optional<Sampler> samp
   return Status::Ok();
 }
 
+namespace {
+
+// `data` (paths joined by "::") with each path made absolute against this
+// process's working directory.
+std::string AbsolutePaths(std::string_view data) {
+  std::string out;
+  size_t start = 0;
+  while (start <= data.size()) {
+    const size_t end = std::min(data.find("::", start), data.size());
+    const std::string path(data.substr(start, end - start));
+    std::error_code ec;
+    const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+    if (!out.empty()) out += "::";
+    out += path.empty() || ec ? path : absolute.string();
+    start = end + 2;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::unique_ptr<AttachPoint> Server::Impl::BindAttachPoint(size_t i) {
   const Ring& ring = rings[i];
   AttachPointOptions o;
@@ -266,10 +288,12 @@ std::unique_ptr<AttachPoint> Server::Impl::BindAttachPoint(size_t i) {
   }
   o.endpoint = *endpoint;
   // The holder builds the source from these (the order group holds the
-  // seed); an unset option ("") keeps its default there too.
+  // seed); an unset option ("") keeps its default there too. Its process
+  // may run elsewhere in the tree: the dataset's paths go absolute.
   for (const ServerOption& option : ServerOptionTable()) {
     if (option.group != OptionGroup::kSource && option.group != OptionGroup::kOrder) continue;
-    const std::string value = option.get(options);
+    std::string value = option.get(options);
+    if (option.name == "data") value = AbsolutePaths(value);
     if (!value.empty()) o.attached.options.push_back(std::string(option.name) + "=" + value);
   }
   o.attached.ring.device = ring.device;

@@ -134,3 +134,18 @@ def test_decoded_images_are_the_servers_byte_for_byte(tmp_path):
     assert sorted(got[True]) == sorted(got[False]) == list(range(24))
     for index, image in got[False].items():
         np.testing.assert_array_equal(got[True][index], image, err_msg=f"sample {index}")
+
+
+def test_a_server_given_a_relative_path_is_joined_from_anywhere(tmp_path, monkeypatch):
+    """The server's dataset path is relative to its own working directory;
+    the producing Loader runs elsewhere and still finds the dataset."""
+    make_dataset(tmp_path / "data", classes=2, per_class=4, seed=3, workers=1)
+    name = H.unique_name("producerel")
+    here = os.getcwd()
+    monkeypatch.chdir(tmp_path)
+    with H.server_process(name, "data", "--size", 16, "--batch-size", 4, "--epochs", 1):
+        monkeypatch.chdir(here)
+        loader = batchcast.Loader(name, batch_size=4, produce=True, timeout=30)
+        assert loader.producing
+        assert len([i for _ in loader for i in loader.indices.tolist()]) == 8
+        loader.close()
