@@ -60,7 +60,8 @@ void AdviseWithoutMps(const batchcast::Server& server) {
                "shares the GPU with it by time slices and loses part of its speed; for one "
                "job, run the server in the training process (batchcast.Server); for several, "
                "use MPS (batchcast-launch) or host the server in one of the jobs (README, "
-               "\"Several jobs on one GPU\"; docs/performance.md)\n";
+               "\"Several jobs on one GPU\"; docs/performance.md); with a ring per GPU, let each "
+               "trainer decode its own GPU's ring (batchcast.Loader(..., produce=True))\n";
 }
 
 // A number of seconds in [0, 1 day], finite: "" when it is one, else why not.
