@@ -367,7 +367,10 @@ class Loader:
         - ``wait_s``: seconds iteration waited for the server's batches;
         - ``wall_s``: the interval's length in seconds;
         - ``wait_fraction``: ``wait_s / wall_s``, from 0 to 1: the share of the
-          time this job was input-bound.
+          time this job was input-bound;
+        - with ``produce=True``: ``produced_batches`` and ``produced_samples``,
+          what this process decoded into its ring since the Loader connected,
+          and ``producing`` (False once the server took the ring back).
 
         So a training loop logs its stall in one line every log interval::
 
@@ -383,6 +386,10 @@ class Loader:
         out: Dict[str, Any] = json.loads(self._core.stats()) if server else {}
         wait_s, wall_s, fraction = self._core.take_wait_share()
         out["loader"] = {"wait_s": wait_s, "wall_s": wall_s, "wait_fraction": fraction}
+        if self._producer is not None:
+            out["loader"].update(produced_batches=int(self._producer.batches),
+                                 produced_samples=int(self._producer.samples),
+                                 producing=bool(self._producer.running))
         return out
 
     # ---- resume (docs/semantics.md, "Resume") ----

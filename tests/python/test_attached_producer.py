@@ -40,6 +40,10 @@ def test_a_producing_loader_reads_what_the_server_would_write():
                 seen.extend(loader.indices.tolist())
             assert len(seen) == 624 and len(set(seen)) == 624  # 13 whole batches of 48
         ring = ring0(name)
+        mine = loader.stats()["loader"]
+        # Read after the server's: it may have written more meanwhile.
+        assert mine["producing"] and mine["produced_batches"] >= ring["attached_batches"] > 0
+        assert mine["produced_samples"] == 32 * mine["produced_batches"]
         assert ring["attached_pid"] == os.getpid()
         # The server wrote what the stream needed before the producer attached.
         assert 0 < ring["attached_batches"] <= ring["batches_written"]
