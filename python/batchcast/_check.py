@@ -15,7 +15,13 @@ from batchcast._errors import InvalidArgument
 
 
 def fail(name: str, expected: str, value: Any) -> NoReturn:
-    err = InvalidArgument(f"{name} must be {expected}, got {type(value).__name__} {value!r}")
+    refuse(f"{name} must be {expected}, got {type(value).__name__} {value!r}")
+
+
+def refuse(message: str) -> NoReturn:
+    """An InvalidArgument saying `message` (an argument that fits its type
+    but not the situation)."""
+    err = InvalidArgument(message)
     err.code = "InvalidArgument"
     raise err
 

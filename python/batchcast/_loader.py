@@ -122,8 +122,10 @@ class Loader:
             again, from the batch in hand. Needs a server of this node started
             by name that decodes the ring on its GPU (an image folder, GPU
             decode) or fills a host ring, and lists the dataset again here at
-            start. A ring that already has a producer, tar shards, or a server
-            started with ``attach=False`` raise at once. Default False.
+            start. A ring that already has a producer, tar shards, a server
+            started with ``attach=False``, or a ``device`` where the server
+            has no ring (the ring serving it is another GPU's) raise at once.
+            Default False.
 
     A wrong argument (type or value) is a :class:`batchcast.InvalidArgument`
     naming it. Connecting to a server of this machine that is not running
@@ -228,6 +230,11 @@ class Loader:
         self._producer: Optional[Any] = None
         if produce:
             try:
+                ring = self._core.ring_device
+                if device.startswith("cuda") and ring != device:
+                    _check.refuse(f"produce=True: this Loader on {device} is served by the ring "
+                                  f"on {ring}, and a process decodes only its own GPU's ring "
+                                  f"(the server has none on {device})")
                 self._producer = _core.AttachedProducer(
                     self._core.server_name, self._core.home_ring, timeout=connect_timeout)
             except BaseException:

@@ -124,3 +124,12 @@ def test_a_trainer_decodes_its_gpus_ring_exactly_as_the_server(tmp_path):
         assert sorted(held[i]) == sorted(plain[i]) == list(range(64))
         for index, image in plain[i].items():
             assert torch.equal(held[i][index], image), f"cuda:{i} sample {index}"
+
+
+def test_a_loader_on_a_gpu_without_a_ring_may_not_decode_another_gpus():
+    """produce=True on cuda:1 against a server with a cuda:0 ring only: the
+    process would decode on a GPU it does not train on."""
+    name = H.unique_name("xproduce")
+    with _server(name, "cuda:0"):
+        with pytest.raises(batchcast.InvalidArgument, match="served by the ring on cuda:0"):
+            batchcast.Loader(name, batch_size=64, device="cuda:1", produce=True)
