@@ -16,8 +16,8 @@
 //             |                       | Source, the SlotPublisher  | releases, cursor moves, Tick,
 //             |                       | (its stream and staging),  | Stop) and Commit; an error
 //             |                       | the ring's attach socket   | ends the server
-//             (Impl::Finish); |                       | (attach_point.h)           | an attached
-//             producer over it
+//             |                       | (attach_point.h)           | (Impl::Finish); WORK and DONE
+//             |                       |                            | with an attached producer
 // external    | Server::BeginBatch,   | the slot between Begin and | the same Scheduler calls; the
 // producer    | CommitBatch,          | Commit; the SlotPublisher  | slot's event is recorded on
 // (caller's)  | EndStream             | (one caller at a time)     | the caller's stream
