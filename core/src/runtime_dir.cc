@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "core/src/host_shm.h"
@@ -216,8 +217,14 @@ ServerProbe::State ProbeSocket(const std::string& path) {
 
 bool ProcessAlive(int pid) {
   if (pid <= 0) return false;
-  if (kill(pid, 0) == 0) return true;
-  return errno != ESRCH;
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;  // no /proc here: the signal said alive
+  const size_t paren = line.rfind(')');        // the state follows "(command) "
+  if (paren == std::string::npos || paren + 2 >= line.size()) return true;
+  const char state = line[paren + 2];
+  return state != 'Z' && state != 'X';
 }
 
 }  // namespace batchcast

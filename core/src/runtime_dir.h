@@ -102,7 +102,10 @@ ServerProbe::State ProbeSocket(const std::string& path);
 // The pid written in the lock file at `lock_path` (its last holder), 0 if none.
 int LockFilePid(const std::string& lock_path);
 
-// True when a process with this pid exists (kill(pid, 0) does not say ESRCH).
+// True when a process with this pid exists (kill(pid, 0) does not say ESRCH)
+// and has not ended: a process that ended but was not reaped yet (a zombie,
+// whose parent has not waited for it) still takes signals, and /proc says it
+// is gone.
 bool ProcessAlive(int pid);
 
 }  // namespace batchcast

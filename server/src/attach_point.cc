@@ -1,16 +1,14 @@
 #include "attach_point.h"
 
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <fstream>
 #include <vector>
 
 #include "core/src/logging.h"
+#include "core/src/runtime_dir.h"
 
 namespace batchcast {
 namespace {
@@ -102,18 +100,9 @@ std::optional<AttachPoint::Received> AttachPoint::Receive(std::chrono::milliseco
   }
 }
 
-// A process that ended but was not reaped yet (a zombie) still takes
-// signals: its state in /proc says it is gone.
+// A zombie (ended, not reaped) counts as gone (ProcessAlive).
 bool AttachPoint::HolderAlive() const {
-  if (holder_pid_ == 0) return true;
-  if (kill(static_cast<pid_t>(holder_pid_), 0) != 0 && errno != EPERM) return false;
-  std::ifstream stat("/proc/" + std::to_string(holder_pid_) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;  // no /proc: the signal said alive
-  const size_t paren = line.rfind(')');
-  if (paren == std::string::npos || paren + 2 >= line.size()) return true;
-  const char state = line[paren + 2];
-  return state != 'Z' && state != 'X';
+  return holder_pid_ == 0 || ProcessAlive(static_cast<int>(holder_pid_));
 }
 
 void AttachPoint::Detach(const std::string& why, bool warn) {

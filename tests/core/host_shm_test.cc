@@ -308,6 +308,10 @@ TEST(ProcessAliveTest, Basics) {
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) _exit(0);
+  // Ended but not reaped (a zombie): gone, though it still takes signals.
+  for (int i = 0; i < 1000 && ProcessAlive(pid); ++i) usleep(1000);
+  EXPECT_FALSE(ProcessAlive(pid));
+  EXPECT_EQ(kill(pid, 0), 0) << "still a zombie";
   Reap(pid);
   EXPECT_FALSE(ProcessAlive(pid));
 }
