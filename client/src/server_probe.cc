@@ -5,13 +5,14 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/src/endpoint.h"
 #include "core/src/runtime_dir.h"
 
 namespace batchcast::internal {
 
 Status CheckLocalServer(const std::string& endpoint, std::string_view endpoint_or_name) {
-  if (!endpoint.starts_with("ipc://")) return Status::Ok();
-  const std::string path = endpoint.substr(6);
+  const std::string path = IpcPath(endpoint);
+  if (path.empty()) return Status::Ok();
   const bool by_name = endpoint_or_name.find("://") == std::string_view::npos;
   const std::string given(endpoint_or_name);
   struct stat st {};

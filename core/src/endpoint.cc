@@ -16,6 +16,10 @@ Status Bad(std::string_view endpoint, std::string_view why) {
 
 }  // namespace
 
+std::string IpcPath(std::string_view endpoint) {
+  return endpoint.starts_with("ipc://") ? std::string(endpoint.substr(6)) : std::string();
+}
+
 Status ValidateEndpoint(std::string_view endpoint, EndpointUse use) {
   if (endpoint.starts_with("ipc://")) {
     const std::string_view path = endpoint.substr(6);

@@ -30,6 +30,9 @@ enum class EndpointUse {
 // InvalidArgument saying what is wrong with `endpoint` (which must hold "://").
 Status ValidateEndpoint(std::string_view endpoint, EndpointUse use);
 
+// The socket file of "ipc://PATH" (PATH); "" for every other scheme.
+std::string IpcPath(std::string_view endpoint);
+
 // True for "tcp://HOST:PORT" whose HOST is a loopback address (127.0.0.0/8,
 // ::1, IPv4-mapped 127.x), "localhost" or the interface "lo": only this
 // machine can connect there. False for "*", 0.0.0.0 and every other address,

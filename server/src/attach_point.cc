@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/src/endpoint.h"
 #include "core/src/logging.h"
 #include "core/src/runtime_dir.h"
 
@@ -32,7 +33,7 @@ AttachPoint::~AttachPoint() {
   if (holder_ && socket_) Send(*holder_, proto::Error{0, StatusCode::kCancelled, "server stopped"});
   if (socket_) {
     socket_.reset();
-    unlink(options_.endpoint.substr(6).c_str());  // the socket file, after ipc://
+    unlink(IpcPath(options_.endpoint).c_str());  // the socket file
   }
 }
 
@@ -49,7 +50,7 @@ Result<std::unique_ptr<AttachPoint>> AttachPoint::Bind(AttachPointOptions option
                             e.what());
   }
   // As the control socket: this user's processes only (docs/security.md).
-  chmod(p->options_.endpoint.substr(6).c_str(), 0600);  // after ipc://
+  chmod(IpcPath(p->options_.endpoint).c_str(), 0600);
   return p;
 }
 

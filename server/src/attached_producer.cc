@@ -14,6 +14,7 @@
 #include "batchcast/server/option_table.h"
 #include "batchcast/sources/make_source.h"
 #include "core/src/catch_all.h"
+#include "core/src/endpoint.h"
 #include "core/src/host_shm.h"
 #include "core/src/logging.h"
 #include "core/src/mutex.h"
@@ -234,7 +235,7 @@ Result<std::unique_ptr<AttachedProducer>> AttachedProducer::Start(
   return CatchAll("AttachedProducer::Start", [&]() -> Result<std::unique_ptr<AttachedProducer>> {
     BATCHCAST_ASSIGN_OR_RETURN(const std::string endpoint, AttachEndpoint(server_name, ring));
     struct stat st {};
-    const std::string path = endpoint.substr(6);  // after ipc://
+    const std::string path = IpcPath(endpoint);
     if (stat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) {
       return NotFoundError("server '" + std::string(server_name) +
                            "' has no attach socket for ring " + std::to_string(ring) +

@@ -35,10 +35,6 @@ constexpr uint64_t kMaxErrorReplies = 100;
 // when its queue is full), nor send more than this many ahead of the loop.
 constexpr int kQueuedMessagesPerPeer = 1000;
 
-std::string IpcPath(const std::string& endpoint) {
-  return endpoint.starts_with("ipc://") ? endpoint.substr(6) : std::string();
-}
-
 }  // namespace
 
 WakeFd::WakeFd() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}

@@ -55,6 +55,12 @@ TEST(Endpoint, IpcPathsMustFitASocketAddress) {
   EXPECT_EQ(Bind("udp://x:1").code(), StatusCode::kInvalidArgument);
 }
 
+TEST(Endpoint, IpcPathIsTheSocketFile) {
+  EXPECT_EQ(IpcPath("ipc:///tmp/batchcast-0/x+1.sock"), "/tmp/batchcast-0/x+1.sock");
+  EXPECT_EQ(IpcPath("tcp://127.0.0.1:5555"), "");
+  EXPECT_EQ(IpcPath("/tmp/x.sock"), "");
+}
+
 TEST(Endpoint, LoopbackIsOnlyThisMachine) {
   for (const char* local :
        {"tcp://127.0.0.1:5555", "tcp://127.0.0.1:0", "tcp://127.1.2.3:*", "tcp://[::1]:7000",

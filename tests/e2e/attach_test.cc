@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "batchcast/server/attached_producer.h"
+#include "core/src/endpoint.h"
 #include "core/src/runtime_dir.h"
 #include "process.h"
 #include "rings_harness.h"
@@ -73,7 +74,7 @@ TEST(AttachedProducer, FillsItsRingAsTheServerWould) {
   Result<std::string> endpoint = AttachEndpoint(name, 1);
   ASSERT_TRUE(endpoint.ok());
   struct stat st {};
-  ASSERT_EQ(stat(endpoint->substr(6).c_str(), &st), 0) << *endpoint;
+  ASSERT_EQ(stat(IpcPath(*endpoint).c_str(), &st), 0) << *endpoint;
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   std::vector<Reader> readers = ReaderPerRing();
   ASSERT_NO_FATAL_FAILURE(ReadAll(name, readers));
@@ -91,7 +92,7 @@ TEST(AttachedProducer, FillsItsRingAsTheServerWould) {
   (*holder)->Stop();
   EXPECT_TRUE((*holder)->status().ok()) << (*holder)->status().ToString();
   server.reset();
-  EXPECT_NE(stat(endpoint->substr(6).c_str(), &st), 0) << "the attach socket is removed";
+  EXPECT_NE(stat(IpcPath(*endpoint).c_str(), &st), 0) << "the attach socket is removed";
 }
 
 // Stopped mid-stream: the server decodes the ring again, from the next batch.
