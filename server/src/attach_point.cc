@@ -10,6 +10,7 @@
 #include "core/src/endpoint.h"
 #include "core/src/logging.h"
 #include "core/src/runtime_dir.h"
+#include "router_message.h"
 
 namespace batchcast {
 namespace {
@@ -69,34 +70,24 @@ void AttachPoint::Send(const std::string& identity, const proto::Message& messag
 
 std::optional<AttachPoint::Received> AttachPoint::Receive(std::chrono::milliseconds wait) {
   while (true) {
-    zmq::message_t identity, payload;
-    if (!socket_->recv(identity, zmq::recv_flags::dontwait)) {
+    std::optional<RouterMessage> taken = TakeRouterMessage(*socket_);
+    if (!taken) {
       if (wait.count() <= 0) return std::nullopt;
       zmq::pollitem_t item{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0};
       zmq::poll(&item, 1, wait);
       wait = std::chrono::milliseconds(0);
       continue;
     }
-    if (!identity.more()) continue;
-    (void)socket_->recv(payload, zmq::recv_flags::none);
-    bool extra = false;
-    while (payload.more()) {
-      zmq::message_t rest;
-      (void)socket_->recv(rest, zmq::recv_flags::none);
-      extra = true;
-      if (!rest.more()) break;
-    }
+    if (taken->extra) continue;
     Received r;
-    r.identity.assign(static_cast<const char*>(identity.data()), identity.size());
-    if (extra) continue;
-    Result<proto::Message> m = proto::Decode(
-        std::span<const uint8_t>(static_cast<const uint8_t*>(payload.data()), payload.size()));
+    r.identity = taken->peer();
+    Result<proto::Message> m = proto::Decode(taken->bytes());
     if (!m.ok()) {
       Send(r.identity, proto::Error{0, m.status().code(), m.status().message()});
       continue;
     }
     r.message = std::move(*m);
-    r.peer_pid = PeerPid(zmq_msg_get(payload.handle(), ZMQ_SRCFD));
+    r.peer_pid = PeerPid(taken->source_fd());
     return r;
   }
 }

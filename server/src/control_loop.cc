@@ -13,6 +13,7 @@
 #include "core/src/runtime_dir.h"
 #include "device_list.h"
 #include "open_file_limit.h"
+#include "router_message.h"
 
 namespace batchcast {
 namespace {
@@ -347,32 +348,19 @@ void ControlLoop::HandleMessage(const std::string& identity, std::span<const uin
 
 void ControlLoop::ReceiveAll() {
   for (int i = 0; i < kMaxReceivesPerTurn; ++i) {
-    zmq::message_t identity, payload;
-    if (!router_->recv(identity, zmq::recv_flags::dontwait)) break;
-    bool extra = false;
-    if (identity.more()) {
-      (void)router_->recv(payload, zmq::recv_flags::none);
-      while (payload.more()) {  // more frames than the protocol has: drain them
-        zmq::message_t rest;
-        (void)router_->recv(rest, zmq::recv_flags::none);
-        extra = true;
-        if (!rest.more()) break;
-      }
-    }
+    std::optional<RouterMessage> m = TakeRouterMessage(*router_);
+    if (!m) break;
     // Note [Handshake limits]: this connection finished its handshake.
-    if (curve_) {  // the descriptor is a property of the message (the payload's, when one came)
-      int fd = payload.size() > 0 ? zmq_msg_get(payload.handle(), ZMQ_SRCFD) : -1;
-      if (fd < 0) fd = zmq_msg_get(identity.handle(), ZMQ_SRCFD);
-      if (fd >= 0) curve_->Heard(fd);
+    if (curve_) {
+      if (const int fd = m->source_fd(); fd >= 0) curve_->Heard(fd);
     }
-    const std::string id(static_cast<const char*>(identity.data()), identity.size());
-    if (extra) {
+    const std::string id = m->peer();
+    if (m->extra) {
       SendTo(id, proto::Error{0, StatusCode::kInvalidArgument,
                               "malformed message: more than one frame"});
       continue;
     }
-    HandleMessage(
-        id, std::span<const uint8_t>(static_cast<const uint8_t*>(payload.data()), payload.size()));
+    HandleMessage(id, m->bytes());
   }
 }
 
