@@ -151,10 +151,12 @@ def server_device_default(device):
     return "cpu"
 
 
-def mps_advice(rings, mps, server_per_rank):
+def mps_advice(rings, mps, ranks_decode):
     """What to do instead of a ring per GPU in this process when MPS is off
-    (each other rank's GPU then time-slices its decode with the rank), or None."""
-    if server_per_rank or mps != "off" or "," not in rings:
+    (each other rank's GPU then time-slices its decode with the rank), or
+    None; also None when the ranks decode in their own processes already
+    (`ranks_decode`: --server-per-rank or --produce)."""
+    if ranks_decode or mps != "off" or "," not in rings:
         return None
     return ("MPS is off, so each rank's GPU time-slices this process's decode with the rank: "
             "--produce (each rank decodes its own GPU's ring), --server-per-rank, or "

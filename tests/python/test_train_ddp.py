@@ -117,13 +117,13 @@ def test_train_ddp_example_advises_a_server_per_rank_without_mps(monkeypatch):
     spec = importlib.util.spec_from_file_location("train_ddp", EXAMPLE)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
-    advice = example.mps_advice("cuda:0,1", "off", server_per_rank=False)
+    advice = example.mps_advice("cuda:0,1", "off", ranks_decode=False)
     assert advice.startswith("MPS is off") and "--server-per-rank" in advice, advice
     assert "--produce" in advice, advice
     # Only rings on several GPUs without MPS, in the node's server.
-    assert example.mps_advice("cuda:0,1", "on", server_per_rank=False) is None
-    assert example.mps_advice("cuda:0", "off", server_per_rank=False) is None
-    assert example.mps_advice("cuda:1", "off", server_per_rank=True) is None
+    assert example.mps_advice("cuda:0,1", "on", ranks_decode=False) is None
+    assert example.mps_advice("cuda:0", "off", ranks_decode=False) is None
+    assert example.mps_advice("cuda:1", "off", ranks_decode=True) is None
 
 
 @pytest.mark.skipif(_torchrun_missing(), reason="torchrun (torch.distributed.run) is not installed")
