@@ -188,23 +188,29 @@ Result<std::optional<uint32_t>> AttachPoint::Delegate(const SlotGrant& grant, ui
   Send(*holder_, work);
   const auto sent = Clock::now();
   auto next_warning = sent + options_.work_timeout;
+  // The holder's process is looked at every kPollStep while it works, not
+  // for every batch: a DONE within the first step needs no look.
+  auto next_look = sent + kPollStep;
   while (true) {
     if (cancelled_) return CancelledError("server stopped");
-    if (!HolderAlive()) {
-      Detach("is gone", /*warn=*/true);
-      return std::optional<uint32_t>();
-    }
-    // A live holder may still write the slot, so it is waited for (the
-    // server must not write the slot under it); the log names it.
-    if (Clock::now() >= next_warning) {
-      BC_LOG_WARN(
-          "{}: its attached producer (pid {}) has not answered a batch for {} s; ending "
-          "that process gives the ring back to the server",
-          options_.ring_name, holder_pid_,
-          std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - sent).count());
-      next_warning += options_.work_timeout;
-    }
     std::optional<Received> r = Receive(kPollStep);
+    if (const auto now = Clock::now(); !r || now >= next_look) {
+      next_look = now + kPollStep;
+      if (!HolderAlive()) {
+        Detach("is gone", /*warn=*/true);
+        return std::optional<uint32_t>();
+      }
+      // A live holder may still write the slot, so it is waited for (the
+      // server must not write the slot under it); the log names it.
+      if (now >= next_warning) {
+        BC_LOG_WARN(
+            "{}: its attached producer (pid {}) has not answered a batch for {} s; ending "
+            "that process gives the ring back to the server",
+            options_.ring_name, holder_pid_,
+            std::chrono::duration_cast<std::chrono::seconds>(now - sent).count());
+        next_warning += options_.work_timeout;
+      }
+    }
     if (!r) continue;
     const auto* done = std::get_if<proto::Done>(&r->message);
     if (done == nullptr || !holder_ || r->identity != *holder_ ||
