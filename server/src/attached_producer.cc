@@ -108,8 +108,11 @@ Status AttachedProducer::Impl::Prepare(const proto::Attached& a) {
   BATCHCAST_RETURN_IF_ERROR(so.Validate());
   BATCHCAST_ASSIGN_OR_RETURN(source, MakeSource(so));
   if (source->size() != a.dataset_size || source->listing_digest() != a.listing_digest) {
-    return InvalidArgumentError("the dataset here (" + std::to_string(source->size()) +
-                                " samples) is not the server's (" + std::to_string(a.dataset_size) +
+    const std::string what = source->size() != a.dataset_size
+                                 ? std::to_string(source->size()) + " samples, the server's " +
+                                       std::to_string(a.dataset_size)
+                                 : "the same number of samples, other files or labels";
+    return InvalidArgumentError("the dataset here is not the server's (" + what +
                                 "): it changed since the server listed it, or is another one");
   }
   if ((source->output_memory() == MemoryKind::kCuda) != a.device_output) {

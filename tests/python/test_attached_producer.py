@@ -153,3 +153,15 @@ def test_a_server_given_a_relative_path_is_joined_from_anywhere(tmp_path, monkey
         assert loader.producing
         assert len([i for _ in loader for i in loader.indices.tolist()]) == 8
         loader.close()
+
+
+def test_a_dataset_that_changed_since_the_server_listed_it_is_refused(tmp_path):
+    data = tmp_path / "data"
+    make_dataset(data, classes=2, per_class=4, seed=3, workers=1)
+    name = H.unique_name("producechanged")
+    with H.server_process(name, data, "--size", 16, "--batch-size", 4):
+        victim = sorted((data / sorted(os.listdir(data))[0]).iterdir())[0]
+        victim.rename(victim.with_name("renamed-" + victim.name))
+        with pytest.raises(batchcast.InvalidArgument,
+                           match="not the server's .the same number of samples, other files"):
+            batchcast.Loader(name, batch_size=4, produce=True)
