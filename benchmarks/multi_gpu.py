@@ -409,6 +409,9 @@ def main() -> int:
                    help="rounds of the producer part (each GPU count in turn, each round's "
                         "ratios to its own one-GPU rate); prints the range")
     p.add_argument("--skip", default="", help="parts to leave out: producer,trainers,ddp")
+    p.add_argument("--archs", default="resnet50,resnet18",
+                   help="the trainers part's models, torchvision names (default: "
+                        "resnet50,resnet18)")
     p.add_argument("--separate", action="store_true",
                    help="in the producer part, after each count g of 2 or more, also g "
                         "single-GPU servers at once, one reader each (each decodes the whole "
@@ -467,7 +470,7 @@ def main() -> int:
                       + (f", {min(ratios):.2f}-{max(ratios):.2f}x one GPU" if ratios else ""),
                       flush=True)
     if "trainers" not in skip:
-        for arch, batch in (("resnet50", 128), ("resnet18", 128)):
+        for arch, batch in ((a, 128) for a in args.archs.split(",") if a):
             r = trainer_rates(binary, args, counts[-1], arch, batch)
             out["trainers"].append(r)
             print(f"trainers, {arch} batch {batch} bf16, one per GPU on {r['gpus']} GPU(s): "
