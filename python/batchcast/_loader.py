@@ -231,7 +231,8 @@ class Loader:
         if produce:
             try:
                 ring = self._core.ring_device
-                if device.startswith("cuda") and ring != device:
+                # A host ring is decoded on the CPU, for a Loader on any device.
+                if device.startswith("cuda") and ring.startswith("cuda") and ring != device:
                     _check.refuse(f"produce=True: this Loader on {device} is served by the ring "
                                   f"on {ring}, and a process decodes only its own GPU's ring "
                                   f"(the server has none on {device})")

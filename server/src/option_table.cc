@@ -369,7 +369,8 @@ const ServerOption kOptions[] = {
   CudaOnly(Choice<ParseStreamPriority, StreamPriorityName, &O::source, &S::gpu_priority>("gpu_priority",
       G::kSource, "normal|high",
       "CUDA stream priority of the server's GPU work; high lets it go before the kernels of a "
-      "trainer in the same process (an in-process batchcast.Server); no effect between processes")),
+      "trainer in the same process (an in-process batchcast.Server, or a Loader decoding its "
+      "ring: produce=True); no effect between processes")),
   Choice<ParseErrorPolicy, ErrorPolicyName, &O::source, &S::on_error>("on_error", G::kSource, "skip|fail",
       "what a file that cannot be used does: skip leaves it out (the header scan at start, or "
       "from its failed decode on), fail stops the server with its path and reason"),

@@ -42,15 +42,19 @@
 // stream the server's GPU work runs on: the producer's stream (owned here:
 // nvJPEG's first call, the fused kernel, the copies into the ring) and the
 // image source's side streams (Note [Split hardware batch]). CUDA orders
-// priorities within one context only. So `high` matters where the server
-// shares a context with a trainer, i.e. an in-process batchcast.Server: the
-// trainer's kernels keep the SMs they hold, and the server's short kernels
-// (nvJPEG's per-image conversion, which the pipeline thread waits for
-// before the next image; the fused augmentation) are scheduled before the
-// trainer's queued ones instead of behind them. Between processes without
-// MPS the GPU time-slices whole contexts and priorities order nothing across
-// them (docs/design.md, "GPU path", MPS). Measured in process on an H100,
-// `high` made no difference the runs could see, so `normal` is the default.
+// priorities within one context only. So `high` matters where the decode
+// shares a context with a trainer: an in-process batchcast.Server, or an
+// attached producer (Note [Attached producers], attach_point.h), whose
+// streams take the server's option. The trainer's kernels keep the SMs they
+// hold, and the decode's short kernels (nvJPEG's per-image conversion, which
+// the pipeline thread waits for before the next image; the fused
+// augmentation) are scheduled before the trainer's queued ones instead of
+// behind them. Between processes without MPS the GPU time-slices whole
+// contexts and priorities order nothing across them (docs/design.md, "GPU
+// path", MPS). So `high` is the default: two ResNet-18 trainers decoding
+// their rings waited less for data with it (docs/performance.md); in
+// process on an H100 it made no difference the runs could see; between
+// processes it changes nothing.
 //
 // Thread-safety: one writer thread at a time calls Begin and Publish, in
 // pairs (Begin, fill, Publish). The Scheduler it commits to is thread-safe.

@@ -18,6 +18,7 @@ import _bc_helpers as H
 
 batchcast = H.require_batchcast()
 H.require_server()
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.join(H.REPO, "tools"))
 from dataset_maker.folder import make_dataset  # noqa: E402
@@ -54,6 +55,19 @@ def test_a_producing_loader_reads_what_the_server_would_write():
         while ring0(name)["attached_pid"] != 0 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert ring0(name)["attached_pid"] == 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_a_loader_on_a_gpu_decodes_a_host_ring():
+    """A host ring is decoded on the CPU: a Loader on a GPU may produce it."""
+    name = H.unique_name("producegpu")
+    with H.server_process(name, "--synthetic", 256, "--size", 8, "--batch-size", 32):
+        loader = batchcast.Loader(name, batch_size=32, produce=True, device="cuda:0",
+                                  timeout=30)
+        images, labels = next(iter(loader))
+        assert images.device.type == "cuda" and loader.producing
+        H.check_synthetic_batch(images, labels, loader.indices, 8)
+        loader.close()
 
 
 def test_produce_refusals_are_errors_at_once():

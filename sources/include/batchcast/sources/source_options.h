@@ -98,8 +98,11 @@ struct SourceOptions {
   // images.
   bool nvjpeg_region = true;
   // A device ring: the priority of every stream the server's GPU work runs on
-  // (decode, augment, copies into the ring; see StreamPriority).
-  StreamPriority gpu_priority = StreamPriority::kNormal;
+  // (decode, augment, copies into the ring; see StreamPriority). High by
+  // default: where the decode shares a trainer's CUDA context (an in-process
+  // server, an attached producer) it goes before the trainer's queued
+  // kernels (Note [Server stream priority], server/src/slot_publisher.h).
+  StreamPriority gpu_priority = StreamPriority::kHigh;
   // GPU decode: threads reading the next batch's files at once, 1..64 (the
   // read-ahead thread and a pool; docs/design.md, "Reads at once"); 1: the
   // read-ahead thread alone (tar shards always; Note [Shard reads]).
