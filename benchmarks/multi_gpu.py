@@ -322,7 +322,7 @@ def ddp(args, g, arch, server_device):
            "--arch", arch, "--epochs", str(epochs),
            *(["--server-per-rank"] if server_device == "per-rank"
              else ["--server-device", "cuda:all", "--produce"] if server_device == "attached"
-             else ["--server-device", server_device])]
+             else ["--server-device", server_device, "--no-produce"])]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     rate, measured = ddp_rate(out.stdout)
     if out.returncode != 0 or not measured:

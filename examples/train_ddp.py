@@ -22,10 +22,12 @@ Usage:
   torchrun --standalone --nproc_per_node 2 examples/train_ddp.py \\
       --synthetic 256 --size 32 --batch-size 8 --epochs 2 --check-split
 
-  # GPUs without MPS: every rank hosts a server of its own on its GPU, for its
-  # shard of the dataset (shard RANK of WORLD_SIZE), so that the decode runs
-  # in the trainer's process instead of time-slicing the GPU with a server
-  # process (the job's ranks then share no stream with another job):
+  # Without MPS each rank other than local rank 0 decodes its own GPU's ring
+  # of the node's server in its own process (--produce, the default then),
+  # so that the GPU does not time-slice the decode with the rank. Or every
+  # rank hosts a server of its own on its GPU, for its shard of the dataset
+  # (shard RANK of WORLD_SIZE; the job's ranks then share no stream with
+  # another job):
   torchrun --standalone --nproc_per_node 4 examples/train_ddp.py \\
       --data /data/imagenet/train --device cuda --size 224 --server-per-rank
 
@@ -52,7 +54,9 @@ epochs), --batch-size B (per rank), --size S, --arch (a torchvision ResNet),
 --server-device (the in-process server's rings: cuda:all, a ring per GPU sharing one
 stream, by default on a node of several GPUs with --device cuda; else cpu; or cuda:N),
 --server-per-rank (a server in every rank's process, on its GPU, for shard RANK of
-WORLD_SIZE; its checkpoint holds every rank's place).
+WORLD_SIZE; its checkpoint holds every rank's place), --produce / --no-produce (each
+rank decodes its GPU's ring of the node's server; default: when the rings are on
+several GPUs and MPS is off).
 --check-split gathers every rank's sample indices at each epoch's end and
 checks that no sample was read twice (rank 0 prints the result; with
 --split-log FILE it also appends them to FILE, a JSON line per epoch, so that
@@ -100,11 +104,13 @@ def parse_args():
     p.add_argument("--server-device", default=None,
                    help="rings of the in-process server: cuda:all (a ring per GPU, the default "
                         "with --device cuda on several GPUs), cpu (host memory, else) or cuda:N")
-    p.add_argument("--produce", action="store_true",
+    p.add_argument("--produce", action=argparse.BooleanOptionalAction, default=None,
                    help="each rank decodes its own GPU's ring of the node's server in its own "
                         "process (batchcast.Loader(..., produce=True)): the decode of GPU r "
                         "then runs in rank r's CUDA context, which the GPU does not time-slice "
-                        "against the rank when MPS is off")
+                        "against the rank when MPS is off (default: so when the server has a "
+                        "ring on each of several GPUs and MPS is off; --no-produce: the "
+                        "server decodes every ring)")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--steps", type=int, default=0, help="steps per epoch (0 = whole epochs)")
     p.add_argument("--batch-size", type=int, default=32, help="per rank")
@@ -127,6 +133,8 @@ def parse_args():
         p.error("--server-per-rank starts the servers: not with --shared")
     if args.server_per_rank and args.produce:
         p.error("--produce: with --server-per-rank each rank decodes in its own process already")
+    if args.server_per_rank:
+        args.produce = False
     return args
 
 
@@ -149,6 +157,14 @@ def server_device_default(device):
     if device.startswith("cuda") and torch.cuda.is_available() and torch.cuda.device_count() > 1:
         return "cuda:all"
     return "cpu"
+
+
+def produce_by_default(rings, mps):
+    """Whether a rank decodes its GPU's ring when neither --produce nor
+    --no-produce is given: when the server's rings (its stats' `device`) are
+    on several GPUs and MPS is off (its stats' `mps`), where the server's
+    decode on GPU r would time-slice with rank r."""
+    return rings.startswith("cuda") and "," in rings and mps is False
 
 
 def mps_advice(rings, mps, ranks_decode):
@@ -250,9 +266,23 @@ def main():
     # a server per rank, its own server's stream has no group to split it.
     # --produce: a rank whose process hosts the node's server decodes its
     # ring there already.
-    loader = batchcast.Loader(server_name(args, job, rank), batch_size=args.batch_size,
-                              join="next_epoch", group=False if args.server_per_rank else None,
-                              produce=args.produce and server is None)
+    name = server_name(args, job, rank)
+    produce = args.produce
+    if produce is None:
+        stats = batchcast.query_stats(name)
+        produce = produce_by_default(str(stats.get("device")), stats.get("mps"))
+
+    def open_loader(produce):
+        return batchcast.Loader(name, batch_size=args.batch_size, join="next_epoch",
+                                group=False if args.server_per_rank else None, produce=produce)
+    try:
+        loader = open_loader(produce and server is None)
+    except batchcast.InvalidArgument as e:
+        if args.produce is not None or not produce:
+            raise
+        # By default only: e.g. tar shards, which the server alone reads.
+        print(f"[rank {rank}] the server decodes this rank's ring: {e}", flush=True)
+        loader = open_loader(False)
     where = "in this rank's shard" if args.server_per_rank else "on this node"
     print(f"[rank {rank}] {loader!r}: {len(loader)} batches per epoch of {loader.epoch_len} "
           f"samples {where}, device {device}", flush=True)
@@ -266,7 +296,7 @@ def main():
         mps = {True: "on", False: "off"}.get(stats.get("mps"), stats.get("mps", "n/a"))
         whose = "its own server" if args.server_per_rank else "the node's server"
         print(f"[rank {rank}] {whose}: rings {stats.get('device')}, MPS {mps}", flush=True)
-        advice = mps_advice(str(stats.get("device")), mps, args.server_per_rank or args.produce)
+        advice = mps_advice(str(stats.get("device")), mps, args.produce is not False)
         if advice:
             print(f"[rank {rank}] {advice}", flush=True)
 

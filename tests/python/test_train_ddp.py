@@ -124,6 +124,12 @@ def test_train_ddp_example_advises_a_server_per_rank_without_mps(monkeypatch):
     assert example.mps_advice("cuda:0,1", "on", ranks_decode=False) is None
     assert example.mps_advice("cuda:0", "off", ranks_decode=False) is None
     assert example.mps_advice("cuda:1", "off", ranks_decode=True) is None
+    # Ranks decode their rings by default where the advice would apply.
+    assert example.produce_by_default("cuda:0,1", False)
+    assert not example.produce_by_default("cuda:0,1", True)  # MPS on
+    assert not example.produce_by_default("cuda:0,1", None)  # unknown
+    assert not example.produce_by_default("cuda:0", False)
+    assert not example.produce_by_default("cpu:0,cpu:1", False)  # host rings
 
 
 @pytest.mark.skipif(_torchrun_missing(), reason="torchrun (torch.distributed.run) is not installed")
