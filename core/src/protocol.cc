@@ -119,6 +119,7 @@ void Write(Writer& w, const Attached& m) {
   WriteList(w, m.fields);
   w.PutAll(m.window, m.resume_slots, m.batch_size, m.dataset_size, m.listing_digest,
            static_cast<uint8_t>(m.device_output ? 1 : 0));
+  w.PutString(m.listing);
 }
 void Write(Writer&, const Ready&) {}
 void Write(Writer& w, const Work& m) {
@@ -318,7 +319,8 @@ bool Read(Reader& r, Attached& m) {
   }
   if (!Read(r, m.ring) || !ReadList(r, m.fields, kMaxFields, 10, "field") || !r.Get(m.window) ||
       !r.Get(m.resume_slots) || !r.Get(m.batch_size) || !r.Get(m.dataset_size) ||
-      !r.Get(m.listing_digest) || !ReadBool(r, m.device_output, "device_output")) {
+      !r.Get(m.listing_digest) || !ReadBool(r, m.device_output, "device_output") ||
+      !r.GetString(m.listing, kMaxString)) {
     return false;
   }
   if (m.window == 0 || uint64_t{m.window} + m.resume_slots > kMaxWindow) {

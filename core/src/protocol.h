@@ -41,7 +41,9 @@ namespace batchcast {
 // 5: attached producers (Note [Attached producers], server/src/attach_point.h):
 //    ATTACH -> ATTACHED | ERROR, READY, WORK -> DONE | ERROR, on a ring's
 //    attach socket.
-inline constexpr uint16_t kProtocolVersion = 5;
+// 6: ATTACHED names the server's saved dataset listing (Note [Shared
+//    listing], sources/src/dataset_listing.cc).
+inline constexpr uint16_t kProtocolVersion = 6;
 
 namespace proto {
 
@@ -259,6 +261,9 @@ struct Attached {
   uint64_t dataset_size = 0;    // Source::size() of the server's source
   uint64_t listing_digest = 0;  // Source::listing_digest()
   bool device_output = false;   // the ring's source writes device memory itself
+  // The server's saved scan of its dataset (Note [Shared listing]), which
+  // the holder's source reads instead of scanning; empty: none (scan).
+  std::string listing;
   bool operator==(const Attached&) const = default;
 };
 struct Ready {

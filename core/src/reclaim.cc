@@ -125,6 +125,9 @@ std::vector<Reclaimed> ReclaimDeadServers(std::chrono::seconds orphan_age) {
       for (uint32_t ring = 0; ring < proto::kMaxRings; ++ring) {  // attach sockets
         (void)RemoveSocket(*dir, name + "+" + std::to_string(ring));
       }
+      for (const char* listing : {".listing", ".listing.tmp"}) {  // Note [Shared listing]
+        unlink((*dir + "/" + name + listing).c_str());
+      }
       unlink(lock.c_str());  // while held: see InstanceLock::Release
       if (r.ring_bytes > 0 || r.socket) out.push_back(std::move(r));
     }

@@ -2,8 +2,9 @@
 // up (kill -9, a crash, a power cut of the container) left behind.
 //
 // A server named N owns the lock file <runtime dir>/N.lock, the socket
-// <runtime dir>/N.sock (unless it was given another --endpoint) and the host
-// ring /dev/shm/batchcast-<uid>-N.ring. A lock file that no process holds
+// <runtime dir>/N.sock (unless it was given another --endpoint), its rings'
+// attach sockets N+R.sock, the saved scan of its dataset N.listing and the
+// host ring /dev/shm/batchcast-<uid>-N.ring. A lock file that no process holds
 // belongs to a dead server (Note [Server instance lock]): ReclaimDeadServers
 // takes that lock, removes the ring and the socket of that name and the lock
 // file, and releases it. So a live server's files are never touched (its lock

@@ -84,6 +84,12 @@ Result<std::string> LockPath(std::string_view name) {
   return dir + "/" + std::string(name) + ".lock";
 }
 
+Result<std::string> ListingPath(std::string_view name) {
+  BATCHCAST_RETURN_IF_ERROR(ValidateServerName(name));
+  BATCHCAST_ASSIGN_OR_RETURN(std::string dir, RuntimeDir());
+  return dir + "/" + std::string(name) + ".listing";
+}
+
 std::string LegacyHostRingShmName(std::string_view server_name) {
   return "batchcast-" + std::to_string(getuid()) + "-" + std::string(server_name) + "-ring";
 }

@@ -51,6 +51,10 @@ Result<std::string> ResolveEndpoint(std::string_view endpoint_or_name,
 Result<std::string> AttachEndpoint(std::string_view name, uint32_t ring);
 // "<runtime dir>/<name>.lock" (Note [Server instance lock]).
 Result<std::string> LockPath(std::string_view name);
+// "<runtime dir>/<name>.listing": the server's saved scan of its dataset,
+// for its attached producers (Note [Shared listing],
+// sources/src/dataset_listing.cc).
+Result<std::string> ListingPath(std::string_view name);
 
 // The POSIX shared memory name of a server's host ring:
 // "batchcast-<uid>-<name>.ring"; of its host ring k > 0 (several host rings

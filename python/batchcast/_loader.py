@@ -121,8 +121,8 @@ class Loader:
             (``close()``, an error, its death) the server decodes the ring
             again, from the batch in hand. Needs a server of this node started
             by name that decodes the ring on its GPU (an image folder, GPU
-            decode) or fills a host ring, and lists the dataset again here at
-            start. A ring that already has a producer, tar shards, a server
+            decode) or fills a host ring; this process reads the dataset's
+            listing the server saved. A ring that already has a producer, tar shards, a server
             started with ``attach=False``, or a ``device`` where the server
             has no ring (the ring serving it is another GPU's) raise at once.
             Default False.

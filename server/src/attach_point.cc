@@ -141,7 +141,9 @@ void AttachPoint::Handle(const Received& r) {
     holder_ = r.identity;
     holder_pid_ = r.peer_pid != 0 ? r.peer_pid : a->pid;
     holder_ready_ = false;
-    Send(r.identity, options_.attached);
+    proto::Attached answer = options_.attached;
+    if (options_.listing) answer.listing = options_.listing();
+    Send(r.identity, answer);
     return;
   }
   if (!from_holder) {

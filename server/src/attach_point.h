@@ -45,6 +45,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -60,9 +61,12 @@ namespace batchcast {
 struct AttachPointOptions {
   std::string endpoint;  // ipc:// (AttachEndpoint, core/src/runtime_dir.h)
   uint32_t ring = 0;
-  std::string ring_name;                          // "cuda:1", "host ring 1": for logs
-  proto::Attached attached;                       // the answer to every ATTACH
-  std::string refusal;                            // not empty: every ATTACH gets this error instead
+  std::string ring_name;     // "cuda:1", "host ring 1": for logs
+  proto::Attached attached;  // the answer to every ATTACH
+  std::string refusal;       // not empty: every ATTACH gets this error instead
+  // Called for each ATTACH answered: where the dataset's scan is saved
+  // (proto::Attached::listing; Note [Shared listing]), "" for none.
+  std::function<std::string()> listing;
   std::chrono::milliseconds work_timeout{60000};  // between warnings of a silent holder
 };
 

@@ -105,6 +105,7 @@ Status AttachedProducer::Impl::Prepare(const proto::Attached& a) {
   }
   SourceOptions so = options.source;
   so.device = device >= 0 ? Device::Cuda(device) : Device::Cpu();
+  so.listing_file = a.listing;  // Note [Shared listing]: not listed or scanned again
   BATCHCAST_RETURN_IF_ERROR(so.Validate());
   BATCHCAST_ASSIGN_OR_RETURN(source, MakeSource(so));
   if (source->size() != a.dataset_size || source->listing_digest() != a.listing_digest) {

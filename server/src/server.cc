@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <string>
 
@@ -314,6 +315,8 @@ std::unique_ptr<AttachPoint> Server::Impl::BindAttachPoint(size_t i) {
                 " is filled on the CPU (CPU decode or synthetic data), which a trainer's process "
                 "would do no better";
   }
+  const Source* source = ring.source.get();
+  o.listing = [this, source] { return SharedListing(*source); };
   const std::string ring_name = o.ring_name;
   Result<std::unique_ptr<AttachPoint>> point = AttachPoint::Bind(std::move(o));
   if (!point.ok()) {
@@ -321,6 +324,24 @@ std::unique_ptr<AttachPoint> Server::Impl::BindAttachPoint(size_t i) {
     return nullptr;
   }
   return std::move(*point);
+}
+
+std::string Server::Impl::SharedListing(const Source& source) {
+  MutexLock l(&listing_mu);
+  if (listing_path) return *listing_path;
+  listing_path = "";
+  if (source.listing_digest() == 0) return "";  // synthetic data: nothing to list
+  Result<std::string> path = ListingPath(options.name);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status s = path.ok() ? source.SaveListing(*path) : path.status();
+  if (!s.ok()) {
+    BC_LOG_WARN("attached producers scan the dataset themselves: {}", s.ToString());
+    return "";
+  }
+  BC_LOG_INFO("saved the dataset's listing to {} in {:.2f} s, for attached producers", *path,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  listing_path = *path;
+  return *path;
 }
 
 void Server::Impl::Finish(Status status) {
@@ -358,6 +379,8 @@ void Server::Impl::Shutdown() {
     if (t.joinable()) t.join();
   }
   if (control_thread.joinable()) control_thread.join();
+  MutexLock m(&listing_mu);  // no producer thread saves it any more
+  if (listing_path && !listing_path->empty()) unlink(listing_path->c_str());
 }
 
 // ---- Server ----

@@ -103,6 +103,11 @@ struct Server::Impl {
   // Ring `i`'s attach socket (Note [Attached producers]), or null when the
   // ring cannot have one (a warning says why).
   std::unique_ptr<AttachPoint> BindAttachPoint(size_t i);
+  // Note [Shared listing]: the path of the dataset's scan, saved from
+  // `source` by the first call (a producer thread answering an ATTACH) and
+  // removed by Shutdown; "" when the source lists no files or it could not
+  // be saved (then each attached producer scans the dataset itself).
+  std::string SharedListing(const Source& source) BC_EXCLUDES(listing_mu);
   // Records the outcome (the first call wins) and stops everything.
   void Finish(Status status) BC_EXCLUDES(done_mu);
   // Waits until Finish was called (true) or `deadline` passed (false;
@@ -133,6 +138,9 @@ struct Server::Impl {
   Mutex shutdown_mu BC_ACQUIRED_BEFORE(done_mu);
   std::thread control_thread BC_GUARDED_BY(shutdown_mu);
   std::vector<std::thread> producer_threads BC_GUARDED_BY(shutdown_mu);  // one per ring
+
+  Mutex listing_mu;                                                   // a leaf
+  std::optional<std::string> listing_path BC_GUARDED_BY(listing_mu);  // once saved or tried
 
   mutable Mutex done_mu;
   CondVar done_cv;  // with done_mu

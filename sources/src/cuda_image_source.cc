@@ -134,6 +134,7 @@ class CudaImageSource : public Source {
   uint64_t size() const override { return dataset_->size(); }
   std::vector<uint64_t> sample_groups() const override { return dataset_->sample_groups(); }
   uint64_t listing_digest() const override { return dataset_->ListingDigest(); }
+  Status SaveListing(const std::string& path) const override { return dataset_->SaveListing(path); }
   MemoryKind output_memory() const override { return MemoryKind::kCuda; }
   std::vector<FieldSpec> fields() const override { return dataset_->fields(MemoryKind::kCuda); }
 

@@ -141,9 +141,11 @@ Result<std::unique_ptr<ImageDataset>> ImageDataset::Open(const SourceOptions& op
   const uint64_t max_pixels = image::EffectiveMaxPixels(transform);
   const auto t0 = std::chrono::steady_clock::now();
   const bool sharded = IsShardData(options.data);
+  const bool listed = !options.listing_file.empty() && !sharded;
   BATCHCAST_ASSIGN_OR_RETURN(Scan scan,
-                             sharded ? ScanShardData(options, max_pixels, threads, classify, *io)
-                                     : ScanFiles(options, max_pixels, threads, classify, *io));
+                             sharded  ? ScanShardData(options, max_pixels, threads, classify, *io)
+                             : listed ? ReadListing(options.listing_file)
+                                      : ScanFiles(options, max_pixels, threads, classify, *io));
   const bool fail = options.on_error == ErrorPolicy::kFail;
   for (const Status& d : scan.damage) {
     if (fail) return Status(d.code(), d.message() + " (--on-error fail)");
@@ -152,7 +154,7 @@ Result<std::unique_ptr<ImageDataset>> ImageDataset::Open(const SourceOptions& op
   }
   std::vector<File> usable;
   usable.reserve(scan.candidates.size());
-  uint64_t dropped = 0;
+  uint64_t dropped = scan.dropped;
   for (Candidate& c : scan.candidates) {
     if (c.verdict.ok()) {
       usable.push_back(std::move(c.file));
@@ -166,7 +168,9 @@ Result<std::unique_ptr<ImageDataset>> ImageDataset::Open(const SourceOptions& op
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   BC_LOG_INFO(
-      "scanned {} {} in {:.2f} s: {} usable, {} dropped{}", scan.candidates.size(),
+      "{} {} {} in {:.2f} s: {} usable, {} dropped{}",
+      listed ? "read the listing " + options.listing_file + " of" : std::string("scanned"),
+      scan.candidates.size() + scan.dropped,
       sharded ? "samples of " + std::to_string(scan.shards.size()) + " shards" : "files", secs,
       usable.size(), dropped,
       scan.damage.empty() ? "" : ", " + std::to_string(scan.damage.size()) + " shards damaged");
@@ -180,14 +184,18 @@ Result<std::unique_ptr<ImageDataset>> ImageDataset::Open(const SourceOptions& op
   return ds;
 }
 
+const uint64_t ImageDataset::kEmptyDigest = Fnv1a64("");
+
+uint64_t ImageDataset::AddToDigest(uint64_t h, const File& f) {
+  const std::string_view path = f.entry.path;
+  const size_t slash = path.find_last_of('/');
+  h = Fnv1a64(path.substr(slash == std::string_view::npos ? 0 : slash + 1), h);
+  return Fnv1a64(":" + std::to_string(f.entry.label) + "\n", h);
+}
+
 uint64_t ImageDataset::ListingDigest() const {
-  uint64_t h = Fnv1a64("");
-  for (const File& f : files_) {
-    const std::string_view path = f.entry.path;
-    const size_t slash = path.find_last_of('/');
-    h = Fnv1a64(path.substr(slash == std::string_view::npos ? 0 : slash + 1), h);
-    h = Fnv1a64(":" + std::to_string(f.entry.label) + "\n", h);
-  }
+  uint64_t h = kEmptyDigest;
+  for (const File& f : files_) h = AddToDigest(h, f);
   return h;
 }
 

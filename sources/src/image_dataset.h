@@ -18,7 +18,8 @@
 // in its listing order give every image the same index.
 //
 // Open() reads every file's header in parallel (shards: every shard, one per
-// thread): the format is told from the bytes, never the name (JPEG, PNG,
+// thread), or reads a listing another process saved (SaveListing, Note
+// [Shared listing]): the format is told from the bytes, never the name (JPEG, PNG,
 // WebP, BMP, TIFF, PNM: Note [Image formats], batchcast/image/image_format.h);
 // samples that cannot be used (unreadable, empty, not an image of those
 // formats, corrupt header, more than max_pixels; in shards also no label or a
@@ -139,6 +140,10 @@ class ImageDataset {
   // Source::listing_digest: each usable file's name (the path's last
   // component, so a dataset moved elsewhere keeps it) and label, in order.
   uint64_t ListingDigest() const;
+  // Note [Shared listing]: writes the usable files to `path`, for Open with
+  // SourceOptions::listing_file in another process. FailedPrecondition for
+  // tar shards; the file system's errors with the path.
+  Status SaveListing(const std::string& path) const;
 
   // The fields of an image source: `image` (the transform's dtype, [3,S,S] or
   // [S,S,3]) and `label` (int64 []), in `memory`.
@@ -198,11 +203,18 @@ class ImageDataset {
     std::vector<Candidate> candidates;
     std::vector<std::string> shards;
     std::vector<Status> damage;  // one per damaged shard
+    uint64_t dropped = 0;        // a saved listing: what its scan dropped
   };
   static Result<Scan> ScanFiles(const SourceOptions& options, uint64_t max_pixels, int threads,
                                 const Classify& classify, RetryingReader& io);
   static Result<Scan> ScanShardData(const SourceOptions& options, uint64_t max_pixels, int threads,
                                     const Classify& classify, RetryingReader& io);
+  // Note [Shared listing]: the scan SaveListing wrote (every candidate
+  // usable), checked against its digest.
+  static Result<Scan> ReadListing(const std::string& path);
+  // ListingDigest, one file at a time from kEmptyDigest.
+  static const uint64_t kEmptyDigest;
+  static uint64_t AddToDigest(uint64_t digest, const File& f);
 
   ImageDataset(std::string root, image::TransformOptions transform, ErrorPolicy on_error,
                std::vector<File> files, uint64_t dropped, std::vector<std::string> shards,

@@ -32,6 +32,7 @@ class ImageSource : public SampleSource {
   std::vector<std::string> dataset_counters() const override { return dataset_->counter_names(); }
   std::vector<uint64_t> sample_groups() const override { return dataset_->sample_groups(); }
   uint64_t listing_digest() const override { return dataset_->ListingDigest(); }
+  Status SaveListing(const std::string& path) const override { return dataset_->SaveListing(path); }
 
   // Files: each worker reads its samples' files. Shards (a sequential
   // reader, Note [Shard reads]): the prefetch thread reads each batch's

@@ -163,6 +163,7 @@ std::vector<Message> SampleMessages() {
   a.dataset_size = 1281167;
   a.listing_digest = 0x8899AABBCCDDEEFFull;
   a.device_output = true;
+  a.listing = "/run/user/1000/batchcast/imnet.listing";
   out.push_back(a);
   out.push_back(Ready{});
   out.push_back(Work{7, 9876543210ull, 3, {5, 1, INT64_MAX}, {8, 9}, 4, true});
@@ -339,16 +340,16 @@ TEST(ProtocolTest, HeaderLayout) {
 TEST(ProtocolTest, GoldenEncodings) {
   // Pins the little-endian wire format so that an accidental change is caught.
   EXPECT_EQ(EncodeBytes(EndOfEpoch{0x0102030405060708ull, 0x0A0B0C0D, 3, 0x1122, 0x33, 0x44}),
-            (Bytes{'B',  'C',  5, 0, 5, 0, 8,    7,    6, 5, 4, 3, 2, 1, 0x0D, 0x0C,
+            (Bytes{'B',  'C',  6, 0, 5, 0, 8,    7,    6, 5, 4, 3, 2, 1, 0x0D, 0x0C,
                    0x0B, 0x0A, 3, 0, 0, 0, 0x22, 0x11, 0, 0, 0, 0, 0, 0, 0x33, 0,
                    0,    0,    0, 0, 0, 0, 0x44, 0,    0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(EncodeBytes(Bye{{5}}),
-            (Bytes{'B', 'C', 5, 0, 9, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
+            (Bytes{'B', 'C', 6, 0, 9, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(EncodeBytes(Error{2, StatusCode::kNotFound, "ab"}),
-            (Bytes{'B', 'C', 5, 0, 6, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 'a', 'b'}));
+            (Bytes{'B', 'C', 6, 0, 6, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 'a', 'b'}));
   EXPECT_EQ(EncodeBytes(Release{{5}}),
-            (Bytes{'B', 'C', 5, 0, 7, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
-  EXPECT_EQ(EncodeBytes(Resumed{0x0102}), (Bytes{'B', 'C', 5, 0, 13, 0, 2, 1, 0, 0, 0, 0, 0, 0}));
+            (Bytes{'B', 'C', 6, 0, 7, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(EncodeBytes(Resumed{0x0102}), (Bytes{'B', 'C', 6, 0, 13, 0, 2, 1, 0, 0, 0, 0, 0, 0}));
   const Hello h{"n", 0x01020304, 32, true, JoinPolicy::kNextEpoch, 2, "", "g", 1, 3};
   // A segment: slot, offset, count, producer epoch, ring.
   Batch b;
@@ -357,7 +358,7 @@ TEST(ProtocolTest, GoldenEncodings) {
   const Bytes batch = EncodeBytes(b);
   const Bytes segment = {1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5, 0, 0, 0};
   EXPECT_NE(std::search(batch.begin(), batch.end(), segment.begin(), segment.end()), batch.end());
-  EXPECT_EQ(EncodeBytes(h), (Bytes{'B', 'C', 5, 0, 1,   0,  // header
+  EXPECT_EQ(EncodeBytes(h), (Bytes{'B', 'C', 6, 0, 1,   0,  // header
                                    1,   0,   0, 0, 'n',     // name
                                    4,   3,   2, 1,          // pid
                                    32,  0,   0, 0,          // batch_size

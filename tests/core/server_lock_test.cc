@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <string>
 
 #include "core/src/host_shm.h"
@@ -66,6 +67,10 @@ TEST_F(RuntimeDirTest, ReclaimRemovesWhatDeadServersLeftAndNothingElse) {
   KillAndReap(dead);
   ASSERT_TRUE(RingExists("dead"));
   ASSERT_TRUE(Exists(dir() + "/dead.sock"));
+  // Note [Shared listing]: a saved scan, whole or cut short by the death.
+  for (const char* listing : {"/dead.listing", "/dead.listing.tmp", "/live.listing"}) {
+    std::ofstream(dir() + listing) << "x";
+  }
 
   std::vector<Reclaimed> r = ReclaimDeadServers();
   std::erase_if(r, [](const Reclaimed& x) { return x.orphan; });  // other runs' leftovers
@@ -78,7 +83,10 @@ TEST_F(RuntimeDirTest, ReclaimRemovesWhatDeadServersLeftAndNothingElse) {
   EXPECT_FALSE(RingExists("dead", 1));
   EXPECT_FALSE(Exists(dir() + "/dead.sock"));
   EXPECT_FALSE(Exists(dir() + "/dead.lock"));
+  EXPECT_FALSE(Exists(dir() + "/dead.listing"));
+  EXPECT_FALSE(Exists(dir() + "/dead.listing.tmp"));
   // The live server's files are untouched; its name stays taken.
+  EXPECT_TRUE(Exists(dir() + "/live.listing"));
   EXPECT_TRUE(RingExists("live"));
   EXPECT_EQ(ProbeSocket(dir() + "/live.sock"), ServerProbe::State::kRunning);
   EXPECT_EQ(ProbeServer("live").state, ServerProbe::State::kRunning);

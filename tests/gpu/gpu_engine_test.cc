@@ -148,13 +148,12 @@ TEST_F(GpuEngine, HighPriorityStreamHasTheGreatestPriority) {
   EXPECT_LT(*p_high, *p_normal) << "an H100 offers priorities below 0";
 }
 
-// A server whose GPU work runs on normal-priority streams (--gpu-priority
-// normal; high is the default) serves the same samples: every batch of a
-// consumer matches the formula.
-TEST_F(GpuEngine, NormalPriorityServerServesTheFormula) {
+// A server whose GPU work runs on high-priority streams (--gpu-priority high)
+// serves the same samples: every batch of a consumer matches the formula.
+TEST_F(GpuEngine, HighPriorityServerServesTheFormula) {
   const std::string name = UniqueName("gprio");
   auto server = ring_.StartServer(name, {"--synthetic", "1000", "--size", "32", "--batch-size",
-                                         "16", "--window", "4", "--gpu-priority", "normal"});
+                                         "16", "--window", "4", "--gpu-priority", "high"});
   auto consumer = ring_.Connect(name, 24, JoinPolicy::kImmediate);
   ASSERT_TRUE(consumer);
   for (int i = 0; i < 30; ++i) {

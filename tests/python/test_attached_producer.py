@@ -65,7 +65,7 @@ def test_a_loader_on_a_gpu_decodes_a_host_ring():
         loader = batchcast.Loader(name, batch_size=32, produce=True, device="cuda:0",
                                   timeout=30)
         images, labels = next(iter(loader))
-        assert images.device.type == "cuda" and loader.producing
+        assert loader.producing and loader.ring_device == "cpu"
         H.check_synthetic_batch(images, labels, loader.indices, 8)
         loader.close()
 
@@ -169,13 +169,51 @@ def test_a_server_given_a_relative_path_is_joined_from_anywhere(tmp_path, monkey
         loader.close()
 
 
-def test_a_dataset_that_changed_since_the_server_listed_it_is_refused(tmp_path):
+def runtime_dir():
+    """Where servers keep their sockets and saved listings (core/src/runtime_dir.h)."""
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    return os.path.join(xdg, "batchcast") if xdg else f"/tmp/batchcast-{os.getuid()}"
+
+
+def test_a_producing_loader_reads_the_servers_listing_not_the_folder(tmp_path):
+    """The producer opens the dataset from the scan the server saved at the
+    first attach: a file renamed after the server listed it is still the
+    server's sample 0, which fails to read for both and is dropped (a hole,
+    docs/semantics.md "Bad input"), never replaced or refused."""
+    data = tmp_path / "data"
+    make_dataset(data, classes=2, per_class=4, seed=3, workers=1)
+    name = H.unique_name("producelisting")
+    listing = os.path.join(runtime_dir(), name + ".listing")
+    with H.server_process(name, data, "--size", 16, "--batch-size", 4):
+        victim = sorted((data / sorted(os.listdir(data))[0]).iterdir())[0]  # sample 0
+        victim.rename(victim.with_name("renamed-" + victim.name))
+        assert not os.path.exists(listing)  # saved when a producer first attaches
+        loader = batchcast.Loader(name, batch_size=4, produce=True, timeout=30,
+                                  drop_last=False)
+        assert loader.producing and os.path.exists(listing)
+        assert os.stat(listing).st_mode & 0o777 == 0o600
+        seen = [i for _ in loader for i in loader.indices.tolist()]
+        assert sorted(seen) == list(range(1, 8)), seen
+        assert loader.producing, loader.producer_error
+        loader.close()
+    assert not os.path.exists(listing)  # removed when the server stops
+
+
+def test_without_a_saved_listing_a_changed_dataset_is_refused(tmp_path):
+    """Where the server cannot save its listing (here a directory is in the
+    way), the producer scans the dataset itself and refuses one that
+    changed since the server listed it."""
     data = tmp_path / "data"
     make_dataset(data, classes=2, per_class=4, seed=3, workers=1)
     name = H.unique_name("producechanged")
-    with H.server_process(name, data, "--size", 16, "--batch-size", 4):
-        victim = sorted((data / sorted(os.listdir(data))[0]).iterdir())[0]
-        victim.rename(victim.with_name("renamed-" + victim.name))
-        with pytest.raises(batchcast.InvalidArgument,
-                           match="not the server's .the same number of samples, other files"):
-            batchcast.Loader(name, batch_size=4, produce=True)
+    blocker = os.path.join(runtime_dir(), name + ".listing")
+    os.makedirs(blocker)
+    try:
+        with H.server_process(name, data, "--size", 16, "--batch-size", 4):
+            victim = sorted((data / sorted(os.listdir(data))[0]).iterdir())[0]
+            victim.rename(victim.with_name("renamed-" + victim.name))
+            with pytest.raises(batchcast.InvalidArgument,
+                               match="not the server's .the same number of samples, other files"):
+                batchcast.Loader(name, batch_size=4, produce=True)
+    finally:
+        os.rmdir(blocker)

@@ -201,7 +201,7 @@ def test_gpu_only_options_on_a_host_ring_are_said_to_be_ignored():
         assert r.returncode == 0, r.stdout + r.stderr
         return r.stderr
 
-    log = start_log(gpu_priority="normal", nvjpeg_calls=2, nvjpeg_region=False)
+    log = start_log(gpu_priority="high", nvjpeg_calls=2, nvjpeg_region=False)
     assert ("nvjpeg_calls (--nvjpeg-calls), nvjpeg_region (--no-nvjpeg-region), gpu_priority "
             "(--gpu-priority): only a CUDA ring (--device cuda:N) uses them; ignored on this host "
             "ring") in log, log
@@ -209,7 +209,7 @@ def test_gpu_only_options_on_a_host_ring_are_said_to_be_ignored():
     log = start_log(transcode_cache_mb=0)
     assert "transcode_cache_mb (--transcode-cache-mb): only a CUDA ring (--device cuda:N) uses it" \
         in log, log
-    assert "only a CUDA ring" not in start_log(gpu_priority="high", nvjpeg_calls=1,
+    assert "only a CUDA ring" not in start_log(gpu_priority="normal", nvjpeg_calls=1,
                                                nvjpeg_region=True)
     # --placement places batches among several rings.
     assert "placement (--placement): only a server of several rings" in start_log(

@@ -65,14 +65,14 @@ TEST(OptionTable, CudaOnlyOptionsSetNamesThoseOffTheirDefaultsAsTyped) {
   EXPECT_EQ(CudaOnlyOptionsSet(o), "");
   ASSERT_TRUE(SetServerOption(o, "nvjpeg_calls", "2").ok());
   ASSERT_TRUE(SetServerOption(o, "nvjpeg_region", "false").ok());
-  ASSERT_TRUE(SetServerOption(o, "gpu_priority", "normal").ok());
+  ASSERT_TRUE(SetServerOption(o, "gpu_priority", "high").ok());
   ASSERT_TRUE(SetServerOption(o, "batch_size", "7").ok());  // not CUDA-only
   EXPECT_EQ(CudaOnlyOptionsSet(o),
             "nvjpeg_calls (--nvjpeg-calls), nvjpeg_region (--no-nvjpeg-region), "
             "gpu_priority (--gpu-priority)");
   // Set back to the default: not named.
   ServerOptions back;
-  ASSERT_TRUE(SetServerOption(back, "gpu_priority", "high").ok());
+  ASSERT_TRUE(SetServerOption(back, "gpu_priority", "normal").ok());
   EXPECT_EQ(CudaOnlyOptionsSet(back), "");
 }
 

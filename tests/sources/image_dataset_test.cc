@@ -7,6 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -248,6 +251,97 @@ TEST(ImageDataset, FieldsAndDescription) {
   EXPECT_EQ((*ds)->Describe(), "image dataset " + d.root() + " (1 files, eval 32 float16)");
   EXPECT_EQ((*ds)->Describe("more"),
             "image dataset " + d.root() + " (1 files, eval 32 float16, more)");
+}
+
+// ---- Shared listing ------------------------------------------------------
+
+// Note [Shared listing]: a listing saved by one dataset opens the same
+// dataset (files, headers, classify flags, what the scan dropped, digest)
+// without listing or reading a header, even after the folder changed.
+TEST(ImageDatasetListing, ASavedListingOpensTheSameDatasetWithoutAScan) {
+  TempDataset d;
+  WriteHazards(d);
+  auto scanned = ImageDataset::Open(Options(d.root()), 2,
+                                    [](const std::string&, std::span<const uint8_t>, bool,
+                                       const image::JpegInfo& info) { return info.width >= 40; });
+  ASSERT_TRUE(scanned.ok()) << scanned.status().ToString();
+  const std::string listing = d.path("saved.listing");  // not in a class folder
+  ASSERT_TRUE((*scanned)->SaveListing(listing).ok());
+  EXPECT_FALSE(std::filesystem::exists(listing + ".tmp"));
+  EXPECT_EQ(std::filesystem::status(listing).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  // The folder changes after the save: the listing keeps what was scanned.
+  d.Write("c/i_new.jpg", TempDataset::Jpeg(50, 50));
+  std::filesystem::remove(d.path("c/h.jpg"));
+  SourceOptions o = Options(d.root());
+  o.listing_file = listing;
+  LogCapture log;
+  auto read = ImageDataset::Open(
+      o, 2, [](const std::string& path, std::span<const uint8_t>, bool, const image::JpegInfo&) {
+        ADD_FAILURE() << "a header was read again: " << path;
+        return false;
+      });
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  ASSERT_EQ((*read)->size(), (*scanned)->size());
+  for (int64_t i = 0; i < static_cast<int64_t>((*read)->size()); ++i) {
+    const ImageDataset::File& a = (*scanned)->file(i);
+    const ImageDataset::File& b = (*read)->file(i);
+    EXPECT_EQ(b.entry.path, a.entry.path);  // absolute here already
+    EXPECT_EQ(b.entry.label, a.entry.label);
+    EXPECT_EQ(b.format, a.format);
+    EXPECT_EQ(b.info.width, a.info.width);
+    EXPECT_EQ(b.info.height, a.info.height);
+    EXPECT_EQ(b.info.components, a.info.components);
+    EXPECT_EQ(b.info.color, a.info.color);
+    EXPECT_EQ(b.info.yuv420, a.info.yuv420);
+    EXPECT_EQ(b.info.progressive, a.info.progressive);
+    EXPECT_EQ(b.flag, a.flag) << i;
+  }
+  EXPECT_EQ((*read)->ListingDigest(), (*scanned)->ListingDigest());
+  EXPECT_EQ((*read)->dropped_at_scan(), 4u);
+  EXPECT_EQ((*read)->counters(), (*scanned)->counters());
+  EXPECT_EQ(log.Count("read the listing " + listing + " of 8 files"), 1);
+  EXPECT_EQ(log.Count("dropping"), 0);  // named by the scan that saved it
+}
+
+TEST(ImageDatasetListing, ADamagedOrMissingListingIsAnErrorNeverACrash) {
+  TempDataset d;
+  for (const char* name : {"c/0.jpg", "c/1.jpg"}) d.Write(name, TempDataset::Jpeg(8, 8));
+  auto ds = ImageDataset::Open(Options(d.root()), 1);
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  const std::string listing = d.path("saved.listing");
+  ASSERT_TRUE((*ds)->SaveListing(listing).ok());
+  std::string bytes;
+  {
+    std::ifstream in(listing, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  SourceOptions o = Options(d.root());
+  o.listing_file = listing;
+  const auto open_with = [&](const std::string& content) {
+    std::ofstream(listing, std::ios::binary | std::ios::trunc) << content;
+    return ImageDataset::Open(o, 1).status();
+  };
+  ASSERT_TRUE(open_with(bytes).ok());
+  const auto expect_loss = [&](const std::string& content, const std::string& why) {
+    const Status s = open_with(content);
+    EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+    EXPECT_NE(s.message().find("the dataset's listing " + listing + " " + why), std::string::npos)
+        << s.ToString();
+  };
+  for (size_t cut : {size_t{0}, size_t{10}, size_t{30}, bytes.size() / 2, bytes.size() - 1}) {
+    SCOPED_TRACE(cut);
+    expect_loss(bytes.substr(0, cut), cut < 20 ? "is not one" : "is cut short");
+  }
+  expect_loss(bytes + "x", "goes on after its last file");
+  std::string label_changed = bytes;
+  label_changed[bytes.size() - 30] ^= 1;  // in the last file's path or label
+  expect_loss(label_changed, "does not match its digest");
+  std::string counted_more = bytes;
+  counted_more[20] = '\x7f';  // the file count's low byte
+  EXPECT_EQ(open_with(counted_more).code(), StatusCode::kDataLoss);
+  std::filesystem::remove(listing);
+  EXPECT_EQ(ImageDataset::Open(o, 1).status().code(), StatusCode::kNotFound);
 }
 
 // ---- Decode-time policy --------------------------------------------------

@@ -24,8 +24,9 @@
 //
 // Thread-safety: all methods are thread-safe. The producer runs a thread of
 // its own ("bc-attached"), with the ring's device current, plus the source's
-// threads. It lists the dataset again when it starts (its files and image
-// headers), which for a large folder takes a while.
+// threads. It reads the dataset as the server scanned it (a listing the
+// server saves to its runtime directory at the first attach), without
+// listing the folder or reading a header again.
 #pragma once
 
 #include <chrono>

@@ -119,6 +119,15 @@ class Source {
   // server of another dataset (docs/semantics.md, "Resume"); 0 when the
   // size and fields say it all (synthetic data).
   virtual uint64_t listing_digest() const { return 0; }
+  // Writes the dataset's files as this source scanned them to `path`, for a
+  // source of the same options in another process
+  // (SourceOptions::listing_file), which then neither lists nor scans the
+  // dataset. InvalidArgument where there is no such listing (synthetic data,
+  // tar shards).
+  virtual Status SaveListing(const std::string& path) const {
+    (void)path;
+    return InvalidArgumentError(description() + " has no listing of files to share");
+  }
 
   // Time per stage of FillBatch (see StageTime); empty when the source does
   // not time its stages. Called by other threads while FillBatch runs.

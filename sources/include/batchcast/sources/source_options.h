@@ -58,6 +58,11 @@ std::string_view StreamPriorityName(StreamPriority priority);
 struct SourceOptions {
   // A dataset path (ImageFolder directory or .tsv list), or synthetic > 0.
   std::string data;
+  // Not an option of the command line: a listing of `data` that a server
+  // saved (Source::SaveListing), read instead of listing the folder and
+  // reading every file's header again. The server gives it to the attached
+  // producers of its rings.
+  std::string listing_file;
   uint64_t synthetic = 0;  // sample count of the synthetic source
 
   // Where the source writes: host memory, or the device of a CUDA ring.
@@ -98,11 +103,9 @@ struct SourceOptions {
   // images.
   bool nvjpeg_region = true;
   // A device ring: the priority of every stream the server's GPU work runs on
-  // (decode, augment, copies into the ring; see StreamPriority). High by
-  // default: where the decode shares a trainer's CUDA context (an in-process
-  // server, an attached producer) it goes before the trainer's queued
-  // kernels (Note [Server stream priority], server/src/slot_publisher.h).
-  StreamPriority gpu_priority = StreamPriority::kHigh;
+  // (decode, augment, copies into the ring; see StreamPriority; Note
+  // [Server stream priority], server/src/slot_publisher.h).
+  StreamPriority gpu_priority = StreamPriority::kNormal;
   // GPU decode: threads reading the next batch's files at once, 1..64 (the
   // read-ahead thread and a pool; docs/design.md, "Reads at once"); 1: the
   // read-ahead thread alone (tar shards always; Note [Shard reads]).
