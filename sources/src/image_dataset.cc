@@ -265,6 +265,13 @@ uint64_t ImageDataset::drop_limit() const {
   return std::max<uint64_t>({10, files_.size() / 10, 2 * dropped_});
 }
 
+Status ImageDataset::DroppedElsewhere(int64_t index) {
+  samples_dropped_.fetch_add(1);
+  if (known_bad(index)) return Status::Ok();
+  return OnDecodeError(index, DataLossError("the process that decodes this ring could not use it "
+                                            "(its log says why)"));
+}
+
 Status ImageDataset::OnDecodeError(int64_t index, const Status& error) {
   // The server is stopping (Note [Read retries]): not the file's failure.
   if (error.code() == StatusCode::kCancelled) return error;

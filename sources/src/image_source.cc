@@ -33,6 +33,10 @@ class ImageSource : public SampleSource {
   std::vector<uint64_t> sample_groups() const override { return dataset_->sample_groups(); }
   uint64_t listing_digest() const override { return dataset_->ListingDigest(); }
   Status SaveListing(const std::string& path) const override { return dataset_->SaveListing(path); }
+  Status DroppedElsewhere(std::span<const int64_t> indices) override {
+    for (int64_t index : indices) BATCHCAST_RETURN_IF_ERROR(dataset_->DroppedElsewhere(index));
+    return Status::Ok();
+  }
 
   // Files: each worker reads its samples' files. Shards (a sequential
   // reader, Note [Shard reads]): the prefetch thread reads each batch's

@@ -199,6 +199,35 @@ def test_a_producing_loader_reads_the_servers_listing_not_the_folder(tmp_path):
     assert not os.path.exists(listing)  # removed when the server stops
 
 
+def test_what_a_producing_loader_drops_the_server_counts(tmp_path):
+    """A file that fails in the producing process is dropped there and
+    counted by the server as its own drops would be (the ring's dataset
+    counters, Prometheus), and known bad to the server from then on."""
+    data = tmp_path / "data"
+    make_dataset(data, classes=2, per_class=4, seed=3, workers=1)
+    name = H.unique_name("producedrops")
+    with H.server_process(name, data, "--size", 16, "--batch-size", 4, "--window", 2):
+        loader = batchcast.Loader(name, batch_size=4, produce=True, timeout=30,
+                                  drop_last=False)
+        batches = H.endless(loader)
+        # Until the producing process writes (the server wrote the slots
+        # before it attached), then sample 0's file goes.
+        while ring0(name)["attached_batches"] < 2:
+            next(batches)
+        victim = sorted((data / sorted(os.listdir(data))[0]).iterdir())[0]
+        victim.rename(victim.with_name("renamed-" + victim.name))
+        deadline = time.monotonic() + 20
+        while ring0(name)["source_counters"]["files_dropped_at_decode"] == 0:
+            assert time.monotonic() < deadline, ring0(name)
+            next(batches)
+        counters = ring0(name)["source_counters"]
+        assert counters["files_dropped_at_decode"] == 1, counters
+        assert counters["samples_dropped"] >= 1, counters
+        assert loader.producing, loader.producer_error
+        assert ring0(name)["attached_detached"] == 0
+        loader.close()
+
+
 def test_without_a_saved_listing_a_changed_dataset_is_refused(tmp_path):
     """Where the server cannot save its listing (here a directory is in the
     way), the producer scans the dataset itself and refuses one that

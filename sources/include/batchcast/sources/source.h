@@ -128,6 +128,15 @@ class Source {
     (void)path;
     return InvalidArgumentError(description() + " has no listing of files to share");
   }
+  // Samples of a slot that another process filling it with a source of the
+  // same options (an attached producer) dropped: counted as this source's
+  // own FillBatch counts a drop, their files known bad from now on (so this
+  // source drops them without a try when it fills the ring again). Errors
+  // as FillBatch's for too many dropped files. The default counts nothing.
+  virtual Status DroppedElsewhere(std::span<const int64_t> indices) {
+    (void)indices;
+    return Status::Ok();
+  }
 
   // Time per stage of FillBatch (see StageTime); empty when the source does
   // not time its stages. Called by other threads while FillBatch runs.
