@@ -292,8 +292,14 @@ def trainer_rates(binary, args, g, arch, batch):
     options = dict(SERVER, device=devices(g))
     with ServerProcess(binary, name, options, data=args.data, timeout=120) as server:
         fed, fed_wait = trainers_at_once(args, g, arch, batch, name)
+        before = ring_counts(server.stats(), "samples_decoded")
         attached, attached_wait = trainers_at_once(args, g, arch, batch, name, produce=True)
-        mps = {True: "on", False: "off"}.get(server.stats().get("mps"), "unknown")
+        after = server.stats()
+        mps = {True: "on", False: "off"}.get(after.get("mps"), "unknown")
+    # Each ring's share of what was decoded while the trainers decoded
+    # their rings (warm-ups included): a trainer whose ring took more decodes more.
+    decoded = [a - b for a, b in zip(ring_counts(after, "samples_decoded"), before)]
+    shares = [d / sum(decoded) if sum(decoded) else 0.0 for d in decoded]
 
     def ratio(rates):
         return [f / s if s else 0.0 for f, s in zip(rates, synthetic)]
@@ -301,7 +307,7 @@ def trainer_rates(binary, args, g, arch, batch):
             "fed": fed, "attached": attached, "synthetic": synthetic,
             "ratio": ratio(fed), "ratio_attached": ratio(attached),
             "wait_share": {"fed": fed_wait, "attached": attached_wait},
-            "mps": mps}
+            "attached_decode_share": shares, "mps": mps}
 
 
 def ddp_rate(stdout):
@@ -480,6 +486,8 @@ def main() -> int:
                                   r["fed"], r["attached"], r["synthetic"], r["ratio"],
                                   r["ratio_attached"])))
                   + f"; waiting for data: {r['wait_share']}"
+                  + "; each ring's share of the decode while decoding: "
+                  + ", ".join(f"{x:.2f}" for x in r["attached_decode_share"])
                   + f" (MPS: {r['mps']})", flush=True)
     for g in [g for g in counts if g >= 2 and "ddp" not in skip]:
         # ResNet-50 over 2 GPUs; ResNet-18 over more (about 10k images/s per
