@@ -167,6 +167,30 @@ def produce_by_default(rings, mps):
     return rings.startswith("cuda") and "," in rings and mps is False
 
 
+def open_rank_loader(batchcast, args, name, rank, hosts_server):
+    """This rank's Loader of server `name`, decoding its GPU's ring with
+    --produce, or by default where produce_by_default says so; a rank whose
+    process hosts the node's server (`hosts_server`) decodes its ring there
+    already. A default that the server refuses (tar shards, which the
+    server alone reads; a ring another rank on this GPU decodes already; a
+    server with --no-attach) leaves the decode to the server, with a line."""
+    produce = args.produce
+    if produce is None:
+        stats = batchcast.query_stats(name)
+        produce = produce_by_default(str(stats.get("device")), stats.get("mps"))
+
+    def open_loader(produce):
+        return batchcast.Loader(name, batch_size=args.batch_size, join="next_epoch",
+                                group=False if args.server_per_rank else None, produce=produce)
+    try:
+        return open_loader(produce and not hosts_server)
+    except (batchcast.InvalidArgument, batchcast.ResourceExhausted, batchcast.NotFound) as e:
+        if args.produce is not None or not produce:
+            raise
+        print(f"[rank {rank}] the server decodes this rank's ring: {e}", flush=True)
+        return open_loader(False)
+
+
 def mps_advice(rings, mps, ranks_decode):
     """What to do instead of a ring per GPU in this process when MPS is off
     (each other rank's GPU then time-slices its decode with the rank), or
@@ -266,23 +290,8 @@ def main():
     # a server per rank, its own server's stream has no group to split it.
     # --produce: a rank whose process hosts the node's server decodes its
     # ring there already.
-    name = server_name(args, job, rank)
-    produce = args.produce
-    if produce is None:
-        stats = batchcast.query_stats(name)
-        produce = produce_by_default(str(stats.get("device")), stats.get("mps"))
-
-    def open_loader(produce):
-        return batchcast.Loader(name, batch_size=args.batch_size, join="next_epoch",
-                                group=False if args.server_per_rank else None, produce=produce)
-    try:
-        loader = open_loader(produce and server is None)
-    except batchcast.InvalidArgument as e:
-        if args.produce is not None or not produce:
-            raise
-        # By default only: e.g. tar shards, which the server alone reads.
-        print(f"[rank {rank}] the server decodes this rank's ring: {e}", flush=True)
-        loader = open_loader(False)
+    loader = open_rank_loader(batchcast, args, server_name(args, job, rank), rank,
+                              hosts_server=server is not None)
     where = "in this rank's shard" if args.server_per_rank else "on this node"
     print(f"[rank {rank}] {loader!r}: {len(loader)} batches per epoch of {loader.epoch_len} "
           f"samples {where}, device {device}", flush=True)

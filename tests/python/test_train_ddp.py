@@ -9,6 +9,7 @@ disjoint samples that together make the whole epoch (the example's
 per rank (--server-per-rank), each rank reading its own shard. Skips when torchrun
 (torch.distributed.run) is missing.
 """
+import argparse
 import importlib.util
 import json
 import os
@@ -22,7 +23,7 @@ import pytest
 
 import _bc_helpers as H
 
-H.require_batchcast()
+batchcast = H.require_batchcast()
 
 EXAMPLE = os.path.join(H.REPO, "examples", "train_ddp.py")
 
@@ -130,6 +131,46 @@ def test_train_ddp_example_advises_a_server_per_rank_without_mps(monkeypatch):
     assert not example.produce_by_default("cuda:0,1", None)  # unknown
     assert not example.produce_by_default("cuda:0", False)
     assert not example.produce_by_default("cpu:0,cpu:1", False)  # host rings
+
+
+@pytest.mark.skipif(_torchrun_missing(), reason="torchrun (torch.distributed.run) is not installed")
+def test_a_rank_decodes_its_ring_by_default_unless_the_server_refuses(monkeypatch, capsys):
+    """Rings on several GPUs without MPS: a rank decodes its ring by
+    default; a refusal then (here: another rank on its GPU decodes that
+    ring already) leaves the decode to the server, with a line, where an
+    explicit --produce raises it."""
+    monkeypatch.syspath_prepend(os.path.dirname(EXAMPLE))  # its train_resnet
+    spec = importlib.util.spec_from_file_location("train_ddp", EXAMPLE)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+
+    class FakeBatchcast:
+        ResourceExhausted, InvalidArgument, NotFound = (
+            batchcast.ResourceExhausted, batchcast.InvalidArgument, batchcast.NotFound)
+        opened = []
+
+        @staticmethod
+        def query_stats(name):
+            return {"device": "cuda:0,1", "mps": False}
+
+        @classmethod
+        def Loader(cls, name, produce, **kw):
+            cls.opened.append(produce)
+            if produce:
+                raise batchcast.ResourceExhausted("cuda:1 already has an attached producer")
+            return "loader"
+
+    def open_with(produce, hosts_server=False):
+        FakeBatchcast.opened = []
+        args = argparse.Namespace(produce=produce, batch_size=8, server_per_rank=False)
+        return example.open_rank_loader(FakeBatchcast, args, "n", 3, hosts_server)
+
+    assert open_with(None) == "loader" and FakeBatchcast.opened == [True, False]
+    assert "[rank 3] the server decodes this rank's ring: " in capsys.readouterr().out
+    with pytest.raises(batchcast.ResourceExhausted):
+        open_with(True)
+    assert open_with(None, hosts_server=True) == "loader" and FakeBatchcast.opened == [False]
+    assert open_with(False) == "loader" and FakeBatchcast.opened == [False]
 
 
 @pytest.mark.skipif(_torchrun_missing(), reason="torchrun (torch.distributed.run) is not installed")
