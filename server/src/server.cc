@@ -328,7 +328,10 @@ std::unique_ptr<AttachPoint> Server::Impl::BindAttachPoint(size_t i) {
 
 std::string Server::Impl::SharedListing(const Source& source) {
   MutexLock l(&listing_mu);
-  if (listing_path) return *listing_path;
+  // Saved once; again if it went meanwhile (a cleaner of old files in /tmp).
+  if (listing_path && (listing_path->empty() || access(listing_path->c_str(), R_OK) == 0)) {
+    return *listing_path;
+  }
   listing_path = "";
   if (source.listing_digest() == 0) return "";  // synthetic data: nothing to list
   Result<std::string> path = ListingPath(options.name);

@@ -104,9 +104,10 @@ struct Server::Impl {
   // ring cannot have one (a warning says why).
   std::unique_ptr<AttachPoint> BindAttachPoint(size_t i);
   // Note [Shared listing]: the path of the dataset's scan, saved from
-  // `source` by the first call (a producer thread answering an ATTACH) and
-  // removed by Shutdown; "" when the source lists no files or it could not
-  // be saved (then each attached producer scans the dataset itself).
+  // `source` by the first call (a producer thread answering an ATTACH), or
+  // a later one that finds the file gone, and removed by Shutdown; "" when
+  // the source lists no files or it could not be saved (then each attached
+  // producer scans the dataset itself).
   std::string SharedListing(const Source& source) BC_EXCLUDES(listing_mu);
   // Records the outcome (the first call wins) and stops everything.
   void Finish(Status status) BC_EXCLUDES(done_mu);

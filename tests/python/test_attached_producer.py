@@ -196,6 +196,11 @@ def test_a_producing_loader_reads_the_servers_listing_not_the_folder(tmp_path):
         assert sorted(seen) == list(range(1, 8)), seen
         assert loader.producing, loader.producer_error
         loader.close()
+        # Removed meanwhile (a cleaner of old files): saved again for the next.
+        os.remove(listing)
+        again = batchcast.Loader(name, batch_size=4, produce=True, timeout=30)
+        assert again.producing and os.path.exists(listing)
+        again.close()
     assert not os.path.exists(listing)  # removed when the server stops
 
 
