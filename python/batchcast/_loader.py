@@ -457,6 +457,8 @@ class Loader:
         self.close()
 
     def __repr__(self) -> str:
+        if "_epoch" not in self.__dict__:  # its __init__ raised (a traceback shows it)
+            return f"batchcast.Loader({self.__dict__.get('_endpoint', '?')!r}, not opened)"
         state = "closed" if self.closed else f"epoch {self._epoch}"
         group = (f", group={self._group!r}, rank={self._rank}, world_size={self._world_size}"
                  if self._group is not None else "")

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 
 import numpy as np
 import pytest
@@ -68,6 +69,20 @@ def test_a_loader_on_a_gpu_decodes_a_host_ring():
         assert loader.producing and loader.ring_device == "cpu"
         H.check_synthetic_batch(images, labels, loader.indices, 8)
         loader.close()
+
+
+def test_a_refused_loader_still_shows_in_a_traceback():
+    """A Loader whose produce=True was refused raised in __init__; a
+    traceback's repr of it names it instead of raising AttributeError."""
+    name = H.unique_name("producerepr")
+    with H.server_process(name, "--synthetic", 64, "--size", 8, "--no-attach"):
+        try:
+            batchcast.Loader(name, produce=True)
+        except batchcast.NotFound as e:
+            frames = [f for f, _ in traceback.walk_tb(e.__traceback__)]
+        loader = next(f.f_locals["self"] for f in frames
+                      if isinstance(f.f_locals.get("self"), batchcast.Loader))
+        assert repr(loader) == f"batchcast.Loader({name!r}, not opened)"
 
 
 def test_produce_refusals_are_errors_at_once():
