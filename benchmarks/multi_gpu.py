@@ -44,8 +44,12 @@ tools/make_dataset.py once under /tmp and read into the page cache):
    warm-up (--warmup, at least 5 s), and the fed/synthetic ratio; then the
    same trainers each decoding its GPU's ring in its own process
    (Loader(produce=True): an attached producer, the decode in the trainer's
-   CUDA context), against the same synthetic rates; and the share of the
-   time each trainer waited for data.
+   CUDA context), against the same synthetic rates; the share of the
+   time each trainer waited for data, and each ring's share of the decode
+   while the trainers decoded. --archs picks the models; --placements
+   round-robin,demand runs the fed and decoding trainers once per
+   placement, --repeat N times in turn, against one synthetic reference
+   per model.
 3. ddp: for each g of 2 or more, examples/train_ddp.py under torchrun over g
    GPUs (one rank per GPU, batch 128; ResNet-50 on 2 GPUs, ResNet-18 on more),
    with the server's rings on every GPU (--server-device cuda:all), the same
@@ -59,6 +63,7 @@ About 10 minutes in all on 4 GPUs; --quick (shorter measurements) about 6.
 """
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -283,31 +288,49 @@ def trainers_at_once(args, g, arch, batch, source, produce=False):
     return rates, wait_shares
 
 
-def trainer_rates(binary, args, g, arch, batch):
+def trainer_rates(binary, args, g, arch, batch, synthetic, placement=None):
     """img/s per GPU of one trainer process per GPU, fed by the g-GPU server
-    (each trainer reading its ring, then each also decoding it in its own
-    process: `attached`) and synthetic, each set of g at once."""
-    synthetic, _ = trainers_at_once(args, g, arch, batch, "synthetic")
+    (placing by `placement`, else its default; each trainer reading its
+    ring, then each also decoding it in its own process: `attached`), each
+    set of g at once, against the `synthetic` rates (trainers_at_once)."""
     name = f"mgbench-{os.getpid()}-t{g}-{arch}"
     options = dict(SERVER, device=devices(g))
+    if placement:
+        options["placement"] = placement
     with ServerProcess(binary, name, options, data=args.data, timeout=120) as server:
         fed, fed_wait = trainers_at_once(args, g, arch, batch, name)
         before = ring_counts(server.stats(), "samples_decoded")
         attached, attached_wait = trainers_at_once(args, g, arch, batch, name, produce=True)
         after = server.stats()
         mps = {True: "on", False: "off"}.get(after.get("mps"), "unknown")
-    # Each ring's share of what was decoded while the trainers decoded
-    # their rings (warm-ups included): a trainer whose ring took more decodes more.
+    # Each ring's share of what was decoded while the trainers decoded their
+    # rings (warm-ups included): a trainer whose ring took more decodes more.
     decoded = [a - b for a, b in zip(ring_counts(after, "samples_decoded"), before)]
     shares = [d / sum(decoded) if sum(decoded) else 0.0 for d in decoded]
 
     def ratio(rates):
         return [f / s if s else 0.0 for f, s in zip(rates, synthetic)]
     return {"gpus": g, "arch": arch, "batch": batch, "server_options": options,
+            "placement": options.get("placement", "default"),
             "fed": fed, "attached": attached, "synthetic": synthetic,
             "ratio": ratio(fed), "ratio_attached": ratio(attached),
             "wait_share": {"fed": fed_wait, "attached": attached_wait},
             "attached_decode_share": shares, "mps": mps}
+
+
+def print_trainers(r):
+    """One line of trainer_rates' result."""
+    print(f"trainers, {r['arch']} batch {r['batch']} bf16, placement {r['placement']}, "
+          f"one per GPU on {r['gpus']} GPU(s): "
+          + ", ".join(f"cuda:{i} {f:.0f} img/s fed ({q:.2f}), {a:.0f} decoding its ring "
+                      f"({qa:.2f}) / {s:.0f} synthetic"
+                      for i, (f, a, s, q, qa) in enumerate(zip(
+                          r["fed"], r["attached"], r["synthetic"], r["ratio"],
+                          r["ratio_attached"])))
+          + f"; waiting for data: {r['wait_share']}"
+          + "; each ring's share of the decode while decoding: "
+          + ", ".join(f"{x:.2f}" for x in r["attached_decode_share"])
+          + f" (MPS: {r['mps']})", flush=True)
 
 
 def ddp_rate(stdout):
@@ -413,7 +436,8 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="shorter measurements")
     p.add_argument("--repeat", type=int, default=1,
                    help="rounds of the producer part (each GPU count in turn, each round's "
-                        "ratios to its own one-GPU rate); prints the range")
+                        "ratios to its own one-GPU rate; prints the range) and of the "
+                        "trainers part (each placement in turn)")
     p.add_argument("--skip", default="", help="parts to leave out: producer,trainers,ddp")
     p.add_argument("--archs", default="resnet50,resnet18",
                    help="the trainers part's models, torchvision names (default: "
@@ -424,7 +448,8 @@ def main() -> int:
                         "stream): what one process holding g rings costs their decode threads")
     p.add_argument("--placements", default=None, metavar="LIST",
                    help="in the producer part, each count of 2 or more GPUs once per placement "
-                        "in turn, e.g. round-robin,demand: both compared in every round "
+                        "in turn, e.g. round-robin,demand: both compared in every round; in "
+                        "the trainers part, the fed and decoding trainers once per placement "
                         "(default: the server's, or --server-option placement=...)")
     p.add_argument("--server-option", action="append", default=[], metavar="KEY=VALUE",
                    help="a `serve` option for the producer and trainer servers, e.g. "
@@ -476,19 +501,12 @@ def main() -> int:
                       + (f", {min(ratios):.2f}-{max(ratios):.2f}x one GPU" if ratios else ""),
                       flush=True)
     if "trainers" not in skip:
-        for arch, batch in ((a, 128) for a in args.archs.split(",") if a):
-            r = trainer_rates(binary, args, counts[-1], arch, batch)
-            out["trainers"].append(r)
-            print(f"trainers, {arch} batch {batch} bf16, one per GPU on {r['gpus']} GPU(s): "
-                  + ", ".join(f"cuda:{i} {f:.0f} img/s fed ({q:.2f}), {a:.0f} decoding its ring "
-                              f"({qa:.2f}) / {s:.0f} synthetic"
-                              for i, (f, a, s, q, qa) in enumerate(zip(
-                                  r["fed"], r["attached"], r["synthetic"], r["ratio"],
-                                  r["ratio_attached"])))
-                  + f"; waiting for data: {r['wait_share']}"
-                  + "; each ring's share of the decode while decoding: "
-                  + ", ".join(f"{x:.2f}" for x in r["attached_decode_share"])
-                  + f" (MPS: {r['mps']})", flush=True)
+        for arch in (a for a in args.archs.split(",") if a):
+            synthetic, _ = trainers_at_once(args, counts[-1], arch, 128, "synthetic")
+            for _, placement in itertools.product(range(args.repeat), args.placements):
+                r = trainer_rates(binary, args, counts[-1], arch, 128, synthetic, placement)
+                out["trainers"].append(r)
+                print_trainers(r)
     for g in [g for g in counts if g >= 2 and "ddp" not in skip]:
         # ResNet-50 over 2 GPUs; ResNet-18 over more (about 10k images/s per
         # GPU, more than one GPU's decode feeds).
