@@ -59,7 +59,8 @@ tools/make_dataset.py once under /tmp and read into the page cache):
    --quick 3): an epoch of the 20,000 images lasts 1-4 s.
 
 Needs torch with CUDA, nvJPEG in the build and a CUDA build of batchcast.
-About 10 minutes in all on 4 GPUs; --quick (shorter measurements) about 6.
+About 10 minutes in all on 4 GPUs, more with --repeat (it repeats the producer and
+trainers parts); --quick (shorter measurements) about 6.
 """
 import argparse
 import contextlib
