@@ -18,9 +18,10 @@
 // reader may run in another directory), label (int64), format (uint8) and
 // header (width, height, components as int32; progressive, color, yuv420
 // and the classify flag as uint8), all in this machine's byte order (the
-// reader runs on the same node). ReadListing checks every bound and the
-// digest of what it read, so a truncated or foreign file is DataLoss, never
-// a crash. A file that later fails to read or decode is dropped by whoever
+// reader runs on the same node), then a checksum of all that (FNV-1a, 64
+// bits). ReadListing checks the checksum, every bound and the listing's
+// digest, so a truncated, damaged or foreign file is DataLoss, never a
+// crash or a wrong header. A file that later fails to read or decode is dropped by whoever
 // reads it (Note [Dropped files]): by the server and the producer alike.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -31,6 +32,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/src/stream_identity.h"
 #include "image_dataset.h"
 
 namespace batchcast {
@@ -118,6 +120,7 @@ Status ImageDataset::SaveListing(const std::string& path) const {
     w.Put(static_cast<uint8_t>(f.info.yuv420));
     w.Put(static_cast<uint8_t>(f.flag));
   }
+  w.Put(Fnv1a64(w.out()));
   // Whole or not at all: a reader never sees a part.
   const std::string tmp = path + ".tmp";
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -151,8 +154,14 @@ Result<ImageDataset::Scan> ImageDataset::ReadListing(const std::string& path) {
   const auto bad = [&](std::string_view why) {
     return DataLossError("the dataset's listing " + path + " " + std::string(why));
   };
-  if (!std::string_view(bytes).starts_with(kMagic)) return bad("is not one (no header)");
-  Reader r(std::string_view(bytes).substr(kMagic.size()));
+  const std::string_view all(bytes);
+  if (!all.starts_with(kMagic)) return bad("is not one (no header)");
+  uint64_t checksum = 0;
+  if (all.size() < kMagic.size() + sizeof(checksum)) return bad("is cut short");
+  const std::string_view body = all.substr(0, all.size() - sizeof(checksum));
+  std::memcpy(&checksum, all.data() + body.size(), sizeof(checksum));
+  if (Fnv1a64(body) != checksum) return bad("is damaged or cut short (its checksum differs)");
+  Reader r(body.substr(kMagic.size()));
   uint64_t count = 0, digest = 0;
   Scan scan;
   if (!r.Get(count) || !r.Get(scan.dropped) || !r.Get(digest)) return bad("is cut short");
