@@ -160,9 +160,14 @@
 //    are the round robin). A ring's rate is one over its mean batch time,
 //    from begin to commit (an exponential mean), which waiting for its turn
 //    does not count. The plan is drawn again only at a cycle's end, and only
-//    when a share moved by kPlanHysteresis batches or more (noise in the
-//    times would redraw it all the time), or at once when the candidates
-//    change.
+//    when a ring's planned share lies kPlanHysteresis batches or more from
+//    the share its rate gives, unrounded (noise in the times would redraw
+//    it all the time), or at once when the candidates change. Against the
+//    unrounded share, not the rounded one: a plan of 7 and 9 drawn while
+//    one ring was faster goes back to 8 and 8 once the rates are equal
+//    again, where a move of two rounded batches never came, and one of two
+//    trainers decoding their own rings (attached producers) was left with
+//    9/16 of the decode.
 // The producer of the chosen ring begins the batch; the others wait for
 // theirs. Commits may come out of order (the slot table publishes in order).
 // A producer's read-ahead hint is the batch predicted to be its ring's next
@@ -326,9 +331,12 @@ class Scheduler {
   // to wait, one lane batch after every kLaneShare shared ones.
   static constexpr uint32_t kLaneShare = 16;
   // Note [Placement]: by demand, a cycle of the plan has this many batches
-  // per ring, and a share must move by kPlanHysteresis batches to redraw it.
+  // per ring, and a ring's planned share must lie kPlanHysteresis batches
+  // or more from the share its measured rate gives to redraw the plan: a
+  // plan a whole batch off is drawn again, also where the mean batch times
+  // differ by the clock's rounding alone.
   static constexpr uint32_t kPlanBatchesPerRing = 8;
-  static constexpr uint32_t kPlanHysteresis = 2;
+  static constexpr double kPlanHysteresis = 0.9;
 
   // `env` must outlive the Scheduler.
   explicit Scheduler(SchedulerConfig config, SchedulerEnv* env = SchedulerEnv::Default());
@@ -623,11 +631,11 @@ class Scheduler {
   uint32_t PlaceNextLocked() BC_REQUIRES(mu_);
   // By demand: draws the plan over `candidates` (CandidateRingsLocked) again
   // when a cycle ended and the shares moved, or the candidates changed (Note
-  // [Placement]); the shares of `candidates` (kPlanBatchesPerRing each until
-  // every one has a measured batch time).
+  // [Placement]); the shares of `candidates` in a cycle as their rates give
+  // them, not rounded (kPlanBatchesPerRing each until every one has a
+  // measured batch time).
   void PlanLocked(const std::vector<uint32_t>& candidates) BC_REQUIRES(mu_);
-  std::vector<uint32_t> SharesLocked(const std::vector<uint32_t>& candidates) const
-      BC_REQUIRES(mu_);
+  std::vector<double> SharesLocked(const std::vector<uint32_t>& candidates) const BC_REQUIRES(mu_);
   // Ring `ring` began work (BeginWork) / committed it.
   void RingBusyLocked(uint32_t ring, bool busy) BC_REQUIRES(mu_);
   // The rings with readers (every ring while none has one), and the ring of

@@ -68,8 +68,8 @@ uint32_t Scheduler::PlaceNextLocked() {
   return PlaceAtLocked(slots_.next_seq(), batches_begun_, candidates);
 }
 
-std::vector<uint32_t> Scheduler::SharesLocked(const std::vector<uint32_t>& candidates) const {
-  std::vector<uint32_t> shares(candidates.size(), kPlanBatchesPerRing);
+std::vector<double> Scheduler::SharesLocked(const std::vector<uint32_t>& candidates) const {
+  std::vector<double> shares(candidates.size(), double{kPlanBatchesPerRing});
   std::vector<double> rates;  // batches per second of each candidate
   for (uint32_t r : candidates) {
     const Clock::duration mean = ring_work_[r].mean;
@@ -78,9 +78,7 @@ std::vector<uint32_t> Scheduler::SharesLocked(const std::vector<uint32_t>& candi
   }
   const double total = std::accumulate(rates.begin(), rates.end(), 0.0);
   const double cycle = double{kPlanBatchesPerRing} * static_cast<double>(candidates.size());
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    shares[i] = std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(cycle * rates[i] / total)));
-  }
+  for (size_t i = 0; i < candidates.size(); ++i) shares[i] = cycle * rates[i] / total;
   return shares;
 }
 
@@ -93,16 +91,20 @@ void Scheduler::PlanLocked(const std::vector<uint32_t>& candidates) {
     return;
   }
   plan_.checked = batches_begun_;
-  const std::vector<uint32_t> shares = SharesLocked(candidates);
+  const std::vector<double> ideal = SharesLocked(candidates);
   if (same_rings) {
-    // The plan's shares: how often each candidate comes in its cycle.
-    uint32_t moved = 0;
-    for (size_t i = 0; i < shares.size(); ++i) {
-      const auto planned =
-          static_cast<uint32_t>(std::count(plan_.order.begin(), plan_.order.end(), candidates[i]));
-      moved = std::max(moved, shares[i] > planned ? shares[i] - planned : planned - shares[i]);
+    // The plan's shares (how often each candidate comes in its cycle)
+    // against the rates' own.
+    double off = 0;
+    for (size_t i = 0; i < ideal.size(); ++i) {
+      const auto planned = std::count(plan_.order.begin(), plan_.order.end(), candidates[i]);
+      off = std::max(off, std::abs(ideal[i] - static_cast<double>(planned)));
     }
-    if (moved < kPlanHysteresis) return;  // noise in the measured times
+    if (off < kPlanHysteresis) return;  // noise in the measured times
+  }
+  std::vector<uint32_t> shares;
+  for (double share : ideal) {
+    shares.push_back(std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(share))));
   }
   // Smooth weighted round robin: each ring's batches spread evenly over the
   // cycle; equal shares make it the round robin.

@@ -127,20 +127,39 @@ class PlacementTest : public SchedulerTest {
   // ahead hint when it begins a batch.
   Simulated Simulate(const std::vector<Clock::duration>& took, Clock::duration span,
                      const std::vector<std::string>& readers) {
+    return Simulate({Phase{took, span}}, readers);
+  }
+  // The same through `phases` in turn: the rings' batch times change.
+  struct Phase {
+    std::vector<Clock::duration> took;
+    Clock::duration span;
+  };
+  Simulated Simulate(const std::vector<Phase>& phases, const std::vector<std::string>& readers) {
+    const std::vector<Clock::duration>& first = phases.front().took;
     Simulated out;
-    out.written.assign(took.size(), 0);
-    const Clock::time_point end = env_.now + span;
-    std::vector<std::optional<std::pair<Clock::time_point, uint32_t>>> busy(took.size());
-    std::vector<std::optional<uint64_t>> hint(took.size());
+    out.written.assign(first.size(), 0);
+    const Clock::time_point start = env_.now;
+    Clock::time_point end = start;
+    for (const Phase& p : phases) end += p.span;
+    const auto took = [&](uint32_t ring) {
+      Clock::time_point until = start;
+      for (const Phase& p : phases) {
+        until += p.span;
+        if (env_.now < until) return p.took[ring];
+      }
+      return phases.back().took[ring];
+    };
+    std::vector<std::optional<std::pair<Clock::time_point, uint32_t>>> busy(first.size());
+    std::vector<std::optional<uint64_t>> hint(first.size());
     std::map<std::string, bool> asked;
     while (env_.now < end) {
-      for (uint32_t r = 0; r < took.size(); ++r) {
+      for (uint32_t r = 0; r < first.size(); ++r) {
         if (busy[r]) continue;
         const std::optional<SlotGrant> g = Begin(r);
         if (!g) continue;
         out.misses += hint[r].has_value() && *hint[r] != g->first_seq;
         hint[r] = s_->PredictNextBatch(r);
-        busy[r] = std::make_pair(env_.now + took[r], g->slot);
+        busy[r] = std::make_pair(env_.now + took(r), g->slot);
         ++out.written[r];
         ++out.batches;
         out.order.push_back(r);
@@ -161,7 +180,7 @@ class PlacementTest : public SchedulerTest {
       }
       // The next commit.
       std::optional<uint32_t> next;
-      for (uint32_t r = 0; r < took.size(); ++r) {
+      for (uint32_t r = 0; r < first.size(); ++r) {
         if (busy[r] && (!next || busy[r]->first < busy[*next]->first)) next = r;
       }
       if (!next) {
@@ -281,8 +300,8 @@ TEST_F(PlacementTest, ByDemandASlowRingNeedsSlotsAhead) {
 
 // By demand, rings of equal speed are placed as by round robin, and the
 // hints never miss; so are rings whose batch times are not measured yet,
-// and rings whose shares would move by less than kPlanHysteresis (10 and
-// 12 ms a batch: 9 and 7 of a cycle of 16, one from the round robin's).
+// and rings whose shares lie less than kPlanHysteresis from the round
+// robin's (10 and 12 ms a batch: 8.7 and 7.3 of a cycle of 16).
 TEST_F(PlacementTest, ByDemandEqualRingsAreTheRoundRobin) {
   MakeWithTwoReaders(Placed(Rings(3)));
   EXPECT_EQ(s_->PredictNextBatch(0), std::optional<uint64_t>(0));
@@ -300,6 +319,21 @@ TEST_F(PlacementTest, ByDemandEqualRingsAreTheRoundRobin) {
   const Simulated close = Simulate({10ms, 12ms}, 1s, {"a", "b"});
   EXPECT_EQ(close.misses, 0u);
   for (size_t i = 0; i < close.order.size(); ++i) EXPECT_EQ(close.order[i], i % 2) << i;
+}
+
+// By demand a plan drawn for rings of unequal speed goes back to equal
+// shares once their speeds are equal again: the plan follows the shares the
+// rates give within a batch of its cycle (10 and 7.7 ms a batch: 7 and 9
+// of 16; then 10 and 10: 8 and 8), however it got there.
+TEST_F(PlacementTest, ByDemandAPlanReturnsToEqualSharesWhenTheSpeedsDo) {
+  TestConfig t = Placed(Rings(2));
+  t.epoch_len = 100000;
+  MakeWithTwoReaders(t);
+  const Simulated s =
+      Simulate({{{10ms, 5ms}, 1s}, {{10ms, 7700us}, 2s}, {{10ms, 10ms}, 3s}}, {"a", "b"});
+  ASSERT_GE(s.order.size(), 160u);
+  const auto tail = s.order.end() - 160;  // the last ten cycles
+  EXPECT_EQ(std::count(tail, s.order.end(), 0u), 80) << "ring 0's share of the last 160";
 }
 
 // By demand a ring without readers decodes nothing, and a group's batches
