@@ -24,61 +24,25 @@
 // crash or a wrong header. A file that later fails to read or decode is dropped by whoever
 // reads it (Note [Dropped files]): by the server and the producer alike.
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/src/stream_identity.h"
+#include "core/src/wire.h"
+#include "dataset_files.h"
 #include "image_dataset.h"
 
 namespace batchcast {
 namespace {
 
 constexpr std::string_view kMagic = "batchcast-listing 1\n";
-constexpr uint64_t kMaxPath = 1 << 16;
-
-class Writer {
- public:
-  template <typename T>
-  void Put(T v) {
-    out_.append(reinterpret_cast<const char*>(&v), sizeof(v));
-  }
-  void PutString(std::string_view s) {
-    Put(static_cast<uint32_t>(s.size()));
-    out_.append(s);
-  }
-  std::string& out() { return out_; }
-
- private:
-  std::string out_;
-};
-
-class Reader {
- public:
-  explicit Reader(std::string_view in) : in_(in) {}
-  template <typename T>
-  bool Get(T& v) {
-    if (in_.size() < sizeof(T)) return false;
-    std::memcpy(&v, in_.data(), sizeof(T));
-    in_.remove_prefix(sizeof(T));
-    return true;
-  }
-  bool GetString(std::string& s) {
-    uint32_t n = 0;
-    if (!Get(n) || n > kMaxPath || in_.size() < n) return false;
-    s.assign(in_.substr(0, n));
-    in_.remove_prefix(n);
-    return true;
-  }
-  bool done() const { return in_.empty(); }
-
- private:
-  std::string_view in_;
-};
+constexpr size_t kMaxPath = 1 << 16;
 
 // `what`: strerror(err), with the code a read's errno gives (dataset_files.h).
 Status SystemError(const std::string& what, int err) {
@@ -101,31 +65,27 @@ Status ImageDataset::SaveListing(const std::string& path) const {
   if (!shards_.empty()) {
     return InvalidArgumentError("a dataset of tar shards is read once, by the server");
   }
-  Writer w;
-  w.out().append(kMagic);
-  w.Put(static_cast<uint64_t>(files_.size()));
-  w.Put(dropped_);
-  w.Put(ListingDigest());
+  std::string out(kMagic);
+  wire::Writer w(out);
+  w.PutAll(static_cast<uint64_t>(files_.size()), dropped_, ListingDigest());
+  // The working directory once, for the relative paths (a dataset given
+  // relative to it).
+  std::error_code ec;
+  const std::filesystem::path cwd = std::filesystem::current_path(ec);
   for (const File& f : files_) {
-    std::error_code ec;
-    const std::filesystem::path absolute = std::filesystem::absolute(f.entry.path, ec);
-    w.PutString(ec ? f.entry.path : absolute.string());
-    w.Put(f.entry.label);
-    w.Put(static_cast<uint8_t>(f.format));
-    w.Put(static_cast<int32_t>(f.info.width));
-    w.Put(static_cast<int32_t>(f.info.height));
-    w.Put(static_cast<int32_t>(f.info.components));
-    w.Put(static_cast<uint8_t>(f.info.progressive));
-    w.Put(static_cast<uint8_t>(f.info.color));
-    w.Put(static_cast<uint8_t>(f.info.yuv420));
-    w.Put(static_cast<uint8_t>(f.flag));
+    const std::filesystem::path path(f.entry.path);
+    w.PutString(path.is_absolute() || ec ? f.entry.path : (cwd / path).string());
+    w.PutAll(f.entry.label, static_cast<uint8_t>(f.format), static_cast<int32_t>(f.info.width),
+             static_cast<int32_t>(f.info.height), static_cast<int32_t>(f.info.components),
+             static_cast<uint8_t>(f.info.progressive), static_cast<uint8_t>(f.info.color),
+             static_cast<uint8_t>(f.info.yuv420), static_cast<uint8_t>(f.flag));
   }
-  w.Put(Fnv1a64(w.out()));
+  w.Put(Fnv1a64(out));
   // Whole or not at all: a reader never sees a part.
   const std::string tmp = path + ".tmp";
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return SystemError("cannot create " + tmp, errno);
-  Status s = WriteAll(fd, w.out());
+  Status s = WriteAll(fd, out);
   if (close(fd) != 0 && s.ok()) s = SystemError("close", errno);
   if (s.ok() && rename(tmp.c_str(), path.c_str()) != 0) s = SystemError("rename", errno);
   if (!s.ok()) {
@@ -136,32 +96,21 @@ Status ImageDataset::SaveListing(const std::string& path) const {
 }
 
 Result<ImageDataset::Scan> ImageDataset::ReadListing(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return SystemError("cannot open the dataset's listing " + path, errno);
-  std::string bytes;
-  char buf[1 << 16];
-  ssize_t n = 0;
-  while ((n = read(fd, buf, sizeof(buf))) != 0) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int e = errno;
-      close(fd);
-      return SystemError("reading the dataset's listing " + path, e);
-    }
-    bytes.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
+  std::vector<uint8_t> bytes;
+  BATCHCAST_RETURN_IF_ERROR(
+      ReadFileBytes(path, bytes).WithContext("reading the dataset's listing " + path));
   const auto bad = [&](std::string_view why) {
     return DataLossError("the dataset's listing " + path + " " + std::string(why));
   };
-  const std::string_view all(bytes);
+  const std::string_view all(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   if (!all.starts_with(kMagic)) return bad("is not one (no header)");
   uint64_t checksum = 0;
   if (all.size() < kMagic.size() + sizeof(checksum)) return bad("is cut short");
   const std::string_view body = all.substr(0, all.size() - sizeof(checksum));
   std::memcpy(&checksum, all.data() + body.size(), sizeof(checksum));
   if (Fnv1a64(body) != checksum) return bad("is damaged or cut short (its checksum differs)");
-  Reader r(body.substr(kMagic.size()));
+  wire::Reader r(
+      std::span<const uint8_t>(bytes).subspan(kMagic.size(), body.size() - kMagic.size()));
   uint64_t count = 0, digest = 0;
   Scan scan;
   if (!r.Get(count) || !r.Get(scan.dropped) || !r.Get(digest)) return bad("is cut short");
@@ -172,9 +121,9 @@ Result<ImageDataset::Scan> ImageDataset::ReadListing(const std::string& path) {
     File& f = c.file;
     uint8_t format = 0, progressive = 0, color = 0, yuv420 = 0, flag = 0;
     int32_t width = 0, height = 0, components = 0;
-    if (!r.GetString(f.entry.path) || !r.Get(f.entry.label) || !r.Get(format) || !r.Get(width) ||
-        !r.Get(height) || !r.Get(components) || !r.Get(progressive) || !r.Get(color) ||
-        !r.Get(yuv420) || !r.Get(flag)) {
+    if (!r.GetString(f.entry.path, kMaxPath) || !r.Get(f.entry.label) || !r.Get(format) ||
+        !r.Get(width) || !r.Get(height) || !r.Get(components) || !r.Get(progressive) ||
+        !r.Get(color) || !r.Get(yuv420) || !r.Get(flag)) {
       return bad("is cut short");
     }
     if (format > static_cast<uint8_t>(image::ImageFormat::kUnknown) ||
@@ -191,7 +140,7 @@ Result<ImageDataset::Scan> ImageDataset::ReadListing(const std::string& path) {
     f.info.yuv420 = yuv420 != 0;
     f.flag = flag != 0;
   }
-  if (!r.done()) return bad("goes on after its last file");
+  if (r.remaining() != 0) return bad("goes on after its last file");
   uint64_t h = kEmptyDigest;
   for (const Candidate& c : scan.candidates) h = AddToDigest(h, c.file);
   if (h != digest) return bad("does not match its digest");
