@@ -176,7 +176,8 @@ void AttachPoint::Poll() {
 }
 
 Result<std::optional<uint32_t>> AttachPoint::Delegate(const SlotGrant& grant, uint32_t epoch,
-                                                      const ReadAhead& next) {
+                                                      const ReadAhead& next,
+                                                      std::vector<int64_t>& dropped) {
   if (cancelled_) return CancelledError("server stopped");
   if (!holder_ready_) return std::optional<uint32_t>();
   proto::Work work;
@@ -221,11 +222,13 @@ Result<std::optional<uint32_t>> AttachPoint::Delegate(const SlotGrant& grant, ui
       if (!holder_ready_) return std::optional<uint32_t>();  // detached meanwhile
       continue;
     }
-    // The samples written are the slot's, in its order (FillBatch compacts).
+    // The samples written are the slot's, in its order (FillBatch compacts);
+    // those passed over were dropped.
     const std::span<const int64_t> asked(work.indices);
+    dropped.clear();
     size_t at = 0;
     for (int64_t index : done->indices) {
-      while (at < asked.size() && asked[at] != index) ++at;
+      while (at < asked.size() && asked[at] != index) dropped.push_back(asked[at++]);
       if (at == asked.size()) {
         Send(*holder_, proto::Error{0, StatusCode::kInvalidArgument,
                                     "detached: DONE names samples the slot does not hold"});
@@ -234,6 +237,7 @@ Result<std::optional<uint32_t>> AttachPoint::Delegate(const SlotGrant& grant, ui
       }
       ++at;
     }
+    dropped.insert(dropped.end(), asked.begin() + static_cast<std::ptrdiff_t>(at), asked.end());
     std::copy(done->indices.begin(), done->indices.end(), grant.indices);
     ++stats_batches_;
     return std::optional<uint32_t>(static_cast<uint32_t>(done->indices.size()));

@@ -82,11 +82,12 @@ class AttachPoint {
   bool attached() const { return holder_ready_; }
   // Hands the slot of `grant` (producer epoch `epoch`) to the holder and
   // waits for it: the number of samples written (grant.indices rewritten to
-  // name them, as Source::FillBatch does), or nullopt when there is no
-  // holder or it was detached meanwhile (the caller then writes the slot).
-  // Cancelled once Cancel() was called.
+  // name them, as Source::FillBatch does) and in `dropped` the granted
+  // samples it left out, or nullopt when there is no holder or it was
+  // detached meanwhile (the caller then writes the slot). Cancelled once
+  // Cancel() was called.
   Result<std::optional<uint32_t>> Delegate(const SlotGrant& grant, uint32_t epoch,
-                                           const ReadAhead& next);
+                                           const ReadAhead& next, std::vector<int64_t>& dropped);
   // Makes a waiting or later Delegate return Cancelled (the server stops).
   void Cancel() { cancelled_ = true; }
 

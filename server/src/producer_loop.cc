@@ -49,25 +49,13 @@ Result<uint32_t> ProducerLoop::WriteBatch(const Scheduler::Work& work) {
     // Note [Attached producers]: the holder writes the slot and records its
     // event; committing is still this thread's.
     attach_->Poll();
-    asked_.assign(grant.indices, grant.indices + grant.count);
     BATCHCAST_ASSIGN_OR_RETURN(const std::optional<uint32_t> held,
-                               attach_->Delegate(grant, epoch, next));
+                               attach_->Delegate(grant, epoch, next, dropped_));
     if (held) {
       // What the holder dropped counts as this ring's source's drops, and
       // its files are known bad here too, should this thread fill the ring
-      // again. The written samples are the asked ones, in order, less those.
-      if (*held < asked_.size()) {
-        dropped_.clear();
-        size_t w = 0;
-        for (int64_t index : asked_) {
-          if (w < *held && grant.indices[w] == index) {
-            ++w;
-          } else {
-            dropped_.push_back(index);
-          }
-        }
-        BATCHCAST_RETURN_IF_ERROR(source_->DroppedElsewhere(dropped_));
-      }
+      // again.
+      if (!dropped_.empty()) BATCHCAST_RETURN_IF_ERROR(source_->DroppedElsewhere(dropped_));
       BATCHCAST_RETURN_IF_ERROR(scheduler_->Commit(grant.slot, *held));
       return *held;
     }

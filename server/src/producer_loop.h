@@ -60,8 +60,7 @@ class ProducerLoop {
   SlotPublisher* const publisher_;
   const uint32_t batch_size_;
   AttachPoint* const attach_;
-  // A delegated slot's samples as granted, and those the holder dropped.
-  std::vector<int64_t> asked_;
+  // The samples of a delegated slot that the holder dropped.
   std::vector<int64_t> dropped_;
 };
 

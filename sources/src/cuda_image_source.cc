@@ -136,8 +136,7 @@ class CudaImageSource : public Source {
   uint64_t listing_digest() const override { return dataset_->ListingDigest(); }
   Status SaveListing(const std::string& path) const override { return dataset_->SaveListing(path); }
   Status DroppedElsewhere(std::span<const int64_t> indices) override {
-    for (int64_t index : indices) BATCHCAST_RETURN_IF_ERROR(dataset_->DroppedElsewhere(index));
-    return Status::Ok();
+    return dataset_->DroppedElsewhere(indices);
   }
   MemoryKind output_memory() const override { return MemoryKind::kCuda; }
   std::vector<FieldSpec> fields() const override { return dataset_->fields(MemoryKind::kCuda); }

@@ -265,11 +265,15 @@ uint64_t ImageDataset::drop_limit() const {
   return std::max<uint64_t>({10, files_.size() / 10, 2 * dropped_});
 }
 
-Status ImageDataset::DroppedElsewhere(int64_t index) {
-  samples_dropped_.fetch_add(1);
-  if (known_bad(index)) return Status::Ok();
-  return OnDecodeError(index, DataLossError("the process that decodes this ring could not use it "
-                                            "(its log says why)"));
+Status ImageDataset::DroppedElsewhere(std::span<const int64_t> indices) {
+  for (int64_t index : indices) {
+    samples_dropped_.fetch_add(1);
+    if (known_bad(index)) continue;
+    BATCHCAST_RETURN_IF_ERROR(OnDecodeError(
+        index,
+        DataLossError("the process that decodes this ring could not use it (its log says why)")));
+  }
+  return Status::Ok();
 }
 
 Status ImageDataset::OnDecodeError(int64_t index, const Status& error) {

@@ -180,10 +180,10 @@ class ImageDataset {
   // scan: then DataLoss (Note [Dropped files]). Cancelled (a read cut short
   // because the server stops) is returned as it is: the file is not marked.
   Status OnDecodeError(int64_t index, const Status& error);
-  // Source::DroppedElsewhere for one sample: counted in samples_dropped, and
+  // Source::DroppedElsewhere: each sample counted in samples_dropped, and
   // unless known bad already, OnDecodeError with the reason that another
   // process dropped it.
-  Status DroppedElsewhere(int64_t index);
+  Status DroppedElsewhere(std::span<const int64_t> indices);
   // Note [Dropped files]: how many files may fail after the scan before the
   // producer stops: max(10, a tenth of the usable files, twice the files the
   // scan dropped).

@@ -34,8 +34,7 @@ class ImageSource : public SampleSource {
   uint64_t listing_digest() const override { return dataset_->ListingDigest(); }
   Status SaveListing(const std::string& path) const override { return dataset_->SaveListing(path); }
   Status DroppedElsewhere(std::span<const int64_t> indices) override {
-    for (int64_t index : indices) BATCHCAST_RETURN_IF_ERROR(dataset_->DroppedElsewhere(index));
-    return Status::Ok();
+    return dataset_->DroppedElsewhere(indices);
   }
 
   // Files: each worker reads its samples' files. Shards (a sequential

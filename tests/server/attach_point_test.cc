@@ -105,7 +105,8 @@ TEST(AttachPoint, ASilentHolderIsWaitedForAndNamedNeverWrittenUnder) {
   next.indices = ahead;
   next.epoch = 3;
   Result<std::optional<uint32_t>> got = std::optional<uint32_t>();
-  std::thread producer([&] { got = point->Delegate(grant, 3, next); });
+  std::vector<int64_t> dropped = {42};  // cleared first
+  std::thread producer([&] { got = point->Delegate(grant, 3, next, dropped); });
   std::optional<proto::Message> m = holder.Receive(nullptr);
   ASSERT_TRUE(m && std::holds_alternative<proto::Work>(*m));
   const proto::Work& work = std::get<proto::Work>(*m);
@@ -123,6 +124,7 @@ TEST(AttachPoint, ASilentHolderIsWaitedForAndNamedNeverWrittenUnder) {
   EXPECT_EQ(**got, 2u);
   EXPECT_EQ(indices[0], 5);
   EXPECT_EQ(indices[1], 7);
+  EXPECT_EQ(dropped, (std::vector<int64_t>{6, 8}));
   EXPECT_GE(log.Count("host ring 1: its attached producer (pid " + std::to_string(getpid()) +
                       ") has not answered a batch for"),
             2)
@@ -140,7 +142,8 @@ TEST(AttachPoint, ADoneNamingOtherSamplesDetachesTheHolder) {
   std::vector<int64_t> indices = {5, 6};
   const SlotGrant grant{0, 8, 2, indices.data()};
   Result<std::optional<uint32_t>> got = std::optional<uint32_t>(7);
-  std::thread producer([&] { got = point->Delegate(grant, 0, ReadAhead{}); });
+  std::vector<int64_t> dropped;
+  std::thread producer([&] { got = point->Delegate(grant, 0, ReadAhead{}, dropped); });
   ASSERT_TRUE(holder.Receive(nullptr));
   holder.Send(proto::Done{0, 8, {6, 5}});  // out of the slot's order
   producer.join();
@@ -179,8 +182,10 @@ TEST(AttachPoint, RefusalsAndLeaving) {
   // Cancel: a Delegate returns Cancelled (the server stops).
   point->Cancel();
   std::vector<int64_t> indices = {1};
-  EXPECT_EQ(point->Delegate(SlotGrant{0, 0, 1, indices.data()}, 0, ReadAhead{}).status().code(),
-            StatusCode::kCancelled);
+  std::vector<int64_t> dropped;
+  EXPECT_EQ(
+      point->Delegate(SlotGrant{0, 0, 1, indices.data()}, 0, ReadAhead{}, dropped).status().code(),
+      StatusCode::kCancelled);
 }
 
 }  // namespace
