@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -91,12 +92,19 @@ void Attach(AttachPoint* point, FakeHolder& holder) {
   EXPECT_EQ(point->holder_pid(), static_cast<uint32_t>(getpid()));
 }
 
-TEST(AttachPoint, ASilentHolderIsWaitedForAndNamedNeverWrittenUnder) {
+// A bound attach point and a holder attached to it.
+class AttachPointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(point);
+    ASSERT_NO_FATAL_FAILURE(Attach(point.get(), holder));
+  }
   const std::string endpoint = TestEndpoint();
-  auto point = Bind(endpoint);
-  ASSERT_TRUE(point);
-  FakeHolder holder(endpoint);
-  ASSERT_NO_FATAL_FAILURE(Attach(point.get(), holder));
+  std::unique_ptr<AttachPoint> point = Bind(endpoint);
+  FakeHolder holder{endpoint};
+};
+
+TEST_F(AttachPointTest, ASilentHolderIsWaitedForAndNamedNeverWrittenUnder) {
   testing::LogCapture log;
   std::vector<int64_t> indices = {5, 6, 7, 8};
   const SlotGrant grant{2, 100, 4, indices.data()};
@@ -133,12 +141,7 @@ TEST(AttachPoint, ASilentHolderIsWaitedForAndNamedNeverWrittenUnder) {
   EXPECT_EQ(point->holder_batches(), 1u);
 }
 
-TEST(AttachPoint, ADoneNamingOtherSamplesDetachesTheHolder) {
-  const std::string endpoint = TestEndpoint();
-  auto point = Bind(endpoint);
-  ASSERT_TRUE(point);
-  FakeHolder holder(endpoint);
-  ASSERT_NO_FATAL_FAILURE(Attach(point.get(), holder));
+TEST_F(AttachPointTest, ADoneNamingOtherSamplesDetachesTheHolder) {
   std::vector<int64_t> indices = {5, 6};
   const SlotGrant grant{0, 8, 2, indices.data()};
   Result<std::optional<uint32_t>> got = std::optional<uint32_t>(7);
@@ -156,12 +159,7 @@ TEST(AttachPoint, ADoneNamingOtherSamplesDetachesTheHolder) {
   EXPECT_EQ(indices, (std::vector<int64_t>{5, 6})) << "the slot's indices are untouched";
 }
 
-TEST(AttachPoint, RefusalsAndLeaving) {
-  const std::string endpoint = TestEndpoint();
-  auto point = Bind(endpoint);
-  ASSERT_TRUE(point);
-  FakeHolder holder(endpoint);
-  ASSERT_NO_FATAL_FAILURE(Attach(point.get(), holder));
+TEST_F(AttachPointTest, RefusalsAndLeaving) {
   FakeHolder second(endpoint);
   second.Send(proto::Attach{1, 1});
   std::optional<proto::Message> m = second.Receive(point.get());
