@@ -40,8 +40,11 @@ tools/make_dataset.py once under /tmp and read into the page cache):
 2. trainers: on the most GPUs, one trainer process per GPU, all at once (ResNet-50 batch 128
    bfloat16, then ResNet-18), fed by the g-GPU server (a batchcast.Loader on
    its GPU, each reading the whole stream) vs synthetic tensors already on
-   its GPU, also all at once: images/s per trainer over --seconds after a
-   warm-up (--warmup, at least 5 s), and the fed/synthetic ratio; then the
+   its GPU, also all at once: images/s per trainer over --seconds, in one
+   window that begins for all together once each has warmed up (--warmup,
+   at least 5 s) and that none leaves before every trainer's window has
+   ended (one that left would change what the others read and decode),
+   and the fed/synthetic ratio; then the
    same trainers each decoding its GPU's ring in its own process
    (Loader(produce=True): an attached producer, the decode in the trainer's
    CUDA context), against the same synthetic rates; the share of the
@@ -70,6 +73,8 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -219,8 +224,8 @@ def paced_by(stage_share_per_ring, stage="hw_decode", near=0.1, gap=0.2):
 
 
 TRAINER = r"""
-import sys, time, torch, torchvision
-device, arch, batch, warmup, seconds, source, produce = sys.argv[1:8]
+import os, sys, time, torch, torchvision
+device, arch, batch, warmup, seconds, source, produce, sync = sys.argv[1:9]
 batch, warmup, seconds = int(batch), float(warmup), float(seconds)
 i = int(device.split(":")[1])
 torch.cuda.set_device(i)
@@ -239,20 +244,28 @@ else:
             for images, _ in loader:
                 yield images
     batches = endless()
-# A warm-up, then whole steps for `seconds` (the GPU drained at both ends).
-start, t0, n0 = time.monotonic(), None, 0
+# A warm-up, READY, then whole steps for `seconds` from when SYNC/go appears
+# (the GPU drained at both ends), then on until SYNC/stop: every trainer
+# trains through every other's window (trainers_at_once).
+go, stop = os.path.join(sync, "go"), os.path.join(sync, "stop")
+start, t0, state = time.monotonic(), None, "warm-up"
 for n, x in enumerate(batches):
     now = time.monotonic()
-    if t0 is None and now - start >= warmup:
+    if state == "warm-up" and now - start >= warmup:
+        print("READY", flush=True)
+        state = "ready"
+    elif state == "ready" and os.path.exists(go):
         torch.cuda.synchronize(i)
-        t0, n0 = time.monotonic(), n
+        t0, n0, state = time.monotonic(), n, "measuring"
         w0 = loader.wait_s if loader is not None else 0.0
-    elif t0 is not None and now - t0 >= seconds:
+    elif state == "measuring" and now - t0 >= seconds:
         torch.cuda.synchronize(i)
         elapsed = time.monotonic() - t0
         print("RATE", batch * (n - n0) / elapsed, flush=True)
         # The share of the window it waited for data (the rest: its GPU work).
         print("WAIT", ((loader.wait_s - w0) / elapsed) if loader is not None else 0.0, flush=True)
+        state = "measured"
+    elif state == "measured" and os.path.exists(stop):
         break
     with torch.autocast("cuda", dtype=torch.bfloat16):
         loss = model(x.to(memory_format=torch.channels_last)).float().mean()
@@ -262,30 +275,69 @@ for n, x in enumerate(batches):
 """
 
 
+def run_in_step(procs, sync, timeout):
+    """Drives processes that follow TRAINER's protocol: once each printed
+    READY, creates `sync`/go (their windows begin together); once each
+    printed its WAIT line, `sync`/stop (none leaves while another measures:
+    a trainer that left would change what the others read and decode). The
+    output of each; RuntimeError when one ends early or `timeout` passes."""
+    outs = [[] for _ in procs]
+
+    def collect(proc, lines):
+        for line in proc.stdout:
+            lines.append(line)
+    readers = [threading.Thread(target=collect, args=(p, o), daemon=True)
+               for p, o in zip(procs, outs)]
+    for t in readers:
+        t.start()
+
+    def until(word, what):
+        deadline = time.monotonic() + timeout
+        while not all(any(line.startswith(word) for line in list(o)) for o in outs):
+            for i, proc in enumerate(procs):
+                if proc.poll() is not None and not any(x.startswith(word) for x in outs[i]):
+                    readers[i].join(5)
+                    raise RuntimeError(f"process {i} exited {proc.returncode} before {what}: "
+                                       f"{''.join(outs[i])[-2000:]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no {what} from every process in {timeout:.0f} s")
+            time.sleep(0.05)
+        open(os.path.join(sync, what), "w").close()
+
+    until("READY", "go")
+    until("WAIT", "stop")
+    for proc, t in zip(procs, readers):
+        proc.wait(timeout=timeout)
+        t.join(timeout)
+    return ["".join(o) for o in outs]
+
+
 def trainers_at_once(args, g, arch, batch, source, produce=False):
     """img/s of one trainer process per GPU, all at once, reading `source`
     (a server's name, or "synthetic": a tensor already on its GPU); with
     `produce`, each decodes its GPU's ring (Loader(produce=True)); and the
-    share of the time each waited for data."""
-    procs = start_processes(g, TRAINER, lambda i: [
-        f"cuda:{i}", arch, str(batch), str(max(args.warmup, 5.0)), str(args.seconds), source,
-        "produce" if produce else "read"])
+    share of the time each waited for data. The trainers measure one
+    window, begun together after each one's warm-up (run_in_step)."""
+    with tempfile.TemporaryDirectory(prefix="mgbench-sync-") as sync:
+        procs = start_processes(g, TRAINER, lambda i: [
+            f"cuda:{i}", arch, str(batch), str(max(args.warmup, 5.0)), str(args.seconds),
+            source, "produce" if produce else "read", sync])
+        try:
+            outs = run_in_step(procs, sync, timeout=300)
+        finally:
+            for proc in procs:  # the others, when one failed
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
     rates, wait_shares = [], []
-    try:
-        for i, proc in enumerate(procs):
-            out, _ = proc.communicate(timeout=300)
-            found = re.findall(r"^RATE ([0-9.]+)$", out, re.M)
-            if proc.returncode != 0 or not found:
-                raise RuntimeError(f"trainer on cuda:{i} ({source}) exited {proc.returncode}: "
-                                   f"{out[-2000:]}")
-            rates.append(float(found[-1]))
-            waits = re.findall(r"^WAIT ([0-9.]+)$", out, re.M)
-            wait_shares.append(float(waits[-1]) if waits else 0.0)
-    finally:
-        for proc in procs:  # the others, when one failed
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    for i, (proc, out) in enumerate(zip(procs, outs)):
+        found = re.findall(r"^RATE ([0-9.]+)$", out, re.M)
+        if proc.returncode != 0 or not found:
+            raise RuntimeError(f"trainer on cuda:{i} ({source}) exited {proc.returncode}: "
+                               f"{out[-2000:]}")
+        rates.append(float(found[-1]))
+        waits = re.findall(r"^WAIT ([0-9.]+)$", out, re.M)
+        wait_shares.append(float(waits[-1]) if waits else 0.0)
     return rates, wait_shares
 
 

@@ -1,10 +1,13 @@
 """benchmarks/multi_gpu.py without GPUs: which rings paced the others in a
 producer round (the rings take the stream's batches in turn, so one slow ring
 sets every ring's pace; stage shares as its rounds on 4 x H200 gave them), and
-the producer part's rounds and separate servers over fake servers and readers.
+the producer part's rounds and separate servers over fake servers and readers,
+and the trainers part's one window, begun together, that no trainer leaves
+while another measures.
 """
 import json
 import os
+import re
 import sys
 import types
 
@@ -164,3 +167,51 @@ def test_the_ddp_rate_leaves_out_the_first_epoch():
     assert measured == 2
     assert rate == pytest.approx(2 * 19968 / 8.32)
     assert multi_gpu.ddp_rate(stdout.split("epoch 1")[0]) == (0.0, 0)
+
+
+# A trainer as TRAINER's protocol has it, without torch: trainer i starts
+# 0.3 s after trainer i - 1 and measures 0.2 s longer; it prints when its
+# window began and ended, and when it left.
+STEPPED_TRAINER = r"""
+import os, sys, time
+i, warmup, seconds, sync = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+time.sleep(0.3 * i)
+go, stop = os.path.join(sync, "go"), os.path.join(sync, "stop")
+start, state = time.monotonic(), "warm-up"
+while True:
+    now = time.monotonic()
+    if state == "warm-up" and now - start >= warmup:
+        print("READY", flush=True)
+        state = "ready"
+    elif state == "ready" and os.path.exists(go):
+        t0, state = now, "measuring"
+        print("BEGAN", time.time(), flush=True)
+    elif state == "measuring" and now - t0 >= seconds + 0.2 * i:
+        print("WAIT 0.0", flush=True)
+        print("ENDED", time.time(), flush=True)
+        state = "measured"
+    elif state == "measured" and os.path.exists(stop):
+        print("LEFT", time.time(), flush=True)
+        break
+    time.sleep(0.005)
+"""
+
+
+def test_trainers_measure_one_window_begun_together_and_none_leaves_early(tmp_path):
+    procs = multi_gpu.start_processes(3, STEPPED_TRAINER,
+                                      lambda i: [str(i), "0.2", "0.3", str(tmp_path)])
+    outs = multi_gpu.run_in_step(procs, str(tmp_path), timeout=60)
+    assert [p.returncode for p in procs] == [0, 0, 0]
+
+    def times(word):
+        return [float(re.search(rf"^{word} ([0-9.]+)$", o, re.M).group(1)) for o in outs]
+    began, ended, left = times("BEGAN"), times("ENDED"), times("LEFT")
+    assert max(began) - min(began) < 0.2  # trainer 2 started 0.6 s after trainer 0
+    assert min(left) >= max(ended)  # nobody left while another measured
+
+
+def test_a_trainer_that_fails_before_its_window_is_an_error(tmp_path):
+    procs = multi_gpu.start_processes(
+        2, "import sys; print('no GPU here', flush=True); sys.exit(3)", lambda i: [])
+    with pytest.raises(RuntimeError, match="exited 3 before go: no GPU here"):
+        multi_gpu.run_in_step(procs, str(tmp_path), timeout=60)
