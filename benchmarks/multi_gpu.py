@@ -52,7 +52,8 @@ tools/make_dataset.py once under /tmp and read into the page cache):
    while the trainers decoded. --archs picks the models; --placements
    round-robin,demand runs the fed and decoding trainers once per
    placement, --repeat N times in turn, against one synthetic reference
-   per model.
+   per model, and prints each model's and placement's range of ratios over
+   the rounds (`trainers_summary` in the JSON).
 3. ddp: for each g of 2 or more, examples/train_ddp.py under torchrun over g
    GPUs (one rank per GPU, batch 128; ResNet-50 on 2 GPUs, ResNet-18 on more),
    with the server's rings on every GPU (--server-device cuda:all), the same
@@ -371,6 +372,19 @@ def trainer_rates(binary, args, g, arch, batch, synthetic, placement=None):
             "attached_decode_share": shares, "mps": mps}
 
 
+def trainers_summary(results):
+    """Over the rounds of the trainers part, per model and placement: the
+    range of every trainer's fed/synthetic ratio, reading only and decoding
+    its ring (rates of one machine differ between rounds: compare ranges)."""
+    summary = []
+    for arch, placement in dict.fromkeys((r["arch"], r["placement"]) for r in results):
+        mine = [r for r in results if r["arch"] == arch and r["placement"] == placement]
+        summary.append({"arch": arch, "placement": placement, "rounds": len(mine), **{
+            key: [min(x for r in mine for x in r[key]), max(x for r in mine for x in r[key])]
+            for key in ("ratio", "ratio_attached")}})
+    return summary
+
+
 def print_trainers(r):
     """One line of trainer_rates' result."""
     print(f"trainers, {r['arch']} batch {r['batch']} bf16, placement {r['placement']}, "
@@ -560,6 +574,12 @@ def main() -> int:
                 r = trainer_rates(binary, args, counts[-1], arch, 128, synthetic, placement)
                 out["trainers"].append(r)
                 print_trainers(r)
+        out["trainers_summary"] = trainers_summary(out["trainers"])
+        for t in out["trainers_summary"] if args.repeat > 1 else []:
+            print(f"trainers, {t['arch']}, placement {t['placement']}, {t['rounds']} rounds: "
+                  f"reading only {t['ratio'][0]:.2f}-{t['ratio'][1]:.2f}, decoding its ring "
+                  f"{t['ratio_attached'][0]:.2f}-{t['ratio_attached'][1]:.2f} of synthetic",
+                  flush=True)
     for g in [g for g in counts if g >= 2 and "ddp" not in skip]:
         # ResNet-50 over 2 GPUs; ResNet-18 over more (about 10k images/s per
         # GPU, more than one GPU's decode feeds).

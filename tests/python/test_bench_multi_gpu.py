@@ -3,7 +3,7 @@ producer round (the rings take the stream's batches in turn, so one slow ring
 sets every ring's pace; stage shares as its rounds on 4 x H200 gave them), and
 the producer part's rounds and separate servers over fake servers and readers,
 and the trainers part's one window, begun together, that no trainer leaves
-while another measures.
+while another measures, and its rounds.
 """
 import json
 import os
@@ -215,3 +215,51 @@ def test_a_trainer_that_fails_before_its_window_is_an_error(tmp_path):
         2, "import sys; print('no GPU here', flush=True); sys.exit(3)", lambda i: [])
     with pytest.raises(RuntimeError, match="exited 3 before go: no GPU here"):
         multi_gpu.run_in_step(procs, str(tmp_path), timeout=60)
+
+
+def test_the_trainers_summary_gives_each_model_and_placements_range_over_the_rounds():
+    def result(arch, placement, fed, decoding):
+        return {"arch": arch, "placement": placement, "ratio": fed, "ratio_attached": decoding}
+    results = [result("resnet18", "demand", [0.84, 0.83], [0.90, 0.88]),
+               result("resnet18", "round-robin", [0.86, 0.84], [0.95, 0.91]),
+               result("resnet18", "demand", [0.76, 0.78], [0.86, 0.87]),
+               result("resnet18", "round-robin", [0.74, 0.76], [0.82, 0.83]),
+               result("resnet50", "demand", [0.91, 0.96], [0.97, 0.89])]
+    assert multi_gpu.trainers_summary(results) == [
+        {"arch": "resnet18", "placement": "demand", "rounds": 2,
+         "ratio": [0.76, 0.84], "ratio_attached": [0.86, 0.90]},
+        {"arch": "resnet18", "placement": "round-robin", "rounds": 2,
+         "ratio": [0.74, 0.86], "ratio_attached": [0.82, 0.95]},
+        {"arch": "resnet50", "placement": "demand", "rounds": 1,
+         "ratio": [0.91, 0.96], "ratio_attached": [0.89, 0.97]}]
+    assert multi_gpu.trainers_summary([]) == []
+
+
+def test_the_trainers_part_runs_each_placement_in_turn_and_sums_up_the_rounds(
+        monkeypatch, tmp_path, capsys):
+    fake_gpus(monkeypatch)
+    monkeypatch.setattr(multi_gpu, "trainers_at_once", lambda args, g, arch, batch, source,
+                        produce=False: ([100.0] * g, [0.0] * g))
+    calls = []
+
+    def rates(binary, args, g, arch, batch, synthetic, placement=None):
+        calls.append(placement)
+        k = len(calls)
+        return {"gpus": g, "arch": arch, "batch": batch, "placement": placement,
+                "fed": [80.0 + k] * g, "attached": [90.0 + k] * g, "synthetic": synthetic,
+                "ratio": [(80.0 + k) / 100] * g, "ratio_attached": [(90.0 + k) / 100] * g,
+                "wait_share": {"fed": [0.0] * g, "attached": [0.0] * g},
+                "attached_decode_share": [1 / g] * g, "mps": "off"}
+    monkeypatch.setattr(multi_gpu, "trainer_rates", rates)
+    out = tmp_path / "out.json"
+    monkeypatch.setattr(sys, "argv", ["multi_gpu.py", "--data", str(tmp_path), "--gpus", "2",
+                                      "--skip", "producer,ddp", "--archs", "resnet18",
+                                      "--placements", "demand,round-robin", "--repeat", "2",
+                                      "--json", str(out)])
+    assert multi_gpu.main() == 0
+    assert calls == ["demand", "round-robin", "demand", "round-robin"]
+    summary = json.loads(out.read_text())["trainers_summary"]
+    assert [(t["placement"], t["rounds"]) for t in summary] == [("demand", 2), ("round-robin", 2)]
+    assert summary[0]["ratio_attached"] == pytest.approx([0.91, 0.93])
+    assert "placement round-robin, 2 rounds: reading only 0.82-0.84, decoding its ring " \
+        "0.92-0.94 of synthetic" in capsys.readouterr().out
