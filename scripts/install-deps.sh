@@ -13,7 +13,7 @@ PKGS=(build-essential clang cmake ninja-build pkg-config clang-format flake8 myp
       libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libtiff-dev libwebp-dev libopencv-dev
       libarchive-dev libcivetweb-dev
       pybind11-dev python3-dev python3-numpy python3-pytest python3-torch python3-torchvision
-      python3-pil python3-setuptools python3-pip)
+      python3-pil python3-setuptools python3-pip python3-venv)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
