@@ -206,7 +206,7 @@ def test_trainers_measure_one_window_begun_together_and_none_leaves_early(tmp_pa
     def times(word):
         return [float(re.search(rf"^{word} ([0-9.]+)$", o, re.M).group(1)) for o in outs]
     began, ended, left = times("BEGAN"), times("ENDED"), times("LEFT")
-    assert max(began) - min(began) < 0.2  # trainer 2 started 0.6 s after trainer 0
+    assert max(began) - min(began) < 0.4  # unaligned: 0.6 s apart (trainer 2 started later)
     assert min(left) >= max(ended)  # nobody left while another measured
 
 
