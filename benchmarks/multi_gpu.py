@@ -293,10 +293,12 @@ def run_in_step(procs, sync, timeout):
         t.start()
 
     def until(word, what):
+        def said(i):  # a copy: the reader thread may append meanwhile
+            return any(line.startswith(word) for line in list(outs[i]))
         deadline = time.monotonic() + timeout
-        while not all(any(line.startswith(word) for line in list(o)) for o in outs):
+        while not all(said(i) for i in range(len(procs))):
             for i, proc in enumerate(procs):
-                if proc.poll() is not None and not any(x.startswith(word) for x in outs[i]):
+                if proc.poll() is not None and not said(i):
                     readers[i].join(5)
                     raise RuntimeError(f"process {i} exited {proc.returncode} before {what}: "
                                        f"{''.join(outs[i])[-2000:]}")
