@@ -49,10 +49,12 @@ tools/make_dataset.py once under /tmp and read into the page cache):
    (Loader(produce=True): an attached producer, the decode in the trainer's
    CUDA context), against the same synthetic rates; the share of the
    time each trainer waited for data, and each ring's share of the decode
-   while the trainers decoded. --archs picks the models; --placements
-   round-robin,demand runs the fed and decoding trainers once per
-   placement, --repeat N times in turn, against one synthetic reference
-   per model, and prints each model's and placement's range of ratios over
+   while the trainers decoded. The synthetic trainers run before each
+   round and after the last, and a round's ratios are to the mean of the
+   references around it (a machine's rates drift within minutes).
+   --archs picks the models; --placements round-robin,demand runs the fed
+   and decoding trainers once per placement in every round, --repeat N
+   rounds, and prints each model's and placement's range of ratios over
    the rounds (`trainers_summary` in the JSON).
 3. ddp: for each g of 2 or more, examples/train_ddp.py under torchrun over g
    GPUs (one rank per GPU, batch 128; ResNet-50 on 2 GPUs, ResNet-18 on more),
@@ -68,7 +70,6 @@ trainers parts); --quick (shorter measurements) about 6.
 """
 import argparse
 import contextlib
-import itertools
 import json
 import os
 import re
@@ -344,11 +345,11 @@ def trainers_at_once(args, g, arch, batch, source, produce=False):
     return rates, wait_shares
 
 
-def trainer_rates(binary, args, g, arch, batch, synthetic, placement=None):
+def trainer_rates(binary, args, g, arch, batch, placement=None):
     """img/s per GPU of one trainer process per GPU, fed by the g-GPU server
     (placing by `placement`, else its default; each trainer reading its
     ring, then each also decoding it in its own process: `attached`), each
-    set of g at once, against the `synthetic` rates (trainers_at_once)."""
+    set of g at once (trainers_at_once); with_reference adds the ratios."""
     name = f"mgbench-{os.getpid()}-t{g}-{arch}"
     options = dict(SERVER, device=devices(g))
     if placement:
@@ -363,15 +364,25 @@ def trainer_rates(binary, args, g, arch, batch, synthetic, placement=None):
     # rings (warm-ups included): a trainer whose ring took more decodes more.
     decoded = [a - b for a, b in zip(ring_counts(after, "samples_decoded"), before)]
     shares = [d / sum(decoded) if sum(decoded) else 0.0 for d in decoded]
+    return {"gpus": g, "arch": arch, "batch": batch, "server_options": options,
+            "placement": options.get("placement", "default"),
+            "fed": fed, "attached": attached,
+            "wait_share": {"fed": fed_wait, "attached": attached_wait},
+            "attached_decode_share": shares, "mps": mps}
+
+
+def with_reference(r, before, after):
+    """trainer_rates' result `r` against the synthetic rates per GPU measured
+    just before and just after its round: the ratios are to their mean
+    (`synthetic`; both in `synthetic_runs`). A machine's rates drift within
+    minutes (a tenth between runs on one host), so a reference at both ends
+    of the round bounds the drift, and their gap shows it."""
+    synthetic = [(b + a) / 2 for b, a in zip(before, after)]
 
     def ratio(rates):
         return [f / s if s else 0.0 for f, s in zip(rates, synthetic)]
-    return {"gpus": g, "arch": arch, "batch": batch, "server_options": options,
-            "placement": options.get("placement", "default"),
-            "fed": fed, "attached": attached, "synthetic": synthetic,
-            "ratio": ratio(fed), "ratio_attached": ratio(attached),
-            "wait_share": {"fed": fed_wait, "attached": attached_wait},
-            "attached_decode_share": shares, "mps": mps}
+    return {**r, "synthetic": synthetic, "synthetic_runs": [before, after],
+            "ratio": ratio(r["fed"]), "ratio_attached": ratio(r["attached"])}
 
 
 def trainers_summary(results):
@@ -392,10 +403,10 @@ def print_trainers(r):
     print(f"trainers, {r['arch']} batch {r['batch']} bf16, placement {r['placement']}, "
           f"one per GPU on {r['gpus']} GPU(s): "
           + ", ".join(f"cuda:{i} {f:.0f} img/s fed ({q:.2f}), {a:.0f} decoding its ring "
-                      f"({qa:.2f}) / {s:.0f} synthetic"
-                      for i, (f, a, s, q, qa) in enumerate(zip(
+                      f"({qa:.2f}) / {s:.0f} synthetic ({b:.0f} before, {e:.0f} after)"
+                      for i, (f, a, s, q, qa, b, e) in enumerate(zip(
                           r["fed"], r["attached"], r["synthetic"], r["ratio"],
-                          r["ratio_attached"])))
+                          r["ratio_attached"], *r["synthetic_runs"])))
           + f"; waiting for data: {r['wait_share']}"
           + "; each ring's share of the decode while decoding: "
           + ", ".join(f"{x:.2f}" for x in r["attached_decode_share"])
@@ -570,12 +581,19 @@ def main() -> int:
                       + (f", {min(ratios):.2f}-{max(ratios):.2f}x one GPU" if ratios else ""),
                       flush=True)
     if "trainers" not in skip:
+        g = counts[-1]
         for arch in (a for a in args.archs.split(",") if a):
-            synthetic, _ = trainers_at_once(args, counts[-1], arch, 128, "synthetic")
-            for _, placement in itertools.product(range(args.repeat), args.placements):
-                r = trainer_rates(binary, args, counts[-1], arch, 128, synthetic, placement)
-                out["trainers"].append(r)
-                print_trainers(r)
+            # A synthetic reference before every round and after the last:
+            # each round's ratios are to the two around it (with_reference).
+            before, _ = trainers_at_once(args, g, arch, 128, "synthetic")
+            for _ in range(args.repeat):
+                rates = [trainer_rates(binary, args, g, arch, 128, placement)
+                         for placement in args.placements]
+                after, _ = trainers_at_once(args, g, arch, 128, "synthetic")
+                for r in rates:
+                    out["trainers"].append(with_reference(r, before, after))
+                    print_trainers(out["trainers"][-1])
+                before = after
         out["trainers_summary"] = trainers_summary(out["trainers"])
         for t in out["trainers_summary"] if args.repeat > 1 else []:
             print(f"trainers, {t['arch']}, placement {t['placement']}, {t['rounds']} rounds: "

@@ -238,16 +238,20 @@ def test_the_trainers_summary_gives_each_model_and_placements_range_over_the_rou
 def test_the_trainers_part_runs_each_placement_in_turn_and_sums_up_the_rounds(
         monkeypatch, tmp_path, capsys):
     fake_gpus(monkeypatch)
-    monkeypatch.setattr(multi_gpu, "trainers_at_once", lambda args, g, arch, batch, source,
-                        produce=False: ([100.0] * g, [0.0] * g))
     calls = []
+    references = iter([100.0, 120.0, 80.0])  # the synthetic rates, run after run
 
-    def rates(binary, args, g, arch, batch, synthetic, placement=None):
+    def at_once(args, g, arch, batch, source, produce=False):
+        assert source == "synthetic"
+        calls.append(source)
+        return [next(references)] * g, [0.0] * g
+    monkeypatch.setattr(multi_gpu, "trainers_at_once", at_once)
+
+    def rates(binary, args, g, arch, batch, placement=None):
         calls.append(placement)
-        k = len(calls)
+        k = len([c for c in calls if c != "synthetic"])
         return {"gpus": g, "arch": arch, "batch": batch, "placement": placement,
-                "fed": [80.0 + k] * g, "attached": [90.0 + k] * g, "synthetic": synthetic,
-                "ratio": [(80.0 + k) / 100] * g, "ratio_attached": [(90.0 + k) / 100] * g,
+                "fed": [88.0 + k] * g, "attached": [99.0 + k] * g,
                 "wait_share": {"fed": [0.0] * g, "attached": [0.0] * g},
                 "attached_decode_share": [1 / g] * g, "mps": "off"}
     monkeypatch.setattr(multi_gpu, "trainer_rates", rates)
@@ -257,9 +261,21 @@ def test_the_trainers_part_runs_each_placement_in_turn_and_sums_up_the_rounds(
                                       "--placements", "demand,round-robin", "--repeat", "2",
                                       "--json", str(out)])
     assert multi_gpu.main() == 0
-    assert calls == ["demand", "round-robin", "demand", "round-robin"]
-    summary = json.loads(out.read_text())["trainers_summary"]
+    # A synthetic reference before each round and after the last.
+    assert calls == ["synthetic", "demand", "round-robin", "synthetic", "demand", "round-robin",
+                     "synthetic"]
+    result = json.loads(out.read_text())
+    first, _, third, _ = result["trainers"]
+    # Round 1 against the mean of 100 and 120, round 2 of 120 and 80.
+    assert first["synthetic_runs"] == [[100.0] * 2, [120.0] * 2]
+    assert first["synthetic"] == [110.0] * 2
+    assert first["ratio"] == pytest.approx([89 / 110] * 2)
+    assert third["synthetic"] == [100.0] * 2
+    assert third["ratio_attached"] == pytest.approx([1.02, 1.02])
+    summary = result["trainers_summary"]
     assert [(t["placement"], t["rounds"]) for t in summary] == [("demand", 2), ("round-robin", 2)]
-    assert summary[0]["ratio_attached"] == pytest.approx([0.91, 0.93])
-    assert "placement round-robin, 2 rounds: reading only 0.82-0.84, decoding its ring " \
-        "0.92-0.94 of synthetic" in capsys.readouterr().out
+    assert summary[0]["ratio_attached"] == pytest.approx([100 / 110, 1.02])
+    printed = capsys.readouterr().out
+    assert "110 synthetic (100 before, 120 after)" in printed
+    assert "placement round-robin, 2 rounds: reading only 0.82-0.92, decoding its ring " \
+        "0.92-1.03 of synthetic" in printed
