@@ -19,11 +19,11 @@
 # Warnings are not errors there: the plain build (scripts/build.sh with
 # BATCHCAST_WERROR=ON, as scripts/test.sh runs it) checks them, and GCC's
 # flow-based warnings have false positives under the instrumentation (seen:
-# -Wmaybe-uninitialized in std::function at -O1 with ASan). Any report fails the run:
-# the sanitizers halt on the first error (UBSan does not recover) and write
-# their reports to files under the build directory, so that a report from a
-# child process (a server a test started) is not lost; they are printed at
-# the end.
+# -Wmaybe-uninitialized in std::function at -O1 with ASan). Any report
+# fails the run: the sanitizers halt on the first error (UBSan does not
+# recover) and write their reports to files under the build directory, so
+# that a report from a child process (a server a test started) is not lost;
+# they are printed at the end.
 #
 #   scripts/check_sanitizers.sh            both
 #   SANITIZERS=address scripts/check_sanitizers.sh
