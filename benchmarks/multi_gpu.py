@@ -4,7 +4,7 @@
     benchmarks/multi_gpu.py [--build DIR] [--data DIR] [--gpus 1,2,4] [--seconds S]
                             [--warmup S] [--images N] [--quick] [--repeat N]
                             [--skip producer,trainers,ddp] [--separate]
-                            [--placements round-robin,demand]
+                            [--placements round-robin,demand] [--trainer-queues 8,32]
                             [--server-option KEY=VALUE ...] [--json FILE]
 
 In one run, on the same dataset (--images JPEGs, default 20,000, made by
@@ -55,7 +55,11 @@ tools/make_dataset.py once under /tmp and read into the page cache):
    --archs picks the models; --placements round-robin,demand runs the fed
    and decoding trainers once per placement in every round, --repeat N
    rounds, and prints each model's and placement's range of ratios over
-   the rounds (`trainers_summary` in the JSON).
+   the rounds (`trainers_summary` in the JSON). --trainer-queues 8,32 runs
+   them once per number of CUDA hardware queues in the trainers' processes
+   (CUDA_DEVICE_MAX_CONNECTIONS, which the decode in a trainer's context
+   shares with its training kernels; Note [Hardware queues]), the
+   synthetic reference with the environment's.
 3. ddp: for each g of 2 or more, examples/train_ddp.py under torchrun over g
    GPUs (one rank per GPU, batch 128; ResNet-50 on 2 GPUs, ResNet-18 on more),
    with the server's rings on every GPU (--server-device cuda:all), the same
@@ -89,6 +93,11 @@ SERVER = {"decode": "gpu", "batch_size": 256, "dtype": "float16", "layout": "nch
           "transform": "train", "size": 224}
 
 
+# CUDA's hardware queues per process, read when the process starts CUDA
+# (Note [Hardware queues], cuda/include/batchcast/cuda/hardware_queues.h).
+QUEUES_ENV = "CUDA_DEVICE_MAX_CONNECTIONS"
+
+
 def devices(g):
     return "cuda:" + ",".join(str(i) for i in range(g))
 
@@ -108,10 +117,12 @@ while True:
 """
 
 
-def start_processes(g, script, argv):
+def start_processes(g, script, argv, env=None):
     """One process per GPU i running `script` with argv(i) (the build's
-    batchcast on its PYTHONPATH: find_build put it there)."""
-    return [subprocess.Popen([sys.executable, "-c", script, *argv(i)],
+    batchcast on its PYTHONPATH: find_build put it there), in this
+    process's environment with `env`'s variables set."""
+    environ = {**os.environ, **(env or {})}
+    return [subprocess.Popen([sys.executable, "-c", script, *argv(i)], env=environ,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             for i in range(g)]
 
@@ -316,16 +327,19 @@ def run_in_step(procs, sync, timeout):
     return ["".join(o) for o in outs]
 
 
-def trainers_at_once(args, g, arch, batch, source, produce=False):
+def trainers_at_once(args, g, arch, batch, source, produce=False, queues=None):
     """img/s of one trainer process per GPU, all at once, reading `source`
     (a server's name, or "synthetic": a tensor already on its GPU); with
-    `produce`, each decodes its GPU's ring (Loader(produce=True)); and the
-    share of the time each waited for data. The trainers measure one
-    window, begun together after each one's warm-up (run_in_step)."""
+    `produce`, each decodes its GPU's ring (Loader(produce=True)); with
+    `queues`, each process has that many CUDA hardware queues
+    (CUDA_DEVICE_MAX_CONNECTIONS), else the environment's; and the share of
+    the time each waited for data. The trainers measure one window, begun
+    together after each one's warm-up (run_in_step)."""
+    env = {QUEUES_ENV: str(queues)} if queues else None
     with tempfile.TemporaryDirectory(prefix="mgbench-sync-") as sync:
         procs = start_processes(g, TRAINER, lambda i: [
             f"cuda:{i}", arch, str(batch), str(max(args.warmup, 5.0)), str(args.seconds),
-            source, "produce" if produce else "read", sync])
+            source, "produce" if produce else "read", sync], env=env)
         try:
             outs = run_in_step(procs, sync, timeout=300)
         finally:
@@ -345,19 +359,21 @@ def trainers_at_once(args, g, arch, batch, source, produce=False):
     return rates, wait_shares
 
 
-def trainer_rates(binary, args, g, arch, batch, placement=None):
+def trainer_rates(binary, args, g, arch, batch, placement=None, queues=None):
     """img/s per GPU of one trainer process per GPU, fed by the g-GPU server
     (placing by `placement`, else its default; each trainer reading its
     ring, then each also decoding it in its own process: `attached`), each
-    set of g at once (trainers_at_once); with_reference adds the ratios."""
+    set of g at once (trainers_at_once), with `queues` CUDA hardware queues
+    (else the environment's); with_reference adds the ratios."""
     name = f"mgbench-{os.getpid()}-t{g}-{arch}"
     options = dict(SERVER, device=devices(g))
     if placement:
         options["placement"] = placement
     with ServerProcess(binary, name, options, data=args.data, timeout=120) as server:
-        fed, fed_wait = trainers_at_once(args, g, arch, batch, name)
+        fed, fed_wait = trainers_at_once(args, g, arch, batch, name, queues=queues)
         before = ring_counts(server.stats(), "samples_decoded")
-        attached, attached_wait = trainers_at_once(args, g, arch, batch, name, produce=True)
+        attached, attached_wait = trainers_at_once(args, g, arch, batch, name, produce=True,
+                                                   queues=queues)
         after = server.stats()
         mps = {True: "on", False: "off"}.get(after.get("mps"), "unknown")
     # Each ring's share of what was decoded while the trainers decoded their
@@ -366,7 +382,7 @@ def trainer_rates(binary, args, g, arch, batch, placement=None):
     shares = [d / sum(decoded) if sum(decoded) else 0.0 for d in decoded]
     return {"gpus": g, "arch": arch, "batch": batch, "server_options": options,
             "placement": options.get("placement", "default"),
-            "fed": fed, "attached": attached,
+            "trainer_queues": queues or "default", "fed": fed, "attached": attached,
             "wait_share": {"fed": fed_wait, "attached": attached_wait},
             "attached_decode_share": shares, "mps": mps}
 
@@ -386,22 +402,32 @@ def with_reference(r, before, after):
 
 
 def trainers_summary(results):
-    """Over the rounds of the trainers part, per model and placement: the
-    range of every trainer's fed/synthetic ratio, reading only and decoding
-    its ring (rates of one machine differ between rounds: compare ranges)."""
+    """Over the rounds of the trainers part, per model, placement and
+    trainers' hardware queues: the range of every trainer's fed/synthetic
+    ratio, reading only and decoding its ring (rates of one machine differ
+    between rounds: compare ranges)."""
+    def setup(r):
+        return r["arch"], r["placement"], r.get("trainer_queues", "default")
     summary = []
-    for arch, placement in dict.fromkeys((r["arch"], r["placement"]) for r in results):
-        mine = [r for r in results if r["arch"] == arch and r["placement"] == placement]
-        summary.append({"arch": arch, "placement": placement, "rounds": len(mine), **{
-            key: [min(x for r in mine for x in r[key]), max(x for r in mine for x in r[key])]
-            for key in ("ratio", "ratio_attached")}})
+    for arch, placement, queues in dict.fromkeys(setup(r) for r in results):
+        mine = [r for r in results if setup(r) == (arch, placement, queues)]
+        ranges = {key: [min(x for r in mine for x in r[key]), max(x for r in mine for x in r[key])]
+                  for key in ("ratio", "ratio_attached")}
+        summary.append({"arch": arch, "placement": placement, "trainer_queues": queues,
+                        "rounds": len(mine), **ranges})
     return summary
+
+
+def queues_text(r):
+    """The trainers' hardware queues as the printed lines name them."""
+    queues = r.get("trainer_queues", "default")
+    return "" if queues == "default" else f"{queues} hardware queues, "
 
 
 def print_trainers(r):
     """One line of trainer_rates' result."""
     print(f"trainers, {r['arch']} batch {r['batch']} bf16, placement {r['placement']}, "
-          f"one per GPU on {r['gpus']} GPU(s): "
+          f"{queues_text(r)}one per GPU on {r['gpus']} GPU(s): "
           + ", ".join(f"cuda:{i} {f:.0f} img/s fed ({q:.2f}), {a:.0f} decoding its ring "
                       f"({qa:.2f}) / {s:.0f} synthetic ({b:.0f} before, {e:.0f} after)"
                       for i, (f, a, s, q, qa, b, e) in enumerate(zip(
@@ -531,6 +557,11 @@ def main() -> int:
                         "in turn, e.g. round-robin,demand: both compared in every round; in "
                         "the trainers part, the fed and decoding trainers once per placement "
                         "(default: the server's, or --server-option placement=...)")
+    p.add_argument("--trainer-queues", default=None, metavar="LIST",
+                   help="in the trainers part, the fed and decoding trainers once per number "
+                        "of CUDA hardware queues in their processes (CUDA_DEVICE_MAX_CONNECTIONS, "
+                        "1..32), e.g. 8,32; the synthetic reference keeps the environment's "
+                        "(default: the environment's for all)")
     p.add_argument("--server-option", action="append", default=[], metavar="KEY=VALUE",
                    help="a `serve` option for the producer and trainer servers, e.g. "
                         "read_threads=1 (repeatable)")
@@ -561,6 +592,13 @@ def main() -> int:
     for placement in args.placements:
         if placement not in (None, "round-robin", "demand"):
             p.error(f"--placements: {placement!r} is not round-robin or demand")
+    try:
+        args.trainer_queues = ([int(x) for x in args.trainer_queues.split(",")]
+                               if args.trainer_queues else [None])
+    except ValueError:
+        p.error(f"--trainer-queues {args.trainer_queues!r}: expected numbers, e.g. 8,32")
+    if not all(q is None or 1 <= q <= 32 for q in args.trainer_queues):
+        p.error(f"--trainer-queues: {args.trainer_queues} not all in 1..32")
     args.data = args.data or default_dataset(args.images)
     make_dataset(args.data, args.images, classes=100)
     warm_page_cache(args.data)
@@ -587,8 +625,8 @@ def main() -> int:
             # each round's ratios are to the two around it (with_reference).
             before, _ = trainers_at_once(args, g, arch, 128, "synthetic")
             for _ in range(args.repeat):
-                rates = [trainer_rates(binary, args, g, arch, 128, placement)
-                         for placement in args.placements]
+                rates = [trainer_rates(binary, args, g, arch, 128, placement, queues)
+                         for placement in args.placements for queues in args.trainer_queues]
                 after, _ = trainers_at_once(args, g, arch, 128, "synthetic")
                 for r in rates:
                     out["trainers"].append(with_reference(r, before, after))
@@ -596,7 +634,8 @@ def main() -> int:
                 before = after
         out["trainers_summary"] = trainers_summary(out["trainers"])
         for t in out["trainers_summary"] if args.repeat > 1 else []:
-            print(f"trainers, {t['arch']}, placement {t['placement']}, {t['rounds']} rounds: "
+            print(f"trainers, {t['arch']}, placement {t['placement']}, {queues_text(t)}"
+                  f"{t['rounds']} rounds: "
                   f"reading only {t['ratio'][0]:.2f}-{t['ratio'][1]:.2f}, decoding its ring "
                   f"{t['ratio_attached'][0]:.2f}-{t['ratio_attached'][1]:.2f} of synthetic",
                   flush=True)

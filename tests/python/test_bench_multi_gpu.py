@@ -83,12 +83,16 @@ class FakeProcess:
         pass
 
 
+def fake_processes(g, script, argv, env=None):
+    return [FakeProcess() for _ in range(g)]
+
+
 def fake_gpus(monkeypatch):
     torch = types.ModuleType("torch")
     torch.cuda = types.SimpleNamespace(device_count=lambda: 4, get_device_name=lambda i: "Fake")
     monkeypatch.setitem(sys.modules, "torch", torch)
     for name, fake in {"ServerProcess": FakeServer,
-                       "start_processes": lambda g, script, argv: [FakeProcess() for _ in range(g)],
+                       "start_processes": fake_processes,
                        "find_build": lambda build: "/build", "server_bin": lambda build: "server",
                        "make_dataset": lambda *a, **k: 0,
                        "warm_page_cache": lambda *a, **k: None}.items():
@@ -226,13 +230,33 @@ def test_the_trainers_summary_gives_each_model_and_placements_range_over_the_rou
                result("resnet18", "round-robin", [0.74, 0.76], [0.82, 0.83]),
                result("resnet50", "demand", [0.91, 0.96], [0.97, 0.89])]
     assert multi_gpu.trainers_summary(results) == [
-        {"arch": "resnet18", "placement": "demand", "rounds": 2,
-         "ratio": [0.76, 0.84], "ratio_attached": [0.86, 0.90]},
-        {"arch": "resnet18", "placement": "round-robin", "rounds": 2,
-         "ratio": [0.74, 0.86], "ratio_attached": [0.82, 0.95]},
-        {"arch": "resnet50", "placement": "demand", "rounds": 1,
-         "ratio": [0.91, 0.96], "ratio_attached": [0.89, 0.97]}]
+        {"arch": "resnet18", "placement": "demand", "trainer_queues": "default",
+         "rounds": 2, "ratio": [0.76, 0.84], "ratio_attached": [0.86, 0.90]},
+        {"arch": "resnet18", "placement": "round-robin", "trainer_queues": "default",
+         "rounds": 2, "ratio": [0.74, 0.86], "ratio_attached": [0.82, 0.95]},
+        {"arch": "resnet50", "placement": "demand", "trainer_queues": "default",
+         "rounds": 1, "ratio": [0.91, 0.96], "ratio_attached": [0.89, 0.97]}]
     assert multi_gpu.trainers_summary([]) == []
+
+
+def run_trainers_part(monkeypatch, tmp_path, *options):
+    """multi_gpu.py's trainers part alone, two rounds of ResNet-18 on 2 GPUs
+    with `options`: its JSON."""
+    out = tmp_path / "out.json"
+    monkeypatch.setattr(sys, "argv", ["multi_gpu.py", "--data", str(tmp_path), "--gpus", "2",
+                                      "--skip", "producer,ddp", "--archs", "resnet18",
+                                      "--repeat", "2", "--json", str(out), *options])
+    assert multi_gpu.main() == 0
+    return json.loads(out.read_text())
+
+
+def trainer_result(g, arch, placement, fed, attached, queues="default"):
+    """What trainer_rates returns for g trainers that each went at `fed`
+    reading only and at `attached` decoding their rings."""
+    return {"gpus": g, "arch": arch, "batch": 128, "placement": placement,
+            "trainer_queues": queues, "fed": [fed] * g, "attached": [attached] * g,
+            "wait_share": {"fed": [0.0] * g, "attached": [0.0] * g},
+            "attached_decode_share": [1 / g] * g, "mps": "off"}
 
 
 def test_the_trainers_part_runs_each_placement_in_turn_and_sums_up_the_rounds(
@@ -247,24 +271,16 @@ def test_the_trainers_part_runs_each_placement_in_turn_and_sums_up_the_rounds(
         return [next(references)] * g, [0.0] * g
     monkeypatch.setattr(multi_gpu, "trainers_at_once", at_once)
 
-    def rates(binary, args, g, arch, batch, placement=None):
+    def rates(binary, args, g, arch, batch, placement=None, queues=None):
+        assert queues is None
         calls.append(placement)
         k = len([c for c in calls if c != "synthetic"])
-        return {"gpus": g, "arch": arch, "batch": batch, "placement": placement,
-                "fed": [88.0 + k] * g, "attached": [99.0 + k] * g,
-                "wait_share": {"fed": [0.0] * g, "attached": [0.0] * g},
-                "attached_decode_share": [1 / g] * g, "mps": "off"}
+        return trainer_result(g, arch, placement, 88.0 + k, 99.0 + k)
     monkeypatch.setattr(multi_gpu, "trainer_rates", rates)
-    out = tmp_path / "out.json"
-    monkeypatch.setattr(sys, "argv", ["multi_gpu.py", "--data", str(tmp_path), "--gpus", "2",
-                                      "--skip", "producer,ddp", "--archs", "resnet18",
-                                      "--placements", "demand,round-robin", "--repeat", "2",
-                                      "--json", str(out)])
-    assert multi_gpu.main() == 0
+    result = run_trainers_part(monkeypatch, tmp_path, "--placements", "demand,round-robin")
     # A synthetic reference before each round and after the last.
     assert calls == ["synthetic", "demand", "round-robin", "synthetic", "demand", "round-robin",
                      "synthetic"]
-    result = json.loads(out.read_text())
     first, _, third, _ = result["trainers"]
     # Round 1 against the mean of 100 and 120, round 2 of 120 and 80.
     assert first["synthetic_runs"] == [[100.0] * 2, [120.0] * 2]
@@ -275,7 +291,69 @@ def test_the_trainers_part_runs_each_placement_in_turn_and_sums_up_the_rounds(
     summary = result["trainers_summary"]
     assert [(t["placement"], t["rounds"]) for t in summary] == [("demand", 2), ("round-robin", 2)]
     assert summary[0]["ratio_attached"] == pytest.approx([100 / 110, 1.02])
+    assert summary[0]["trainer_queues"] == "default"
     printed = capsys.readouterr().out
     assert "110 synthetic (100 before, 120 after)" in printed
     assert "placement round-robin, 2 rounds: reading only 0.82-0.92, decoding its ring " \
         "0.92-1.03 of synthetic" in printed
+
+
+def test_trainer_processes_get_the_hardware_queues_asked_for(tmp_path):
+    script = f"import os; print(os.environ.get({multi_gpu.QUEUES_ENV!r}, 'unset'), flush=True)"
+    procs = multi_gpu.start_processes(2, script, lambda i: [], env={multi_gpu.QUEUES_ENV: "32"})
+    assert [p.communicate()[0].strip() for p in procs] == ["32", "32"]
+    procs = multi_gpu.start_processes(1, script, lambda i: [])
+    assert procs[0].communicate()[0].strip() == os.environ.get(multi_gpu.QUEUES_ENV, "unset")
+
+
+def test_the_trainers_part_runs_each_number_of_hardware_queues_in_turn(
+        monkeypatch, tmp_path, capsys):
+    fake_gpus(monkeypatch)
+    calls = []
+
+    def at_once(args, g, arch, batch, source, produce=False, queues=None):
+        assert (source, queues) == ("synthetic", None)  # the reference: the environment's
+        calls.append(source)
+        return [100.0] * g, [0.0] * g
+    monkeypatch.setattr(multi_gpu, "trainers_at_once", at_once)
+
+    def rates(binary, args, g, arch, batch, placement=None, queues=None):
+        calls.append((placement, queues))
+        fed = 80.0 if queues == 8 else 90.0
+        return trainer_result(g, arch, placement or "default", fed, fed + 5, queues or "default")
+    monkeypatch.setattr(multi_gpu, "trainer_rates", rates)
+    result = run_trainers_part(monkeypatch, tmp_path, "--trainer-queues", "8,32")
+    assert calls == ["synthetic", (None, 8), (None, 32), "synthetic", (None, 8), (None, 32),
+                     "synthetic"]
+    summary = result["trainers_summary"]
+    assert [(t["trainer_queues"], t["rounds"], t["ratio_attached"]) for t in summary] == [
+        (8, 2, [0.85, 0.85]), (32, 2, [0.95, 0.95])]
+    printed = capsys.readouterr().out
+    assert "placement default, 32 hardware queues, one per GPU on 2 GPU(s)" in printed
+    assert "placement default, 8 hardware queues, 2 rounds: reading only 0.80-0.80" in printed
+
+
+@pytest.mark.parametrize("value", ["x", "0", "33,8"])
+def test_the_trainer_queues_are_checked(monkeypatch, tmp_path, capsys, value):
+    fake_gpus(monkeypatch)
+    monkeypatch.setattr(sys, "argv", ["multi_gpu.py", "--data", str(tmp_path),
+                                      "--trainer-queues", value])
+    with pytest.raises(SystemExit):
+        multi_gpu.main()
+    assert "--trainer-queues" in capsys.readouterr().err
+
+
+def test_the_trainers_start_with_the_hardware_queues_asked_for(monkeypatch):
+    envs = []
+
+    def start(g, script, argv, env=None):
+        envs.append(env)
+        return [types.SimpleNamespace(returncode=0, poll=lambda: 0) for _ in range(g)]
+    monkeypatch.setattr(multi_gpu, "start_processes", start)
+    monkeypatch.setattr(multi_gpu, "run_in_step",
+                        lambda procs, sync, timeout: ["RATE 10.0\nWAIT 0.5\n"] * len(procs))
+    args = types.SimpleNamespace(warmup=5.0, seconds=6.0)
+    assert multi_gpu.trainers_at_once(args, 2, "resnet18", 128, "srv", produce=True,
+                                      queues=32) == ([10.0, 10.0], [0.5, 0.5])
+    multi_gpu.trainers_at_once(args, 2, "resnet18", 128, "synthetic")
+    assert envs == [{multi_gpu.QUEUES_ENV: "32"}, None]
