@@ -407,7 +407,7 @@ def trainers_summary(results):
     ratio, reading only and decoding its ring (rates of one machine differ
     between rounds: compare ranges)."""
     def setup(r):
-        return r["arch"], r["placement"], r.get("trainer_queues", "default")
+        return r["arch"], r["placement"], r["trainer_queues"]
     summary = []
     for arch, placement, queues in dict.fromkeys(setup(r) for r in results):
         mine = [r for r in results if setup(r) == (arch, placement, queues)]
@@ -420,7 +420,7 @@ def trainers_summary(results):
 
 def queues_text(r):
     """The trainers' hardware queues as the printed lines name them."""
-    queues = r.get("trainer_queues", "default")
+    queues = r["trainer_queues"]
     return "" if queues == "default" else f"{queues} hardware queues, "
 
 

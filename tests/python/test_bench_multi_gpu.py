@@ -223,7 +223,8 @@ def test_a_trainer_that_fails_before_its_window_is_an_error(tmp_path):
 
 def test_the_trainers_summary_gives_each_model_and_placements_range_over_the_rounds():
     def result(arch, placement, fed, decoding):
-        return {"arch": arch, "placement": placement, "ratio": fed, "ratio_attached": decoding}
+        return {"arch": arch, "placement": placement, "trainer_queues": "default", "ratio": fed,
+                "ratio_attached": decoding}
     results = [result("resnet18", "demand", [0.84, 0.83], [0.90, 0.88]),
                result("resnet18", "round-robin", [0.86, 0.84], [0.95, 0.91]),
                result("resnet18", "demand", [0.76, 0.78], [0.86, 0.87]),
