@@ -182,8 +182,17 @@ def producer(binary, args, g, placement=None):
                                  zip(ring_counts(s0, "peer_bytes"), ring_counts(s1, "peer_bytes"))],
             "stage_share_per_ring": [stage_shares(a, b, dt) for a, b in
                                      zip(s0.get("rings", []), s1.get("rings", []))],
+            "turn_wait_share_per_ring": turn_wait_shares(s0, s1, dt),
             "slot_wait_share": (s1.get("producer_blocked_s", 0.0)
                                 - s0.get("producer_blocked_s", 0.0)) / dt}
+
+
+def turn_wait_shares(before, after, dt):
+    """Each ring's share of the interval its producer waited for its turn
+    (docs/stats.md turn_wait_s): the stream's next batch was another ring's,
+    not begun yet."""
+    return [(b - a) / dt for a, b in
+            zip(ring_counts(before, "turn_wait_s"), ring_counts(after, "turn_wait_s"))]
 
 
 def stage_shares(before, after, dt):
@@ -371,10 +380,11 @@ def trainer_rates(binary, args, g, arch, batch, placement=None, queues=None):
         options["placement"] = placement
     with ServerProcess(binary, name, options, data=args.data, timeout=120) as server:
         fed, fed_wait = trainers_at_once(args, g, arch, batch, name, queues=queues)
-        before = ring_counts(server.stats(), "samples_decoded")
+        t0, stats0 = time.monotonic(), server.stats()
         attached, attached_wait = trainers_at_once(args, g, arch, batch, name, produce=True,
                                                    queues=queues)
-        after = server.stats()
+        t1, after = time.monotonic(), server.stats()
+        before = ring_counts(stats0, "samples_decoded")
         mps = {True: "on", False: "off"}.get(after.get("mps"), "unknown")
     # Each ring's share of what was decoded while the trainers decoded their
     # rings (warm-ups included): a trainer whose ring took more decodes more.
@@ -384,7 +394,9 @@ def trainer_rates(binary, args, g, arch, batch, placement=None, queues=None):
             "placement": options.get("placement", "default"),
             "trainer_queues": queues or "default", "fed": fed, "attached": attached,
             "wait_share": {"fed": fed_wait, "attached": attached_wait},
-            "attached_decode_share": shares, "mps": mps}
+            "attached_decode_share": shares,
+            "attached_turn_wait_share": turn_wait_shares(stats0, after, max(t1 - t0, 1e-9)),
+            "mps": mps}
 
 
 def with_reference(r, before, after):
@@ -436,6 +448,8 @@ def print_trainers(r):
           + f"; waiting for data: {r['wait_share']}"
           + "; each ring's share of the decode while decoding: "
           + ", ".join(f"{x:.2f}" for x in r["attached_decode_share"])
+          + "; each ring waiting for its turn while decoding (warm-up included): "
+          + ", ".join(f"{x:.0%}" for x in r["attached_turn_wait_share"])
           + f" (MPS: {r['mps']})", flush=True)
 
 
@@ -493,7 +507,9 @@ def producer_round(binary, args, counts, rep):
                           for x, s in zip(r["decoded_per_ring"], r["epoch_share_per_ring"]))
               + "; copied between GPUs: "
               + ", ".join(f"{b / 1e6:.0f} MB/s" for b in r["peer_bytes_per_s"])
-              + f"; waiting for a slot: {r['slot_wait_share']:.0%}", flush=True)
+              + f"; waiting for a slot: {r['slot_wait_share']:.0%}"
+              + "; each ring waiting for its turn: "
+              + ", ".join(f"{x:.0%}" for x in r["turn_wait_share_per_ring"]), flush=True)
         for i, shares in enumerate(r["stage_share_per_ring"]):
             print(f"  ring {i} stages: "
                   + ", ".join(f"{k} {v:.0%}" for k, v in shares.items() if v >= 0.01),

@@ -63,6 +63,10 @@ constexpr MetricFamily kRingFromPeers{
 constexpr MetricFamily kRingPeerBytes{
     "batchcast_ring_peer_bytes_total", kCounter,
     "Bytes copied from other rings onto this ring's device for its consumers"};
+constexpr MetricFamily kRingTurnWait{
+    "batchcast_ring_turn_wait_seconds_total", kCounter,
+    "Seconds this ring's producer waited for its turn: the stream's next batch was another "
+    "ring's, which had not begun it"};
 // A ring that accepts attached producers (Note [Attached producers]).
 constexpr MetricFamily kRingHolderPid{
     "batchcast_ring_attached_pid", kGauge,
@@ -174,7 +178,7 @@ constexpr const MetricFamily* kAll[] = {
     &kPending,        &kConnected,      &kAttached,        &kConsumerBatch,   &kGroupState,
     &kGroupWorld,     &kGroupRanks,     &kGroupRounds,     &kGroupSkipped,    &kRingDecoded,
     &kRingLocal,      &kRingFromPeers,  &kRingPeerBytes,   &kRingHolderPid,   &kRingHeldBatches,
-    &kRingTakenBack,
+    &kRingTakenBack,  &kRingTurnWait,
 };
 
 // Source counters with a series of their own: the family and its labels.
@@ -371,6 +375,7 @@ void RenderRings(MetricsText& out, const MetricLabels& server, const json& rings
     Put(out, kRingLocal, ring, r, "batches_local");
     Put(out, kRingFromPeers, ring, r, "batches_from_peers");
     Put(out, kRingPeerBytes, ring, r, "peer_bytes");
+    Put(out, kRingTurnWait, ring, r, "turn_wait_s");
     Put(out, kRingHolderPid, ring, r, "attached_pid");
     Put(out, kRingHeldBatches, ring, r, "attached_batches");
     Put(out, kRingTakenBack, ring, r, "attached_detached");

@@ -169,7 +169,10 @@
 //    trainers decoding their own rings (attached producers) was left with
 //    9/16 of the decode.
 // The producer of the chosen ring begins the batch; the others wait for
-// theirs. Commits may come out of order (the slot table publishes in order).
+// theirs. Commits may come out of order (the slot table publishes in order),
+// begins may not: a ring late to its batch holds back the begins of the rings
+// after it, even with slots free. How long each ring's producer waited so is
+// its stats' turn_wait_s (RingWaitsForTurnLocked).
 // A producer's read-ahead hint is the batch predicted to be its ring's next
 // (PredictNextBatch), not the stream's next, which is mostly another ring's.
 // The prediction follows the plan, so it comes true unless readers come or
@@ -638,6 +641,9 @@ class Scheduler {
   std::vector<double> SharesLocked(const std::vector<uint32_t>& candidates) const BC_REQUIRES(mu_);
   // Ring `ring` began work (BeginWork) / committed it.
   void RingBusyLocked(uint32_t ring, bool busy) BC_REQUIRES(mu_);
+  // Ring `ring`'s producer waits for its turn (`waits`) or not, as its last
+  // BeginWork found (RingWork::turn_since).
+  void RingWaitsForTurnLocked(uint32_t ring, bool waits) BC_REQUIRES(mu_);
   // The rings with readers (every ring while none has one), and the ring of
   // the batch from `seq` that is the stream's `batch`-th (from 0): its group
   // rank's, else by demand the plan's, else the round robin's over
@@ -715,9 +721,14 @@ class Scheduler {
   std::vector<RingCounts> ring_counts_ BC_GUARDED_BY(mu_);
   // By demand: when each ring began what it writes now (unset while it has
   // nothing begun) and its mean batch time (zero until it committed one).
+  // Every placement: since when the ring's producer waits for its turn (a
+  // slot free, the stream's next batch another ring's; unset while it does
+  // not) and how long it waited so (the stats' turn_wait_s).
   struct RingWork {
     std::optional<Clock::time_point> began_at;
     Clock::duration mean{0};
+    std::optional<Clock::time_point> turn_since;
+    Clock::duration turn_wait{0};
   };
   std::vector<RingWork> ring_work_ BC_GUARDED_BY(mu_);
   // By demand: batch `start` + i goes to order[i % order.size()] (a cycle,

@@ -138,6 +138,17 @@ void Scheduler::RingBusyLocked(uint32_t ring, bool busy) {
   w.began_at.reset();
 }
 
+void Scheduler::RingWaitsForTurnLocked(uint32_t ring, bool waits) {
+  RingWork& w = ring_work_[ring];
+  const Clock::time_point now = env_->Now();
+  if (waits) {
+    if (!w.turn_since) w.turn_since = now;
+    return;
+  }
+  if (w.turn_since) w.turn_wait += now - *w.turn_since;
+  w.turn_since.reset();
+}
+
 uint64_t Scheduler::NextBatchEndLocked(uint64_t seq) const {
   return seq + Lane::BatchCount(seq, config_.epoch_len, config_.batch_size, stream_end_);
 }
@@ -172,15 +183,20 @@ nlohmann::json Scheduler::RingStatsLocked() const {
   nlohmann::json rings = nlohmann::json::array();
   std::vector<uint64_t> consumers(ring_counts_.size(), 0);
   for (const auto& [_, c] : consumers_) consumers[c.home_ring] += c.attached ? 1 : 0;
+  const Clock::time_point now = env_->Now();
   for (size_t r = 0; r < ring_counts_.size(); ++r) {
     const RingCounts& rc = ring_counts_[r];
+    const RingWork& w = ring_work_[r];
+    const Clock::duration turn_wait =
+        w.turn_wait + (w.turn_since ? now - *w.turn_since : Clock::duration{0});
     rings.push_back({{"ring", r},
                      {"consumers", consumers[r]},
                      {"batches_written", rc.batches_written},
                      {"samples_decoded", rc.samples_decoded},
                      {"batches_local", rc.batches_local},
                      {"batches_from_peers", rc.batches_from_peers},
-                     {"peer_bytes", rc.peer_bytes}});
+                     {"peer_bytes", rc.peer_bytes},
+                     {"turn_wait_s", std::chrono::duration<double>(turn_wait).count()}});
   }
   return rings;
 }

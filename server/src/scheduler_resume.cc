@@ -344,17 +344,20 @@ Result<std::optional<Scheduler::Work>> Scheduler::TryBeginWorkLocked(uint32_t ri
   if (next_seq < stream_end_) shared = SharedSlotLocked(/*log_wait=*/SharedReadLocked());
   // Note [Placement]: the shared stream's next batch is this ring's to write
   // only when placed here.
-  if (shared && PlaceNextLocked() != ring) shared.reset();
+  const bool others_turn = shared && PlaceNextLocked() != ring;
+  if (others_turn) shared.reset();
   // Note [Resume]: the lane only from spare capacity, and after kLaneShare
   // shared batches while it wanted one.
   const bool lane_turn = !shared || shared_since_lane_ >= kLaneShare;
   if (lane_turn) {
     if (std::optional<Work> w = LaneWorkLocked(ring)) {
       shared_since_lane_ = 0;
+      RingWaitsForTurnLocked(ring, false);
       RingBusyLocked(ring, true);
       return w;
     }
   }
+  RingWaitsForTurnLocked(ring, others_turn);
   if (!shared) return std::optional<Work>();
   if (lane_ && lane_->owner()) ++shared_since_lane_;
   const auto epoch = static_cast<uint32_t>(next_seq / config_.epoch_len);

@@ -44,7 +44,8 @@ def test_one_ring_or_none_paced_nobody():
 
 class FakeServer:
     """A server whose counters grow by one step per stats() call: ring 1 of
-    each multi-GPU server is the one long in its decode calls."""
+    each multi-GPU server is the one long in its decode calls, and ring 0
+    waits for its turn behind it."""
 
     calls = 0
 
@@ -67,6 +68,7 @@ class FakeServer:
                 # by demand the slow ring 1 is given less: a third of the stream
                 "rings": [{"samples_decoded": (500 if j == 1 and self.placement == "demand"
                                                else 1000) * k, "peer_bytes": 0,
+                           "turn_wait_s": (0.3 if j == 0 else 0.0) * k,
                            "producer_stage_s": {"read": 0.2 * k,
                                                 "hw_decode": (0.9 if j == 1 else 0.5) * k}}
                           for j in range(self.rings)]}
@@ -120,7 +122,7 @@ def test_the_producer_part_runs_its_rounds_and_the_separate_servers(monkeypatch,
             assert r["separate"]["rate"] == sum(r["separate"]["rate_per_server"])
 
 
-def test_by_round_robin_a_slow_ring_paces_the_others(monkeypatch, tmp_path):
+def test_by_round_robin_a_slow_ring_paces_the_others(monkeypatch, tmp_path, capsys):
     fake_gpus(monkeypatch)
     out = tmp_path / "out.json"
     monkeypatch.setattr(sys, "argv", ["multi_gpu.py", "--data", str(tmp_path), "--gpus", "1,2",
@@ -132,6 +134,9 @@ def test_by_round_robin_a_slow_ring_paces_the_others(monkeypatch, tmp_path):
     assert [r["paced_by"] for r in rounds] == [[], [1]]
     assert [r["given_less"] for r in rounds] == [[], []]
     assert rounds[1]["server_options"]["placement"] == "round-robin"
+    waits = rounds[1]["turn_wait_share_per_ring"]
+    assert waits[0] > 0 and waits[1] == 0  # ring 0 waited for its turn behind ring 1
+    assert "; each ring waiting for its turn: " in capsys.readouterr().out
 
 
 def test_both_placements_in_turn_in_every_round(monkeypatch, tmp_path):
@@ -257,7 +262,8 @@ def trainer_result(g, arch, placement, fed, attached, queues="default"):
     return {"gpus": g, "arch": arch, "batch": 128, "placement": placement,
             "trainer_queues": queues, "fed": [fed] * g, "attached": [attached] * g,
             "wait_share": {"fed": [0.0] * g, "attached": [0.0] * g},
-            "attached_decode_share": [1 / g] * g, "mps": "off"}
+            "attached_decode_share": [1 / g] * g, "attached_turn_wait_share": [0.0] * g,
+            "mps": "off"}
 
 
 def test_the_trainers_part_runs_each_placement_in_turn_and_sums_up_the_rounds(
@@ -358,3 +364,12 @@ def test_the_trainers_start_with_the_hardware_queues_asked_for(monkeypatch):
                                       queues=32) == ([10.0, 10.0], [0.5, 0.5])
     multi_gpu.trainers_at_once(args, 2, "resnet18", 128, "synthetic")
     assert envs == [{multi_gpu.QUEUES_ENV: "32"}, None]
+
+
+def test_the_decoding_trainers_give_each_rings_wait_for_its_turn(monkeypatch):
+    fake_gpus(monkeypatch)
+    monkeypatch.setattr(multi_gpu, "trainers_at_once",
+                        lambda *a, **k: ([100.0, 100.0], [0.0, 0.0]))
+    r = multi_gpu.trainer_rates("server", types.SimpleNamespace(data="/data"), 2, "resnet18", 128)
+    assert len(r["attached_turn_wait_share"]) == 2
+    assert r["attached_turn_wait_share"][0] > 0 and r["attached_turn_wait_share"][1] == 0

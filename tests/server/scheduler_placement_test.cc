@@ -415,6 +415,52 @@ TEST_F(PlacementTest, OutOfOrderCommitsPublishInOrder) {
   EXPECT_TRUE(Next("a").empty()) << "nothing beyond seq 8 yet";
 }
 
+// The rings begin the stream's batches in its order: a ring whose next batch
+// comes after another ring's waits, with a slot free, until that ring begins
+// it; the wait is the ring's turn_wait_s (a wait in progress included). A
+// wait for a free slot is not one (producer_blocked_s).
+TEST_F(PlacementTest, ARingLateToItsBatchHoldsBackTheNextRingsTurn) {
+  TestConfig t = Placed(Rings(2), Placement::kRoundRobin);
+  t.epoch_len = 1000;
+  MakeWithTwoReaders(t);
+  const auto turn_wait = [&](uint32_t ring) {
+    return Stats()["rings"][ring]["turn_wait_s"].get<double>();
+  };
+  const std::optional<SlotGrant> b0 = Begin(0);
+  const std::optional<SlotGrant> b1 = Begin(1);
+  ASSERT_TRUE(b0 && b1);
+  env_.now += 10ms;
+  ASSERT_TRUE(s_->Commit(b0->slot).ok());
+  const std::optional<SlotGrant> b2 = Begin(0);
+  ASSERT_TRUE(b2);
+  EXPECT_EQ(b2->first_seq, 8u);
+  env_.now += 10ms;
+  ASSERT_TRUE(s_->Commit(b2->slot).ok());
+  EXPECT_FALSE(Begin(0)) << "batch 3 is ring 1's, still writing batch 1";
+  env_.now += 5ms;
+  EXPECT_DOUBLE_EQ(turn_wait(0), 0.005) << "the wait so far";
+  env_.now += 5ms;
+  ASSERT_TRUE(s_->Commit(b1->slot).ok());
+  ASSERT_TRUE(Begin(1));
+  const std::optional<SlotGrant> b4 = Begin(0);
+  ASSERT_TRUE(b4);
+  EXPECT_EQ(b4->first_seq, 16u);
+  env_.now += 1s;
+  EXPECT_DOUBLE_EQ(turn_wait(0), 0.010);
+  EXPECT_DOUBLE_EQ(turn_wait(1), 0.0);
+
+  t.window = 2;
+  MakeWithTwoReaders(t);
+  const std::optional<SlotGrant> c0 = Begin(0);
+  ASSERT_TRUE(c0 && Begin(1));
+  env_.now += 10ms;
+  ASSERT_TRUE(s_->Commit(c0->slot).ok());
+  EXPECT_FALSE(Begin(0)) << "no slot free: both hold batches the readers have not read";
+  env_.now += 10ms;
+  EXPECT_DOUBLE_EQ(turn_wait(0), 0.0);
+  EXPECT_GT(Stats()["producer_blocked_s"].get<double>(), 0.0);
+}
+
 // A DDP job with a rank per GPU and B equal to the producer batch: one group
 // for the server, an exact split with equal counts, and every rank fed only
 // from its own ring.
