@@ -183,6 +183,7 @@ def producer(binary, args, g, placement=None):
             "stage_share_per_ring": [stage_shares(a, b, dt) for a, b in
                                      zip(s0.get("rings", []), s1.get("rings", []))],
             "turn_wait_share_per_ring": turn_wait_shares(s0, s1, dt),
+            "read_ahead_miss_share_per_ring": read_ahead_miss_shares(s0, s1),
             "slot_wait_share": (s1.get("producer_blocked_s", 0.0)
                                 - s0.get("producer_blocked_s", 0.0)) / dt}
 
@@ -193,6 +194,15 @@ def turn_wait_shares(before, after, dt):
     not begun yet."""
     return [(b - a) / dt for a, b in
             zip(ring_counts(before, "turn_wait_s"), ring_counts(after, "turn_wait_s"))]
+
+
+def read_ahead_miss_shares(before, after):
+    """Each ring's share of the batches it wrote in the interval whose files
+    it had not read ahead (docs/stats.md read_ahead_misses)."""
+    def delta(key):
+        return [b - a for a, b in zip(ring_counts(before, key), ring_counts(after, key))]
+    return [m / w if w else 0.0
+            for m, w in zip(delta("read_ahead_misses"), delta("batches_written"))]
 
 
 def stage_shares(before, after, dt):
@@ -509,7 +519,9 @@ def producer_round(binary, args, counts, rep):
               + ", ".join(f"{b / 1e6:.0f} MB/s" for b in r["peer_bytes_per_s"])
               + f"; waiting for a slot: {r['slot_wait_share']:.0%}"
               + "; each ring waiting for its turn: "
-              + ", ".join(f"{x:.0%}" for x in r["turn_wait_share_per_ring"]), flush=True)
+              + ", ".join(f"{x:.0%}" for x in r["turn_wait_share_per_ring"])
+              + "; batches not read ahead: "
+              + ", ".join(f"{x:.0%}" for x in r["read_ahead_miss_share_per_ring"]), flush=True)
         for i, shares in enumerate(r["stage_share_per_ring"]):
             print(f"  ring {i} stages: "
                   + ", ".join(f"{k} {v:.0%}" for k, v in shares.items() if v >= 0.01),

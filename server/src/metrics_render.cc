@@ -63,6 +63,9 @@ constexpr MetricFamily kRingFromPeers{
 constexpr MetricFamily kRingPeerBytes{
     "batchcast_ring_peer_bytes_total", kCounter,
     "Bytes copied from other rings onto this ring's device for its consumers"};
+constexpr MetricFamily kRingReadAheadMisses{
+    "batchcast_ring_read_ahead_misses_total", kCounter,
+    "Batches of the stream this ring's producer began that were not the one it read ahead"};
 constexpr MetricFamily kRingTurnWait{
     "batchcast_ring_turn_wait_seconds_total", kCounter,
     "Seconds this ring's producer waited for its turn: the stream's next batch was another "
@@ -167,18 +170,64 @@ constexpr MetricFamily kGroupSkipped{"batchcast_group_skipped_samples_total", kC
                                      "Samples the group skipped (lag_policy=skip)"};
 
 constexpr const MetricFamily* kAll[] = {
-    &kInfo,           &kUptime,         &kRefused,         &kHandshakesCut,   &kSamplesPublished,
-    &kHoles,          &kBatchesWritten, &kProducerEpoch,   &kEpochSamples,    &kBlocked,
-    &kStageSeconds,   &kStageThreads,   &kSlots,           &kCapacity,        &kSlotSamples,
-    &kConsumers,      &kSlowestLag,     &kSlowestLagSlots, &kEvicted,         &kLost,
-    &kSkipEvents,     &kStreamEnded,    &kStreamEnd,       &kFiles,           &kDropped,
-    &kSamplesDropped, &kReadRetries,    &kReadsRecovered,  &kUnreadable,      &kDecoded,
-    &kSourceCounter,  &kWait,           &kConsumerSamples, &kConsumerBatches, &kLag,
-    &kConsumerEpoch,  &kConsumerStep,   &kSkipped,         &kPassedOver,      &kLeases,
-    &kPending,        &kConnected,      &kAttached,        &kConsumerBatch,   &kGroupState,
-    &kGroupWorld,     &kGroupRanks,     &kGroupRounds,     &kGroupSkipped,    &kRingDecoded,
-    &kRingLocal,      &kRingFromPeers,  &kRingPeerBytes,   &kRingHolderPid,   &kRingHeldBatches,
-    &kRingTakenBack,  &kRingTurnWait,
+    &kInfo,
+    &kUptime,
+    &kRefused,
+    &kHandshakesCut,
+    &kSamplesPublished,
+    &kHoles,
+    &kBatchesWritten,
+    &kProducerEpoch,
+    &kEpochSamples,
+    &kBlocked,
+    &kStageSeconds,
+    &kStageThreads,
+    &kSlots,
+    &kCapacity,
+    &kSlotSamples,
+    &kConsumers,
+    &kSlowestLag,
+    &kSlowestLagSlots,
+    &kEvicted,
+    &kLost,
+    &kSkipEvents,
+    &kStreamEnded,
+    &kStreamEnd,
+    &kFiles,
+    &kDropped,
+    &kSamplesDropped,
+    &kReadRetries,
+    &kReadsRecovered,
+    &kUnreadable,
+    &kDecoded,
+    &kSourceCounter,
+    &kWait,
+    &kConsumerSamples,
+    &kConsumerBatches,
+    &kLag,
+    &kConsumerEpoch,
+    &kConsumerStep,
+    &kSkipped,
+    &kPassedOver,
+    &kLeases,
+    &kPending,
+    &kConnected,
+    &kAttached,
+    &kConsumerBatch,
+    &kGroupState,
+    &kGroupWorld,
+    &kGroupRanks,
+    &kGroupRounds,
+    &kGroupSkipped,
+    &kRingDecoded,
+    &kRingLocal,
+    &kRingFromPeers,
+    &kRingPeerBytes,
+    &kRingHolderPid,
+    &kRingHeldBatches,
+    &kRingTakenBack,
+    &kRingTurnWait,
+    &kRingReadAheadMisses,
 };
 
 // Source counters with a series of their own: the family and its labels.
@@ -376,6 +425,7 @@ void RenderRings(MetricsText& out, const MetricLabels& server, const json& rings
     Put(out, kRingFromPeers, ring, r, "batches_from_peers");
     Put(out, kRingPeerBytes, ring, r, "peer_bytes");
     Put(out, kRingTurnWait, ring, r, "turn_wait_s");
+    Put(out, kRingReadAheadMisses, ring, r, "read_ahead_misses");
     Put(out, kRingHolderPid, ring, r, "attached_pid");
     Put(out, kRingHeldBatches, ring, r, "attached_batches");
     Put(out, kRingTakenBack, ring, r, "attached_detached");

@@ -177,10 +177,10 @@
 // (PredictNextBatch), not the stream's next, which is mostly another ring's.
 // The prediction follows the plan, so it comes true unless readers come or
 // go, a group's prediction moves, or the plan is drawn again before that
-// batch: then a wrong hint costs a read. By demand a shard reader that the
-// rings share (Note [Shard reads]) keeps a copy of what is read ahead
-// (ReadAhead::guess, SampleReader::Peek) for whichever ring gets the batch,
-// so that ring need not open the shard again.
+// batch: then a wrong hint costs a read (the ring's read_ahead_misses). By
+// demand a shard reader that the rings share (Note [Shard reads]) keeps a
+// copy of what is read ahead (ReadAhead::guess, SampleReader::Peek) for
+// whichever ring gets the batch, so that ring need not open the shard again.
 //
 // Why a plan and not the first ring that asks: a ring reads its next batch
 // ahead while it writes one, so it must know which batch that is. With the
@@ -417,8 +417,9 @@ class Scheduler {
   // The first seq of the next batch that would be placed on `ring` if the
   // readers stayed as they are (the producer's read-ahead hint: with several
   // rings the stream's next batch is mostly another ring's); nullopt when
-  // none is in sight.
-  std::optional<uint64_t> PredictNextBatch(uint32_t ring) const BC_EXCLUDES(mu_);
+  // none is in sight. Kept as the ring's hint: the shared batch it begins
+  // next counts a miss when it is another (the stats' read_ahead_misses).
+  std::optional<uint64_t> PredictNextBatch(uint32_t ring) BC_EXCLUDES(mu_);
   // Whether batches go by demand (Note [Placement]): several rings and
   // Placement::kDemand. When the plan is drawn again another ring may take
   // the batch PredictNextBatch named: a hint to read ahead without taking.
@@ -644,6 +645,8 @@ class Scheduler {
   // Ring `ring`'s producer waits for its turn (`waits`) or not, as its last
   // BeginWork found (RingWork::turn_since).
   void RingWaitsForTurnLocked(uint32_t ring, bool waits) BC_REQUIRES(mu_);
+  // PredictNextBatch's answer.
+  std::optional<uint64_t> PredictLocked(uint32_t ring) const BC_REQUIRES(mu_);
   // The rings with readers (every ring while none has one), and the ring of
   // the batch from `seq` that is the stream's `batch`-th (from 0): its group
   // rank's, else by demand the plan's, else the round robin's over
@@ -723,12 +726,16 @@ class Scheduler {
   // nothing begun) and its mean batch time (zero until it committed one).
   // Every placement: since when the ring's producer waits for its turn (a
   // slot free, the stream's next batch another ring's; unset while it does
-  // not) and how long it waited so (the stats' turn_wait_s).
+  // not) and how long it waited so (the stats' turn_wait_s); the read-ahead
+  // hint it was given last (PredictNextBatch; unset once a batch was begun)
+  // and how many shared batches it began that were not the hint's.
   struct RingWork {
     std::optional<Clock::time_point> began_at;
     Clock::duration mean{0};
     std::optional<Clock::time_point> turn_since;
     Clock::duration turn_wait{0};
+    std::optional<uint64_t> hint;
+    uint64_t hint_misses = 0;
   };
   std::vector<RingWork> ring_work_ BC_GUARDED_BY(mu_);
   // By demand: batch `start` + i goes to order[i % order.size()] (a cycle,

@@ -153,8 +153,14 @@ uint64_t Scheduler::NextBatchEndLocked(uint64_t seq) const {
   return seq + Lane::BatchCount(seq, config_.epoch_len, config_.batch_size, stream_end_);
 }
 
-std::optional<uint64_t> Scheduler::PredictNextBatch(uint32_t ring) const {
+std::optional<uint64_t> Scheduler::PredictNextBatch(uint32_t ring) {
   MutexLock lock(&mu_);
+  std::optional<uint64_t>& hint = ring_work_[ring].hint;
+  hint = PredictLocked(ring);
+  return hint;
+}
+
+std::optional<uint64_t> Scheduler::PredictLocked(uint32_t ring) const {
   const std::vector<uint32_t> candidates = CandidateRingsLocked();
   uint64_t seq = slots_.next_seq();
   uint64_t batch = batches_begun_;
@@ -196,7 +202,8 @@ nlohmann::json Scheduler::RingStatsLocked() const {
                      {"batches_local", rc.batches_local},
                      {"batches_from_peers", rc.batches_from_peers},
                      {"peer_bytes", rc.peer_bytes},
-                     {"turn_wait_s", std::chrono::duration<double>(turn_wait).count()}});
+                     {"turn_wait_s", std::chrono::duration<double>(turn_wait).count()},
+                     {"read_ahead_misses", w.hint_misses}});
   }
   return rings;
 }

@@ -352,6 +352,7 @@ Result<std::optional<Scheduler::Work>> Scheduler::TryBeginWorkLocked(uint32_t ri
   if (lane_turn) {
     if (std::optional<Work> w = LaneWorkLocked(ring)) {
       shared_since_lane_ = 0;
+      ring_work_[ring].hint.reset();  // its read-ahead is the lane's next
       RingWaitsForTurnLocked(ring, false);
       RingBusyLocked(ring, true);
       return w;
@@ -360,6 +361,10 @@ Result<std::optional<Scheduler::Work>> Scheduler::TryBeginWorkLocked(uint32_t ri
   RingWaitsForTurnLocked(ring, others_turn);
   if (!shared) return std::optional<Work>();
   if (lane_ && lane_->owner()) ++shared_since_lane_;
+  // Note [Placement]: the read-ahead hint this ring's producer was given.
+  RingWork& rw = ring_work_[ring];
+  if (rw.hint && *rw.hint != next_seq) ++rw.hint_misses;
+  rw.hint.reset();
   const auto epoch = static_cast<uint32_t>(next_seq / config_.epoch_len);
   const uint32_t count = NextSharedCountLocked();
   BeganSharedLocked();

@@ -69,6 +69,7 @@ class FakeServer:
                 "rings": [{"samples_decoded": (500 if j == 1 and self.placement == "demand"
                                                else 1000) * k, "peer_bytes": 0,
                            "turn_wait_s": (0.3 if j == 0 else 0.0) * k,
+                           "batches_written": 10 * k, "read_ahead_misses": (1 if j == 0 else 0) * k,
                            "producer_stage_s": {"read": 0.2 * k,
                                                 "hw_decode": (0.9 if j == 1 else 0.5) * k}}
                           for j in range(self.rings)]}
@@ -136,7 +137,10 @@ def test_by_round_robin_a_slow_ring_paces_the_others(monkeypatch, tmp_path, caps
     assert rounds[1]["server_options"]["placement"] == "round-robin"
     waits = rounds[1]["turn_wait_share_per_ring"]
     assert waits[0] > 0 and waits[1] == 0  # ring 0 waited for its turn behind ring 1
-    assert "; each ring waiting for its turn: " in capsys.readouterr().out
+    assert rounds[1]["read_ahead_miss_share_per_ring"] == [0.1, 0.0]  # 1 of its 10 batches
+    printed = capsys.readouterr().out
+    assert "; each ring waiting for its turn: " in printed
+    assert "; batches not read ahead: 10%, 0%" in printed
 
 
 def test_both_placements_in_turn_in_every_round(monkeypatch, tmp_path):

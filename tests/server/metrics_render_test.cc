@@ -158,6 +158,7 @@ TEST(MetricsRender, SeveralRingsShareTheStreamAndHaveTheirOwnSeries) {
                 {"batches_from_peers", 2},
                 {"peer_bytes", 1024},
                 {"turn_wait_s", 0.5},
+                {"read_ahead_misses", 3},
                 {"source_counters", {{"gpu_decoded", 3000}}}};
   json ring1 = ring0;
   ring1["device"] = "cuda:1";
@@ -174,6 +175,8 @@ TEST(MetricsRender, SeveralRingsShareTheStreamAndHaveTheirOwnSeries) {
   EXPECT_EQ(p.samples.at(R"(batchcast_ring_peer_bytes_total{server="imnet",ring="cuda:1"})"), 1024);
   EXPECT_EQ(p.samples.at(R"(batchcast_ring_turn_wait_seconds_total{server="imnet",ring="cuda:0"})"),
             0.5);
+  EXPECT_EQ(p.samples.at(R"(batchcast_ring_read_ahead_misses_total{server="imnet",ring="cuda:1"})"),
+            3);
   EXPECT_EQ(
       p.samples.at(R"(batchcast_ring_batches_from_peers_total{server="imnet",ring="cuda:0"})"), 2);
   EXPECT_EQ(p.samples.at(R"(batchcast_source_files{server="imnet",ring="cuda:0,1"})"), 1000);

@@ -241,6 +241,18 @@ TEST_F(PlacementTest, AProducersReadAheadIsItsOwnRingsNextBatch) {
   MustJoin("b", On(1));
   EXPECT_EQ(s_->PredictNextBatch(0), std::nullopt);
   EXPECT_EQ(s_->PredictNextBatch(1), std::optional<uint64_t>(0));
+  // A reader comes to ring 0, which takes seq 0: ring 1's hint missed (its
+  // producer read seq 0's files for nothing), and the stats count it.
+  MustJoin("a", On(0));
+  ASSERT_TRUE(Begin(0));
+  const std::optional<SlotGrant> b = Begin(1);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->first_seq, 4u);
+  EXPECT_EQ(s_->PredictNextBatch(1), std::optional<uint64_t>(12));
+  ASSERT_TRUE(Begin(0));
+  ASSERT_TRUE(Begin(1));
+  EXPECT_EQ(Stats()["rings"][0]["read_ahead_misses"], 0) << "ring 0 had no hint";
+  EXPECT_EQ(Stats()["rings"][1]["read_ahead_misses"], 1);
 }
 
 // Round robin: the rings take the batches in turn, so a ring three times as
@@ -268,6 +280,10 @@ TEST_F(PlacementTest, ByDemandTheSharesFollowTheRingsSpeeds) {
   EXPECT_GE(demand.batches, 3000 / 30 + 3000 / 10 - 16);
   EXPECT_GE(demand.written[1], 2.8 * static_cast<double>(demand.written[0]));
   EXPECT_LE(demand.misses, 2u);
+  const nlohmann::json rings = Stats()["rings"];
+  EXPECT_EQ(
+      rings[0]["read_ahead_misses"].get<uint64_t>() + rings[1]["read_ahead_misses"].get<uint64_t>(),
+      demand.misses);
 }
 
 // Why the default window is 4 slots per ring: by demand a slow ring's
