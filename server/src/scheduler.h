@@ -170,9 +170,10 @@
 //    9/16 of the decode.
 // The producer of the chosen ring begins the batch; the others wait for
 // theirs. Commits may come out of order (the slot table publishes in order),
-// begins may not: a ring late to its batch holds back the begins of the rings
-// after it, even with slots free. How long each ring's producer waited so is
-// its stats' turn_wait_s (RingWaitsForTurnLocked).
+// begins may not: a ring late to its batch would hold back the begins of the
+// rings after it, even with slots free, so busy rings get their batches begun
+// ahead (Note [Begun ahead]). How long each ring's producer still waited for
+// its turn is its stats' turn_wait_s (RingWaitsForTurnLocked).
 // A producer's read-ahead hint is the batch predicted to be its ring's next
 // (PredictNextBatch), not the stream's next, which is mostly another ring's.
 // The prediction follows the plan, so it comes true unless readers come or
@@ -181,6 +182,22 @@
 // demand a shard reader that the rings share (Note [Shard reads]) keeps a
 // copy of what is read ahead (ReadAhead::guess, SampleReader::Peek) for
 // whichever ring gets the batch, so that ring need not open the shard again.
+//
+// Note [Begun ahead]
+// The stream's batches are begun in its order (SlotTable::Begin takes the
+// next seqs). Were each begun only when its ring's producer asks, a ring
+// back late from its last batch would hold back every ring after it, each
+// idle with a slot free: on the fake clock, four rings of equal speed whose
+// batch times varied by up to 40 % wrote about a tenth less than four rings
+// on their own. So when a ring's producer asks, the stream's next batches are
+// begun at once for the rings they are placed on that are busy writing and
+// have none begun ahead, in order, until one is placed on the asking ring or
+// on a ring not busy (it begins its own when it asks), or no slot is free
+// (BeginAheadLocked). A ring takes the batch begun for it before anything
+// else, and its read-ahead hint is that batch (PredictNextBatch). One per
+// ring: a slow ring holds at most two slots being written. Not with one ring
+// (nothing to wait for), nor while the resume lane has an owner (the lane
+// takes spare capacity, Note [Resume]).
 //
 // Why a plan and not the first ring that asks: a ring reads its next batch
 // ahead while it writes one, so it must know which batch that is. With the
@@ -647,6 +664,12 @@ class Scheduler {
   void RingWaitsForTurnLocked(uint32_t ring, bool waits) BC_REQUIRES(mu_);
   // PredictNextBatch's answer.
   std::optional<uint64_t> PredictLocked(uint32_t ring) const BC_REQUIRES(mu_);
+  // Ring `ring` begins the shared batch from `first_seq`: its read-ahead hint
+  // came true or missed (RingWork::hint_misses).
+  void TakesSharedLocked(uint32_t ring, uint64_t first_seq) BC_REQUIRES(mu_);
+  // Note [Begun ahead]: begins the stream's next batches for the busy rings
+  // they are placed on, while ring `asking`'s producer asks for work.
+  void BeginAheadLocked(uint32_t asking) BC_REQUIRES(mu_);
   // The rings with readers (every ring while none has one), and the ring of
   // the batch from `seq` that is the stream's `batch`-th (from 0): its group
   // rank's, else by demand the plan's, else the round robin's over
@@ -728,7 +751,8 @@ class Scheduler {
   // slot free, the stream's next batch another ring's; unset while it does
   // not) and how long it waited so (the stats' turn_wait_s); the read-ahead
   // hint it was given last (PredictNextBatch; unset once a batch was begun)
-  // and how many shared batches it began that were not the hint's.
+  // and how many shared batches it began that were not the hint's; the batch
+  // begun for it while it was busy (Note [Begun ahead]).
   struct RingWork {
     std::optional<Clock::time_point> began_at;
     Clock::duration mean{0};
@@ -736,6 +760,7 @@ class Scheduler {
     Clock::duration turn_wait{0};
     std::optional<uint64_t> hint;
     uint64_t hint_misses = 0;
+    std::optional<Work> ahead;
   };
   std::vector<RingWork> ring_work_ BC_GUARDED_BY(mu_);
   // By demand: batch `start` + i goes to order[i % order.size()] (a cycle,

@@ -149,6 +149,27 @@ void Scheduler::RingWaitsForTurnLocked(uint32_t ring, bool waits) {
   w.turn_since.reset();
 }
 
+void Scheduler::TakesSharedLocked(uint32_t ring, uint64_t first_seq) {
+  RingWork& w = ring_work_[ring];
+  if (w.hint && *w.hint != first_seq) ++w.hint_misses;
+  w.hint.reset();
+}
+
+void Scheduler::BeginAheadLocked(uint32_t asking) {
+  if (config_.rings == 1 || (lane_ && lane_->owner())) return;
+  while (slots_.next_seq() < stream_end_ && MayWriteLocked()) {
+    const uint32_t ring = PlaceNextLocked();
+    RingWork& w = ring_work_[ring];
+    if (ring == asking || w.ahead || !w.began_at) return;
+    const std::optional<uint32_t> slot = FindWritableSlotLocked();
+    if (!slot) return;
+    const auto epoch = static_cast<uint32_t>(slots_.next_seq() / config_.epoch_len);
+    const uint32_t count = NextSharedCountLocked();
+    BeganSharedLocked();
+    w.ahead = Work{slots_.Begin(*slot, epoch, count, ring), epoch, false};
+  }
+}
+
 uint64_t Scheduler::NextBatchEndLocked(uint64_t seq) const {
   return seq + Lane::BatchCount(seq, config_.epoch_len, config_.batch_size, stream_end_);
 }
@@ -161,6 +182,8 @@ std::optional<uint64_t> Scheduler::PredictNextBatch(uint32_t ring) {
 }
 
 std::optional<uint64_t> Scheduler::PredictLocked(uint32_t ring) const {
+  // Note [Begun ahead]: its next batch is begun already.
+  if (const std::optional<Work>& ahead = ring_work_[ring].ahead) return ahead->grant.first_seq;
   const std::vector<uint32_t> candidates = CandidateRingsLocked();
   uint64_t seq = slots_.next_seq();
   uint64_t batch = batches_begun_;

@@ -339,6 +339,16 @@ Result<std::optional<Scheduler::Work>> Scheduler::TryBeginWorkLocked(uint32_t ri
     ServeAllLocked();
     wake_pending_ = true;
   }
+  // Note [Begun ahead]: the batch begun for this ring while it was busy
+  // first; then the others' batches before this ring's turn.
+  if (std::optional<Work> ahead = std::exchange(ring_work_[ring].ahead, std::nullopt)) {
+    RingWaitsForTurnLocked(ring, false);
+    TakesSharedLocked(ring, ahead->grant.first_seq);
+    RingBusyLocked(ring, true);
+    BeginAheadLocked(ring);
+    return ahead;
+  }
+  BeginAheadLocked(ring);
   const uint64_t next_seq = slots_.next_seq();
   std::optional<uint32_t> shared;
   if (next_seq < stream_end_) shared = SharedSlotLocked(/*log_wait=*/SharedReadLocked());
@@ -361,16 +371,15 @@ Result<std::optional<Scheduler::Work>> Scheduler::TryBeginWorkLocked(uint32_t ri
   RingWaitsForTurnLocked(ring, others_turn);
   if (!shared) return std::optional<Work>();
   if (lane_ && lane_->owner()) ++shared_since_lane_;
-  // Note [Placement]: the read-ahead hint this ring's producer was given.
-  RingWork& rw = ring_work_[ring];
-  if (rw.hint && *rw.hint != next_seq) ++rw.hint_misses;
-  rw.hint.reset();
+  TakesSharedLocked(ring, next_seq);
   const auto epoch = static_cast<uint32_t>(next_seq / config_.epoch_len);
   const uint32_t count = NextSharedCountLocked();
   BeganSharedLocked();
   RingBusyLocked(ring, true);
+  const Work work{slots_.Begin(*shared, epoch, count, ring), epoch, false};
+  BeginAheadLocked(ring);
   NotifyProducer();  // Note [Placement]: the next batch may be another ring's
-  return std::optional<Work>(Work{slots_.Begin(*shared, epoch, count, ring), epoch, false});
+  return std::optional<Work>(work);
 }
 
 Result<std::optional<Scheduler::Work>> Scheduler::TryBeginWork(uint32_t ring) {
