@@ -670,6 +670,8 @@ class Scheduler {
   // Note [Begun ahead]: begins the stream's next batches for the busy rings
   // they are placed on, while ring `asking`'s producer asks for work.
   void BeginAheadLocked(uint32_t asking) BC_REQUIRES(mu_);
+  // Whether `ring` is among CandidateRingsLocked().
+  bool IsCandidateLocked(uint32_t ring) const BC_REQUIRES(mu_);
   // The rings with readers (every ring while none has one), and the ring of
   // the batch from `seq` that is the stream's `batch`-th (from 0): its group
   // rank's, else by demand the plan's, else the round robin's over

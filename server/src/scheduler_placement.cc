@@ -52,6 +52,11 @@ std::vector<uint32_t> Scheduler::CandidateRingsLocked() const {
   return candidates;
 }
 
+bool Scheduler::IsCandidateLocked(uint32_t ring) const {
+  const std::vector<uint32_t> candidates = CandidateRingsLocked();
+  return std::find(candidates.begin(), candidates.end(), ring) != candidates.end();
+}
+
 uint32_t Scheduler::PlaceAtLocked(uint64_t seq, uint64_t batch,
                                   const std::vector<uint32_t>& candidates) const {
   if (std::optional<uint32_t> ring = GroupPlacementLocked(seq)) return ring.value();

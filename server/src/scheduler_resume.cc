@@ -368,7 +368,9 @@ Result<std::optional<Scheduler::Work>> Scheduler::TryBeginWorkLocked(uint32_t ri
       return w;
     }
   }
-  RingWaitsForTurnLocked(ring, others_turn);
+  // A ring without readers has no turn to wait for: the batches go to the
+  // rings with readers (Note [Placement]).
+  RingWaitsForTurnLocked(ring, others_turn && IsCandidateLocked(ring));
   if (!shared) return std::optional<Work>();
   if (lane_ && lane_->owner()) ++shared_since_lane_;
   TakesSharedLocked(ring, next_seq);

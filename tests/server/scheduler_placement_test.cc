@@ -523,6 +523,13 @@ TEST_F(PlacementTest, BusyRingsBatchesAreBegunAheadAndATurnWaitIsCounted) {
   EXPECT_DOUBLE_EQ(turn_wait(1), 0.0);
   EXPECT_EQ(Stats()["rings"][1]["read_ahead_misses"], 0);
 
+  // A ring without readers never has a turn: it does not wait for one.
+  Make(t);
+  MustJoin("b", On(1));
+  EXPECT_FALSE(Begin(0));
+  env_.now += 1s;
+  EXPECT_DOUBLE_EQ(turn_wait(0), 0.0);
+
   t.window = 2;
   MakeWithTwoReaders(t);
   const std::optional<SlotGrant> c0 = Begin(0);
