@@ -670,6 +670,9 @@ class Scheduler {
   // Note [Begun ahead]: begins the stream's next batches for the busy rings
   // they are placed on, while ring `asking`'s producer asks for work.
   void BeginAheadLocked(uint32_t asking) BC_REQUIRES(mu_);
+  // Begins the shared stream's next batch in slot `slot` (writable), placed
+  // on `ring`.
+  Work BeginSharedLocked(uint32_t slot, uint32_t ring) BC_REQUIRES(mu_);
   // Whether `ring` is among CandidateRingsLocked().
   bool IsCandidateLocked(uint32_t ring) const BC_REQUIRES(mu_);
   // The rings with readers (every ring while none has one), and the ring of

@@ -162,17 +162,18 @@ void Scheduler::TakesSharedLocked(uint32_t ring, uint64_t first_seq) {
 
 void Scheduler::BeginAheadLocked(uint32_t asking) {
   if (config_.rings == 1 || (lane_ && lane_->owner())) return;
+  bool began = false;
   while (slots_.next_seq() < stream_end_ && MayWriteLocked()) {
     const uint32_t ring = PlaceNextLocked();
     RingWork& w = ring_work_[ring];
-    if (ring == asking || w.ahead || !w.began_at) return;
+    if (ring == asking || w.ahead || !w.began_at) break;
     const std::optional<uint32_t> slot = FindWritableSlotLocked();
-    if (!slot) return;
-    const auto epoch = static_cast<uint32_t>(slots_.next_seq() / config_.epoch_len);
-    const uint32_t count = NextSharedCountLocked();
-    BeganSharedLocked();
-    w.ahead = Work{slots_.Begin(*slot, epoch, count, ring), epoch, false};
+    if (!slot) break;
+    w.ahead = BeginSharedLocked(*slot, ring);
+    began = true;
   }
+  // The stream's next batch may now be a waiting ring's.
+  if (began) NotifyProducer();
 }
 
 uint64_t Scheduler::NextBatchEndLocked(uint64_t seq) const {

@@ -346,6 +346,8 @@ Result<std::optional<Scheduler::Work>> Scheduler::TryBeginWorkLocked(uint32_t ri
     TakesSharedLocked(ring, ahead->grant.first_seq);
     RingBusyLocked(ring, true);
     BeginAheadLocked(ring);
+    // Now busy, its next batch may be begun ahead by a ring waiting for its turn.
+    NotifyProducer();
     return ahead;
   }
   BeginAheadLocked(ring);
@@ -374,14 +376,18 @@ Result<std::optional<Scheduler::Work>> Scheduler::TryBeginWorkLocked(uint32_t ri
   if (!shared) return std::optional<Work>();
   if (lane_ && lane_->owner()) ++shared_since_lane_;
   TakesSharedLocked(ring, next_seq);
-  const auto epoch = static_cast<uint32_t>(next_seq / config_.epoch_len);
-  const uint32_t count = NextSharedCountLocked();
-  BeganSharedLocked();
   RingBusyLocked(ring, true);
-  const Work work{slots_.Begin(*shared, epoch, count, ring), epoch, false};
+  const Work work = BeginSharedLocked(*shared, ring);
   BeginAheadLocked(ring);
   NotifyProducer();  // Note [Placement]: the next batch may be another ring's
   return std::optional<Work>(work);
+}
+
+Scheduler::Work Scheduler::BeginSharedLocked(uint32_t slot, uint32_t ring) {
+  const auto epoch = static_cast<uint32_t>(slots_.next_seq() / config_.epoch_len);
+  const uint32_t count = NextSharedCountLocked();
+  BeganSharedLocked();
+  return Work{slots_.Begin(slot, epoch, count, ring), epoch, false};
 }
 
 Result<std::optional<Scheduler::Work>> Scheduler::TryBeginWork(uint32_t ring) {
