@@ -86,6 +86,17 @@ std::string AttachedText(const json& ring) {
   return out;
 }
 
+// What held a ring's producer back (docs/stats.md): its waits for its turn
+// and the batches it had not read ahead; nothing while both are 0.
+std::string HeldBackText(const json& ring) {
+  std::string out;
+  if (const double s = ring.value("turn_wait_s", 0.0); s > 0)
+    out += fmt::format(", waited {:.1f} s for its turn", s);
+  if (const uint64_t misses = Count(ring, "read_ahead_misses"); misses > 0)
+    out += fmt::format(", {} batch{} not read ahead", misses, misses == 1 ? "" : "es");
+  return out;
+}
+
 // Each value's share of their sum: nullopt for an unknown value, and for
 // every value while the known ones sum to 0.
 std::vector<std::optional<double>> SharesOf(const std::vector<std::optional<double>>& values) {
@@ -181,7 +192,7 @@ std::string StatsReport(const json& j) {
           << Count(r, "batches_written") << " batches written; read " << Count(r, "batches_local")
           << " batches zero-copy, " << Count(r, "batches_from_peers") << " from other rings ("
           << FormatCount(static_cast<double>(Count(r, "peer_bytes"))) << " bytes copied)"
-          << AttachedText(r) << "\n";
+          << AttachedText(r) << HeldBackText(r) << "\n";
     }
   }
   if (j.contains("source_counters") && !j["source_counters"].empty()) {
@@ -236,7 +247,8 @@ std::vector<WatchView::RingRate> WatchView::RingRates() const {
     const json& r = (*rings)[i];
     const json* pr = prev != nullptr && i < prev->size() ? &(*prev)[i] : nullptr;
     out.push_back({fmt::format("ring {} {}", Count(r, "ring"), r.value("device", "?")),
-                   Rate(r, pr, "samples_decoded"), Rate(r, pr, "peer_bytes"), std::nullopt});
+                   Rate(r, pr, "samples_decoded"), Rate(r, pr, "peer_bytes"), std::nullopt,
+                   Rate(r, pr, "turn_wait_s")});
     decoded.push_back(out.back().decoded);
   }
   const std::vector<std::optional<double>> shares = SharesOf(decoded);
@@ -290,9 +302,10 @@ std::vector<std::string> WatchView::Frame(int width, int height) const {
   if (const std::vector<RingRate> rings = RingRates(); !rings.empty()) {
     lines.push_back(fmt::format("rings     {}, batches placed {}", rings.size(), PlacementText(j)));
     for (const RingRate& r : rings) {
-      lines.push_back(fmt::format("  {:<14}  decoded {:>7}/s  {:>4} of the node  copied in {}",
-                                  r.name, RateText(r.decoded), Percent(r.share),
-                                  BytesRateText(r.peer_bytes)));
+      lines.push_back(fmt::format(
+          "  {:<14}  decoded {:>7}/s  {:>4} of the node  copied in {}  waiting for its turn {}",
+          r.name, RateText(r.decoded), Percent(r.share), BytesRateText(r.peer_bytes),
+          Percent(r.turn_wait)));
     }
   }
   if (j.contains("source_counters") && !j["source_counters"].empty()) {
@@ -353,9 +366,9 @@ std::vector<std::string> WatchView::Lines(const std::string& stamp) const {
   if (j.value("stream_ended", false)) producer += " stream ended";
   std::vector<std::string> lines{producer};
   for (const RingRate& r : RingRates()) {
-    lines.push_back(fmt::format("{} {} decoded {} samples/s share {} copied in {}", who, r.name,
-                                RateText(r.decoded), Percent(r.share),
-                                BytesRateText(r.peer_bytes)));
+    lines.push_back(fmt::format("{} {} decoded {} samples/s share {} copied in {} turn wait {}",
+                                who, r.name, RateText(r.decoded), Percent(r.share),
+                                BytesRateText(r.peer_bytes), Percent(r.turn_wait)));
   }
   for (const json& c : consumers) {
     const json* pc = PrevConsumer(Count(c, "id"));

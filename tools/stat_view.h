@@ -71,6 +71,7 @@ class WatchView {
   struct RingRate {
     std::string name;  // "ring 0 cuda:0"
     std::optional<double> decoded, peer_bytes, share;
+    std::optional<double> turn_wait;  // share of the time waiting for its turn
   };
   std::vector<RingRate> RingRates() const;
   // The previous sample's entry of consumer `id`, or nullptr.

@@ -113,8 +113,9 @@ TEST(WatchView, StageAndWaitTimesShownWhenPresent) {
   EXPECT_NE(lines.find(" wait 38%"), std::string::npos) << lines;
 }
 
-// A server of two rings: `rings` (docs/stats.md), one entry per ring.
-json TwoRings(uint64_t decoded0, uint64_t decoded1, uint64_t peer_bytes0) {
+// A server of two rings: `rings` (docs/stats.md), one entry per ring; ring
+// 1 waited `turn_wait1` s for its turn.
+json TwoRings(uint64_t decoded0, uint64_t decoded1, uint64_t peer_bytes0, double turn_wait1 = 0) {
   json s = Stats(decoded0 + decoded1, 0, {Consumer(1, "a", 0), Consumer(2, "b", 0)});
   s["device"] = "cuda:0,1";
   s["placement"] = "demand";
@@ -127,7 +128,9 @@ json TwoRings(uint64_t decoded0, uint64_t decoded1, uint64_t peer_bytes0) {
                           {"samples_decoded", r == 0 ? decoded0 : decoded1},
                           {"batches_local", 10},
                           {"batches_from_peers", r == 0 ? 30 : 0},
-                          {"peer_bytes", r == 0 ? peer_bytes0 : 0}});
+                          {"peer_bytes", r == 0 ? peer_bytes0 : 0},
+                          {"turn_wait_s", r == 0 ? 0.0 : turn_wait1},
+                          {"read_ahead_misses", 0}});
   }
   return s;
 }
@@ -145,6 +148,13 @@ TEST(StatsReport, EveryRingOfSeveralIsListed) {
             std::string::npos)
       << r;
   EXPECT_EQ(StatsReport(Stats(1500, 0, {})).find("rings:"), std::string::npos);
+  // What held a ring back, when anything did.
+  json held = TwoRings(6400, 19200, 0, 1.5);
+  held["rings"][1]["read_ahead_misses"] = 3;
+  EXPECT_NE(StatsReport(held).find("0 from other rings (0 bytes copied), waited 1.5 s for its "
+                                   "turn, 3 batches not read ahead\n"),
+            std::string::npos)
+      << StatsReport(held);
   // The status line of `serve`: each ring's share of the decode so far.
   const std::string status = StatusLine(TwoRings(6400, 19200, 0), 1000.0);
   EXPECT_TRUE(status.ends_with(" | decoded per ring 25% 75%")) << status;
@@ -201,19 +211,23 @@ TEST(WatchView, EachRingsDecodeRateAndShare) {
   WatchView v;
   v.Update(TwoRings(1000, 1000, 0), 0);
   EXPECT_NE(
-      Join(v.Frame()).find("  ring 0 cuda:0   decoded       -/s     - of the node  copied in -\n"),
+      Join(v.Frame()).find(
+          "  ring 0 cuda:0   decoded       -/s     - of the node  copied in -  waiting for its "
+          "turn -\n"),
       std::string::npos)
       << Join(v.Frame());
-  v.Update(TwoRings(3000, 9000, 4000000), 2.0);
+  v.Update(TwoRings(3000, 9000, 4000000, 0.5), 2.0);
   const std::string frame = Join(v.Frame());
   EXPECT_NE(frame.find("rings     2, batches placed by demand (--placement demand)\n"
                        "  ring 0 cuda:0   decoded    1.0k/s   20% of the node  copied in "
-                       "2.00MB/s\n"
-                       "  ring 1 cuda:1   decoded    4.0k/s   80% of the node  copied in 0B/s\n"),
+                       "2.00MB/s  waiting for its turn 0%\n"
+                       "  ring 1 cuda:1   decoded    4.0k/s   80% of the node  copied in 0B/s  "
+                       "waiting for its turn 25%\n"),
             std::string::npos)
       << frame;
   const std::string lines = Join(v.Lines("t"));
-  EXPECT_NE(lines.find("t imnet ring 1 cuda:1 decoded 4.0k samples/s share 80% copied in 0B/s\n"),
+  EXPECT_NE(lines.find("t imnet ring 1 cuda:1 decoded 4.0k samples/s share 80% copied in 0B/s "
+                       "turn wait 25%\n"),
             std::string::npos)
       << lines;
   // One ring: no ring rows.
