@@ -194,10 +194,12 @@
 // have none begun ahead, in order, until one is placed on the asking ring or
 // on a ring not busy (it begins its own when it asks), or no slot is free
 // (BeginAheadLocked). A ring takes the batch begun for it before anything
-// else, and its read-ahead hint is that batch (PredictNextBatch). One per
-// ring: a slow ring holds at most two slots being written. Not with one ring
-// (nothing to wait for), nor while the resume lane has an owner (the lane
-// takes spare capacity, Note [Resume]).
+// else, and its read-ahead hint is that batch (PredictNextBatch); the
+// producers are woken when batches are begun ahead and when a ring takes its
+// own (busy then, its next batch may be begun by a ring waiting behind it).
+// One per ring: a slow ring holds at most two slots being written. Not with
+// one ring (nothing to wait for), nor while the resume lane has an owner
+// (the lane takes spare capacity, Note [Resume]).
 //
 // Why a plan and not the first ring that asks: a ring reads its next batch
 // ahead while it writes one, so it must know which batch that is. With the
