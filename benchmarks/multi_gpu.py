@@ -106,6 +106,11 @@ def ring_counts(stats, key):
     return [r.get(key, 0) for r in stats.get("rings", [])]
 
 
+def ring_deltas(before, after, key):
+    """Each ring's growth in counter `key` from stats `before` to `after`."""
+    return [b - a for a, b in zip(ring_counts(before, key), ring_counts(after, key))]
+
+
 READER = r"""
 import sys, torch, batchcast
 name, device, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -170,16 +175,14 @@ def producer(binary, args, g, placement=None):
     with ServerProcess(binary, name, options, data=args.data, timeout=120) as server:
         readers = start_processes(g, READER, lambda i: [name, f"cuda:{i}", "256"])
         dt, (s0,), (s1,) = measure([server], readers, args)
-    before, after = ring_counts(s0, "samples_decoded"), ring_counts(s1, "samples_decoded")
-    decoded = [(b - a) / dt for a, b in zip(before, after)]
+    decoded = [d / dt for d in ring_deltas(s0, s1, "samples_decoded")]
     epoch = s1.get("epoch_len", 1)
     return {"gpus": g, "server_options": options, "placement": s1["placement"],
             "rate": (s1["samples_published"] - s0["samples_published"]) / dt,
             "decoded_per_ring": decoded,
             "epoch_share_per_ring": [d / max(sum(decoded), 1e-9) for d in decoded],
             "epoch_len": epoch,
-            "peer_bytes_per_s": [(b - a) / dt for a, b in
-                                 zip(ring_counts(s0, "peer_bytes"), ring_counts(s1, "peer_bytes"))],
+            "peer_bytes_per_s": [d / dt for d in ring_deltas(s0, s1, "peer_bytes")],
             "stage_share_per_ring": [stage_shares(a, b, dt) for a, b in
                                      zip(s0.get("rings", []), s1.get("rings", []))],
             "turn_wait_share_per_ring": turn_wait_shares(s0, s1, dt),
@@ -192,17 +195,14 @@ def turn_wait_shares(before, after, dt):
     """Each ring's share of the interval its producer waited for its turn
     (docs/stats.md turn_wait_s): the stream's next batch was another ring's,
     not begun yet."""
-    return [(b - a) / dt for a, b in
-            zip(ring_counts(before, "turn_wait_s"), ring_counts(after, "turn_wait_s"))]
+    return [d / dt for d in ring_deltas(before, after, "turn_wait_s")]
 
 
 def read_ahead_miss_shares(before, after):
     """Each ring's share of the batches it wrote in the interval whose files
     it had not read ahead (docs/stats.md read_ahead_misses)."""
-    def delta(key):
-        return [b - a for a, b in zip(ring_counts(before, key), ring_counts(after, key))]
-    return [m / w if w else 0.0
-            for m, w in zip(delta("read_ahead_misses"), delta("batches_written"))]
+    return [m / w if w else 0.0 for m, w in zip(ring_deltas(before, after, "read_ahead_misses"),
+                                                ring_deltas(before, after, "batches_written"))]
 
 
 def stage_shares(before, after, dt):
@@ -394,11 +394,10 @@ def trainer_rates(binary, args, g, arch, batch, placement=None, queues=None):
         attached, attached_wait = trainers_at_once(args, g, arch, batch, name, produce=True,
                                                    queues=queues)
         t1, after = time.monotonic(), server.stats()
-        before = ring_counts(stats0, "samples_decoded")
         mps = {True: "on", False: "off"}.get(after.get("mps"), "unknown")
     # Each ring's share of what was decoded while the trainers decoded their
     # rings (warm-ups included): a trainer whose ring took more decodes more.
-    decoded = [a - b for a, b in zip(ring_counts(after, "samples_decoded"), before)]
+    decoded = ring_deltas(stats0, after, "samples_decoded")
     shares = [d / sum(decoded) if sum(decoded) else 0.0 for d in decoded]
     return {"gpus": g, "arch": arch, "batch": batch, "server_options": options,
             "placement": options.get("placement", "default"),
