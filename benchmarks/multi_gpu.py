@@ -37,6 +37,10 @@ tools/make_dataset.py once under /tmp and read into the page cache):
    stream for its reader): their rates against the one-GPU rate of the same
    round show whether one process holding g rings slows its rings' decode
    threads, or g decodes on one node slow each other anyway.
+   --grouped adds, after each count g of 2 or more, the same server with its
+   g readers one group (as a DDP job's ranks: each rank fed from its own
+   GPU's ring): the same decode with no copies between GPUs, where each
+   reader of the whole stream copies the batches of the g - 1 other rings.
 2. trainers: on the most GPUs, one trainer process per GPU, all at once (ResNet-50 batch 128
    bfloat16, then ResNet-18), fed by the g-GPU server (a batchcast.Loader on
    its GPU, each reading the whole stream) vs synthetic tensors already on
@@ -111,11 +115,15 @@ def ring_deltas(before, after, key):
     return [b - a for a, b in zip(ring_counts(before, key), ring_counts(after, key))]
 
 
+# A reader of the whole stream; with a rank and a world size after the
+# batch, a rank of one group (as a DDP job's: the group's split).
 READER = r"""
 import sys, torch, batchcast
 name, device, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
+group = ({"group": "readers", "rank": int(sys.argv[4]), "world_size": int(sys.argv[5])}
+         if len(sys.argv) > 5 else {})
 torch.cuda.set_device(device)
-loader = batchcast.Loader(name, batch_size=batch, timeout=120, device=device)
+loader = batchcast.Loader(name, batch_size=batch, timeout=120, device=device, **group)
 while True:
     for images, _ in loader:
         pass
@@ -165,15 +173,19 @@ def measure(servers, readers, args):
     return t1 - t0, before, after
 
 
-def producer(binary, args, g, placement=None):
-    name = f"mgbench-{os.getpid()}-p{g}"
+def producer(binary, args, g, placement=None, grouped=False):
+    """The server over g GPUs with a reader on each: each reading the whole
+    stream, or (`grouped`) the g readers one group, each rank fed from its
+    own GPU's ring (no copies between GPUs)."""
+    name = f"mgbench-{os.getpid()}-p{g}" + ("-grouped" if grouped else "")
     # The server's default window: 4 slots per ring (each reader holds a slot
     # or two while it reads, and each ring's producer writes ahead).
     options = dict(SERVER, device=devices(g))
     if placement:
         options["placement"] = placement
     with ServerProcess(binary, name, options, data=args.data, timeout=120) as server:
-        readers = start_processes(g, READER, lambda i: [name, f"cuda:{i}", "256"])
+        ranks = (lambda i: [str(i), str(g)]) if grouped else (lambda i: [])
+        readers = start_processes(g, READER, lambda i: [name, f"cuda:{i}", "256", *ranks(i)])
         dt, (s0,), (s1,) = measure([server], readers, args)
     decoded = [d / dt for d in ring_deltas(s0, s1, "samples_decoded")]
     epoch = s1.get("epoch_len", 1)
@@ -538,6 +550,16 @@ def producer_round(binary, args, counts, rep):
             print(f"  ring(s) {', '.join(map(str, r['given_less']))} slower: the plan gave "
                   "them a smaller share of the stream, so they paced nobody", flush=True)
         last_of_count = n + 1 == len(runs) or runs[n + 1][0] != g
+        if args.grouped and g >= 2 and last_of_count:
+            r["grouped"] = grp = producer(binary, args, g, placement, grouped=True)
+            one = one_gpu_rate(results)
+            print(f"grouped, the {g} readers one group (each rank fed from its GPU's ring): "
+                  f"{grp['rate']:.0f} img/s" + (f" ({grp['rate'] / one:.2f}x)" if one else "")
+                  + "; copied between GPUs: "
+                  + ", ".join(f"{b / 1e6:.0f} MB/s" for b in grp["peer_bytes_per_s"])
+                  + "; in decode calls: "
+                  + ", ".join(f"{x.get('hw_decode', 0.0):.0%}" for x in grp["stage_share_per_ring"])
+                  + f"; waiting for a slot: {grp['slot_wait_share']:.0%}", flush=True)
         if args.separate and g >= 2 and last_of_count:
             r["separate"] = sep = separate(binary, args, g)
             one = one_gpu_rate(results)
@@ -579,6 +601,10 @@ def main() -> int:
                    help="in the producer part, after each count g of 2 or more, also g "
                         "single-GPU servers at once, one reader each (each decodes the whole "
                         "stream): what one process holding g rings costs their decode threads")
+    p.add_argument("--grouped", action="store_true",
+                   help="in the producer part, after each count g of 2 or more, also the "
+                        "same server with its g readers one group (as a DDP job's ranks, each "
+                        "fed from its own GPU's ring): the rate without copies between GPUs")
     p.add_argument("--placements", default=None, metavar="LIST",
                    help="in the producer part, each count of 2 or more GPUs once per placement "
                         "in turn, e.g. round-robin,demand: both compared in every round; in "

@@ -123,6 +123,29 @@ def test_the_producer_part_runs_its_rounds_and_the_separate_servers(monkeypatch,
             assert r["separate"]["rate"] == sum(r["separate"]["rate_per_server"])
 
 
+def test_grouped_readers_run_after_each_count_as_ranks_of_one_group(monkeypatch, tmp_path):
+    fake_gpus(monkeypatch)
+    started = []
+
+    def processes(g, script, argv, env=None):
+        started.append([argv(i) for i in range(g)])
+        return fake_processes(g, script, argv, env)
+
+    monkeypatch.setattr(multi_gpu, "start_processes", processes)
+    out = tmp_path / "out.json"
+    monkeypatch.setattr(sys, "argv", ["multi_gpu.py", "--data", str(tmp_path), "--gpus", "1,2",
+                                      "--grouped", "--skip", "trainers,ddp", "--json", str(out)])
+    assert multi_gpu.main() == 0
+    one, two = json.loads(out.read_text())["producer"]
+    assert "grouped" not in one
+    assert two["grouped"]["gpus"] == 2 and two["grouped"]["rate"] > 0
+    # Readers of the whole stream take no rank; the grouped ones rank and world size.
+    name = started[2][0][0]
+    assert started[1] == [[started[1][0][0], f"cuda:{i}", "256"] for i in range(2)]
+    assert started[2] == [[name, f"cuda:{i}", "256", str(i), "2"] for i in range(2)]
+    assert name.endswith("-grouped")
+
+
 def test_by_round_robin_a_slow_ring_paces_the_others(monkeypatch, tmp_path, capsys):
     fake_gpus(monkeypatch)
     out = tmp_path / "out.json"
