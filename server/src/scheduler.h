@@ -467,6 +467,9 @@ class Scheduler {
   Result<std::optional<Work>> TryBeginWork(uint32_t ring = 0) BC_EXCLUDES(mu_);
   // TryBeginWork, waiting until it grants or fails, or until `deadline`.
   Result<Work> BeginWork(uint32_t ring, Clock::time_point deadline) BC_EXCLUDES(mu_);
+  // How many times BeginWork and BeginBatch have begun to wait: lets a test
+  // act once a producer thread waits, without sleeping.
+  uint64_t ProducerWaitsForTesting() const BC_EXCLUDES(mu_);
   // No batch follows the ones begun so far.
   void EndStream() BC_EXCLUDES(mu_);
   // BeginBatch fails with Cancelled from now on (and wakes up if waiting).
@@ -726,6 +729,7 @@ class Scheduler {
   // ReviewResumersLocked queued replies on the producer's thread: wake the
   // control thread once the lock is released.
   bool wake_pending_ BC_GUARDED_BY(mu_) = false;
+  uint64_t producer_waits_ BC_GUARDED_BY(mu_) = 0;  // ProducerWaitsForTesting
   uint64_t stream_moves_ BC_GUARDED_BY(mu_) = 0;
   bool started_ BC_GUARDED_BY(mu_) = false;          // the first batch was begun
   uint64_t departed_cursor_ BC_GUARDED_BY(mu_) = 0;  // the furthest cursor of a consumer that left

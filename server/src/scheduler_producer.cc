@@ -116,6 +116,7 @@ Result<SlotGrant> Scheduler::BeginBatch(uint32_t epoch, std::span<const int64_t>
     if (grant) return *grant;
     if (Clock::now() >= deadline) return DeadlineExceededError("no slot became free in time");
     // Every change that can make a slot writable signals producer_cv_.
+    ++producer_waits_;
     producer_cv_.WaitUntil(&mu_, deadline);
   }
 }

@@ -402,6 +402,11 @@ Result<std::optional<Scheduler::Work>> Scheduler::TryBeginWork(uint32_t ring) {
   return w;
 }
 
+uint64_t Scheduler::ProducerWaitsForTesting() const {
+  MutexLock lock(&mu_);
+  return producer_waits_;
+}
+
 Result<Scheduler::Work> Scheduler::BeginWork(uint32_t ring, Clock::time_point deadline) {
   while (true) {
     bool wake = false;
@@ -413,6 +418,7 @@ Result<Scheduler::Work> Scheduler::BeginWork(uint32_t ring, Clock::time_point de
       if (w.ok() && !w->has_value() && !wake) {
         if (Clock::now() >= deadline) return DeadlineExceededError("no slot became free in time");
         // Every change that can make a slot writable signals producer_cv_.
+        ++producer_waits_;
         producer_cv_.WaitUntil(&mu_, deadline);
         continue;
       }

@@ -11,6 +11,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "scheduler_fixture.h"
@@ -540,6 +541,56 @@ TEST_F(PlacementTest, BusyRingsBatchesAreBegunAheadAndATurnWaitIsCounted) {
   env_.now += 10ms;
   EXPECT_DOUBLE_EQ(turn_wait(0), 0.0);
   EXPECT_GT(Stats()["producer_blocked_s"].get<double>(), 0.0);
+}
+
+// Note [Begun ahead]: a ring's producer waiting for its turn behind a ring
+// that has a batch begun ahead is woken when that ring takes it: the ring
+// is busy again, so the waiting ring begins the ring's next batch ahead for
+// it, then its own. Without that wake-up it would sleep until its deadline.
+TEST_F(PlacementTest, AProducerWaitingForItsTurnIsWokenWhenTheRingAheadTakesItsBatch) {
+  TestConfig t = Placed(Rings(2), Placement::kRoundRobin);
+  t.epoch_len = 1000;
+  MakeWithTwoReaders(t);
+  // As in BusyRingsBatchesAreBegunAheadAndATurnWaitIsCounted: ring 1 writes
+  // seq 4 and has seq 12 begun ahead; ring 0 has written 0, 8 and 16.
+  const std::optional<SlotGrant> b1 = [&] {
+    const std::optional<SlotGrant> b0 = Begin(0);
+    std::optional<SlotGrant> b = Begin(1);
+    EXPECT_TRUE(b0 && s_->Commit(b0->slot).ok());
+    for (uint64_t seq : {8u, 16u}) {
+      const std::optional<SlotGrant> g = Begin(0);
+      EXPECT_TRUE(g && g->first_seq == seq && s_->Commit(g->slot).ok());
+    }
+    return b;
+  }();
+  ASSERT_TRUE(b1);
+  const auto waited_again = [&](uint64_t waits) {
+    const Clock::time_point give_up = Clock::now() + 10s;
+    while (s_->ProducerWaitsForTesting() == waits && Clock::now() < give_up) {
+      std::this_thread::yield();
+    }
+    return s_->ProducerWaitsForTesting() > waits;
+  };
+  const uint64_t waits = s_->ProducerWaitsForTesting();
+  Result<Scheduler::Work> got = InternalError("not yet");
+  const Clock::time_point deadline = Clock::now() + 10s;
+  Clock::time_point returned;
+  std::thread ring0([&] {
+    got = s_->BeginWork(0, deadline);
+    returned = Clock::now();
+  });
+  ASSERT_TRUE(waited_again(waits)) << "seq 20 is ring 1's, which has seq 12 begun ahead";
+  const uint64_t before_commit = s_->ProducerWaitsForTesting();
+  ASSERT_TRUE(s_->Commit(b1->slot).ok());
+  ASSERT_TRUE(waited_again(before_commit)) << "woken by the commit, still not its turn";
+  const std::optional<SlotGrant> b3 = Begin(1);
+  ASSERT_TRUE(b3);
+  EXPECT_EQ(b3->first_seq, 12u);
+  ring0.join();
+  EXPECT_LT(returned, deadline - 5s) << "woken, not granted once its wait timed out";
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->grant.first_seq, 24u) << "seq 20 begun ahead for ring 1 first";
+  EXPECT_EQ(s_->PredictNextBatch(1), std::optional<uint64_t>(20));
 }
 
 // A DDP job with a rank per GPU and B equal to the producer batch: one group
