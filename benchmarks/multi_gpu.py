@@ -512,6 +512,16 @@ def one_gpu_rate(results):
     return results[0]["rate"] if results and results[0]["gpus"] == 1 else None
 
 
+def copied_text(result):
+    """Each ring's bytes copied to other GPUs per second, as printed."""
+    return ", ".join(f"{b / 1e6:.0f} MB/s" for b in result["peer_bytes_per_s"])
+
+
+def decode_calls_text(stage_shares):
+    """Each ring's (server's) share of the interval in nvJPEG's calls, as printed."""
+    return ", ".join(f"{x.get('hw_decode', 0.0):.0%}" for x in stage_shares)
+
+
 def producer_round(binary, args, counts, rep):
     """The producer part once over every GPU count (a count of 2 or more once
     per --placements entry, in turn), each ratio to this round's one-GPU rate;
@@ -527,7 +537,7 @@ def producer_round(binary, args, counts, rep):
               + ", ".join(f"{x:.0f}/s ({s:.0%} of each epoch)"
                           for x, s in zip(r["decoded_per_ring"], r["epoch_share_per_ring"]))
               + "; copied between GPUs: "
-              + ", ".join(f"{b / 1e6:.0f} MB/s" for b in r["peer_bytes_per_s"])
+              + copied_text(r)
               + f"; waiting for a slot: {r['slot_wait_share']:.0%}"
               + "; each ring waiting for its turn: "
               + ", ".join(f"{x:.0%}" for x in r["turn_wait_share_per_ring"])
@@ -555,10 +565,8 @@ def producer_round(binary, args, counts, rep):
             one = one_gpu_rate(results)
             print(f"grouped, the {g} readers one group (each rank fed from its GPU's ring): "
                   f"{grp['rate']:.0f} img/s" + (f" ({grp['rate'] / one:.2f}x)" if one else "")
-                  + "; copied between GPUs: "
-                  + ", ".join(f"{b / 1e6:.0f} MB/s" for b in grp["peer_bytes_per_s"])
-                  + "; in decode calls: "
-                  + ", ".join(f"{x.get('hw_decode', 0.0):.0%}" for x in grp["stage_share_per_ring"])
+                  + f"; copied between GPUs: {copied_text(grp)}"
+                  + f"; in decode calls: {decode_calls_text(grp['stage_share_per_ring'])}"
                   + f"; waiting for a slot: {grp['slot_wait_share']:.0%}", flush=True)
         if args.separate and g >= 2 and last_of_count:
             r["separate"] = sep = separate(binary, args, g)
@@ -566,9 +574,7 @@ def producer_round(binary, args, counts, rep):
             print(f"separate, {g} single-GPU servers at once (each decodes the whole stream for "
                   f"its reader): {sep['rate']:.0f} img/s in all; per server: "
                   + ", ".join(f"{x:.0f}" for x in sep["rate_per_server"])
-                  + "; in decode calls: "
-                  + ", ".join(f"{x.get('hw_decode', 0.0):.0%}"
-                              for x in sep["stage_share_per_server"])
+                  + f"; in decode calls: {decode_calls_text(sep['stage_share_per_server'])}"
                   + (f"; each {min(sep['rate_per_server']) / one:.2f}-"
                      f"{max(sep['rate_per_server']) / one:.2f} of one GPU's rate" if one else ""),
                   flush=True)
