@@ -669,9 +669,11 @@ class Scheduler {
   void RingWaitsForTurnLocked(uint32_t ring, bool waits) BC_REQUIRES(mu_);
   // PredictNextBatch's answer.
   std::optional<uint64_t> PredictLocked(uint32_t ring) const BC_REQUIRES(mu_);
-  // Ring `ring` begins the shared batch from `first_seq`: its read-ahead hint
-  // came true or missed (RingWork::hint_misses).
-  void TakesSharedLocked(uint32_t ring, uint64_t first_seq) BC_REQUIRES(mu_);
+  // Ring `ring`'s producer begins work: the shared batch from `shared_seq`
+  // (its read-ahead hint came true or missed: RingWork::hint_misses), or the
+  // lane's (nullopt: it read the lane's next ahead). Its wait for its turn
+  // ends, and it is busy (RingBusyLocked).
+  void RingBeginsLocked(uint32_t ring, std::optional<uint64_t> shared_seq) BC_REQUIRES(mu_);
   // Note [Begun ahead]: begins the stream's next batches for the busy rings
   // they are placed on, while ring `asking`'s producer asks for work.
   void BeginAheadLocked(uint32_t asking) BC_REQUIRES(mu_);
@@ -756,8 +758,9 @@ class Scheduler {
     uint64_t peer_bytes = 0;          // bytes those copies moved onto this ring's device
   };
   std::vector<RingCounts> ring_counts_ BC_GUARDED_BY(mu_);
-  // By demand: when each ring began what it writes now (unset while it has
-  // nothing begun) and its mean batch time (zero until it committed one).
+  // When each ring began what it writes now (unset while it has nothing
+  // begun: not busy, Note [Begun ahead]) and, by demand, its mean batch time
+  // (zero until it committed one).
   // Every placement: since when the ring's producer waits for its turn (a
   // slot free, the stream's next batch another ring's; unset while it does
   // not) and how long it waited so (the stats' turn_wait_s); the read-ahead

@@ -154,10 +154,12 @@ void Scheduler::RingWaitsForTurnLocked(uint32_t ring, bool waits) {
   w.turn_since.reset();
 }
 
-void Scheduler::TakesSharedLocked(uint32_t ring, uint64_t first_seq) {
+void Scheduler::RingBeginsLocked(uint32_t ring, std::optional<uint64_t> shared_seq) {
   RingWork& w = ring_work_[ring];
-  if (w.hint && *w.hint != first_seq) ++w.hint_misses;
+  if (shared_seq && w.hint && *w.hint != *shared_seq) ++w.hint_misses;
   w.hint.reset();
+  RingWaitsForTurnLocked(ring, false);
+  RingBusyLocked(ring, true);
 }
 
 void Scheduler::BeginAheadLocked(uint32_t asking) {

@@ -342,9 +342,7 @@ Result<std::optional<Scheduler::Work>> Scheduler::TryBeginWorkLocked(uint32_t ri
   // Note [Begun ahead]: the batch begun for this ring while it was busy
   // first; then the others' batches before this ring's turn.
   if (std::optional<Work> ahead = std::exchange(ring_work_[ring].ahead, std::nullopt)) {
-    RingWaitsForTurnLocked(ring, false);
-    TakesSharedLocked(ring, ahead->grant.first_seq);
-    RingBusyLocked(ring, true);
+    RingBeginsLocked(ring, ahead->grant.first_seq);
     BeginAheadLocked(ring);
     // Now busy, its next batch may be begun ahead by a ring waiting for its turn.
     NotifyProducer();
@@ -364,9 +362,7 @@ Result<std::optional<Scheduler::Work>> Scheduler::TryBeginWorkLocked(uint32_t ri
   if (lane_turn) {
     if (std::optional<Work> w = LaneWorkLocked(ring)) {
       shared_since_lane_ = 0;
-      ring_work_[ring].hint.reset();  // its read-ahead is the lane's next
-      RingWaitsForTurnLocked(ring, false);
-      RingBusyLocked(ring, true);
+      RingBeginsLocked(ring, std::nullopt);
       return w;
     }
   }
@@ -375,8 +371,7 @@ Result<std::optional<Scheduler::Work>> Scheduler::TryBeginWorkLocked(uint32_t ri
   RingWaitsForTurnLocked(ring, others_turn && IsCandidateLocked(ring));
   if (!shared) return std::optional<Work>();
   if (lane_ && lane_->owner()) ++shared_since_lane_;
-  TakesSharedLocked(ring, next_seq);
-  RingBusyLocked(ring, true);
+  RingBeginsLocked(ring, next_seq);
   const Work work = BeginSharedLocked(*shared, ring);
   BeginAheadLocked(ring);
   NotifyProducer();  // Note [Placement]: the next batch may be another ring's
