@@ -115,6 +115,11 @@ def ring_deltas(before, after, key):
     return [b - a for a, b in zip(ring_counts(before, key), ring_counts(after, key))]
 
 
+def percents(shares):
+    """Shares of 1 as printed: "12%, 9%"."""
+    return ", ".join(f"{x:.0%}" for x in shares)
+
+
 # A reader of the whole stream; with a rank and a world size after the
 # batch, a rank of one group (as a DDP job's: the group's split).
 READER = r"""
@@ -470,7 +475,7 @@ def print_trainers(r):
           + "; each ring's share of the decode while decoding: "
           + ", ".join(f"{x:.2f}" for x in r["attached_decode_share"])
           + "; each ring waiting for its turn while decoding (warm-up included): "
-          + ", ".join(f"{x:.0%}" for x in r["attached_turn_wait_share"])
+          + percents(r["attached_turn_wait_share"])
           + f" (MPS: {r['mps']})", flush=True)
 
 
@@ -519,7 +524,7 @@ def copied_text(result):
 
 def decode_calls_text(stage_shares):
     """Each ring's (server's) share of the interval in nvJPEG's calls, as printed."""
-    return ", ".join(f"{x.get('hw_decode', 0.0):.0%}" for x in stage_shares)
+    return percents(x.get("hw_decode", 0.0) for x in stage_shares)
 
 
 def producer_round(binary, args, counts, rep):
@@ -540,9 +545,9 @@ def producer_round(binary, args, counts, rep):
               + copied_text(r)
               + f"; waiting for a slot: {r['slot_wait_share']:.0%}"
               + "; each ring waiting for its turn: "
-              + ", ".join(f"{x:.0%}" for x in r["turn_wait_share_per_ring"])
+              + percents(r["turn_wait_share_per_ring"])
               + "; batches not read ahead: "
-              + ", ".join(f"{x:.0%}" for x in r["read_ahead_miss_share_per_ring"]), flush=True)
+              + percents(r["read_ahead_miss_share_per_ring"]), flush=True)
         for i, shares in enumerate(r["stage_share_per_ring"]):
             print(f"  ring {i} stages: "
                   + ", ".join(f"{k} {v:.0%}" for k, v in shares.items() if v >= 0.01),
