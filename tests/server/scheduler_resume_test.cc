@@ -211,6 +211,37 @@ TEST_F(ResumeTest, ByDemandOnTwoRingsTheLaneCatchesUpAndMerges) {
   EXPECT_GT(Stats()["rings"][1]["batches_written"].get<int>(), 0) << "the lane's, on b2's ring";
 }
 
+// Note [Begun ahead]: a ring's producer that waited for its turn stops
+// counting the wait (its stats' turn_wait_s) once it begins the lane's work.
+TEST_F(ResumeTest, ARingThatWaitedForItsTurnStopsWaitingWhenItBeginsLaneWork) {
+  TestConfig t;
+  t.rings = 2;
+  MakeReplay(4, t);
+  MustJoin("a", {});
+  MustJoin("b", {.ring = 1});
+  proto::Message last;
+  EXPECT_EQ(Read("b", 3, &last), Expected(4, 0, 3));
+  s_->Remove("b", "killed");
+  EXPECT_EQ(Read("a", 30), Expected(4, 0, 30));
+  MustJoin("c", {.ring = 1});  // ring 1 has a reader again, so turns
+  EXPECT_EQ(Read("c", 3).size(), 3u);
+  const auto turn_wait = [&] { return Stats()["rings"][1]["turn_wait_s"].get<double>(); };
+  Result<std::optional<Scheduler::Work>> none = s_->TryBeginWork(1);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value()) << "the stream's next batch is ring 0's";
+  env_.now += std::chrono::milliseconds(10);
+  EXPECT_DOUBLE_EQ(turn_wait(), 0.010);
+  MustJoin("b2", {.confirm = false, .ring = 1});
+  ASSERT_TRUE(Resume("b2", PlaceAfter(last)).ok());
+  ASSERT_EQ(ConsumerStats("b2")["resumed"], "lane");
+  Result<std::optional<Scheduler::Work>> lane = s_->TryBeginWork(1);
+  ASSERT_TRUE(lane.ok() && lane->has_value());
+  EXPECT_TRUE((*lane)->lane);
+  EXPECT_EQ((*lane)->grant.first_seq, 12u) << "b2's place";
+  env_.now += std::chrono::seconds(1);
+  EXPECT_DOUBLE_EQ(turn_wait(), 0.010) << "its wait ended when it began the lane's batch";
+}
+
 // The lane has one owner at a time; the next resumed reader behind the ring
 // waits in line. When the owner leaves mid-catch-up (killed again), the
 // lane goes to the next, which reads its own past exactly; the reader of
