@@ -115,6 +115,20 @@ class ResumeTest : public SchedulerTest {
     return out;
   }
 
+  // On the rings of `t` (replay, 4 resume slots): reader b on ring 1 reads
+  // 3 batches and is killed, then reader a (ring 0) reads 30 replies, so b's
+  // place is behind the ring. b's last reply.
+  proto::Message ReaderOfRingOneKilledBehind(const TestConfig& t) {
+    MakeReplay(4, t);
+    MustJoin("a", {});
+    MustJoin("b", {.ring = 1});
+    proto::Message last;
+    EXPECT_EQ(Read("b", 3, &last), Expected(4, 0, 3));
+    s_->Remove("b", "killed");
+    EXPECT_EQ(Read("a", 30), Expected(4, 0, 30));
+    return last;
+  }
+
   // What a consumer of batch `b` joined at seq 0 reads, from its `skip`-th
   // reply on, `n` replies (drop_last; epochs of 16).
   static std::vector<std::string> Expected(uint32_t b, int skip, int n) {
@@ -194,13 +208,7 @@ TEST_F(ResumeTest, ByDemandOnTwoRingsTheLaneCatchesUpAndMerges) {
   TestConfig t;
   t.rings = 2;
   t.placement = Placement::kDemand;
-  MakeReplay(4, t);
-  MustJoin("a", {});
-  MustJoin("b", {.ring = 1});
-  proto::Message last;
-  EXPECT_EQ(Read("b", 3, &last), Expected(4, 0, 3));
-  s_->Remove("b", "killed");
-  EXPECT_EQ(Read("a", 30), Expected(4, 0, 30));
+  const proto::Message last = ReaderOfRingOneKilledBehind(t);
   MustJoin("b2", {.confirm = false, .ring = 1});
   ASSERT_TRUE(Resume("b2", PlaceAfter(last)).ok());
   EXPECT_EQ(ConsumerStats("b2")["resumed"], "lane");
@@ -216,13 +224,7 @@ TEST_F(ResumeTest, ByDemandOnTwoRingsTheLaneCatchesUpAndMerges) {
 TEST_F(ResumeTest, ARingThatWaitedForItsTurnStopsWaitingWhenItBeginsLaneWork) {
   TestConfig t;
   t.rings = 2;
-  MakeReplay(4, t);
-  MustJoin("a", {});
-  MustJoin("b", {.ring = 1});
-  proto::Message last;
-  EXPECT_EQ(Read("b", 3, &last), Expected(4, 0, 3));
-  s_->Remove("b", "killed");
-  EXPECT_EQ(Read("a", 30), Expected(4, 0, 30));
+  const proto::Message last = ReaderOfRingOneKilledBehind(t);
   MustJoin("c", {.ring = 1});  // ring 1 has a reader again, so turns
   EXPECT_EQ(Read("c", 3).size(), 3u);
   const auto turn_wait = [&] { return Stats()["rings"][1]["turn_wait_s"].get<double>(); };
