@@ -199,7 +199,12 @@
 // own (busy then, its next batch may be begun by a ring waiting behind it).
 // One per ring: a slow ring holds at most two slots being written. Not with
 // one ring (nothing to wait for), nor while the resume lane has an owner
-// (the lane takes spare capacity, Note [Resume]).
+// (the lane takes spare capacity, Note [Resume]), nor where the rings read
+// one sequential reader (SchedulerConfig::begin_ahead false: tar shards,
+// Note [Shard reads]). There the asking ring would read its own next batch
+// ahead before the busy ring read the one begun for it: the reader would see
+// the stream out of order and, across an epoch's end, hold samples whose
+// reads for both epochs were done, for nobody.
 //
 // Why a plan and not the first ring that asks: a ring reads its next batch
 // ahead while it writes one, so it must know which batch that is. With the
@@ -336,6 +341,9 @@ struct SchedulerConfig {
   uint32_t resume_slots = 0;
   // Note [Placement]: who writes the stream's next batch.
   Placement placement = Placement::kDemand;
+  // Note [Begun ahead]: whether busy rings get their next batches begun
+  // ahead; false where the rings read one sequential reader (tar shards).
+  bool begin_ahead = true;
 };
 
 // A reply for the control thread to send to the peer `identity`.

@@ -163,7 +163,7 @@ void Scheduler::RingBeginsLocked(uint32_t ring, std::optional<uint64_t> shared_s
 }
 
 void Scheduler::BeginAheadLocked(uint32_t asking) {
-  if (config_.rings == 1 || (lane_ && lane_->owner())) return;
+  if (config_.rings == 1 || !config_.begin_ahead || (lane_ && lane_->owner())) return;
   bool began = false;
   while (slots_.next_seq() < stream_end_ && MayWriteLocked()) {
     const uint32_t ring = PlaceNextLocked();

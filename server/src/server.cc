@@ -53,7 +53,7 @@ Result<std::vector<int>> ResolveRingDevices(const ServerOptions& options) {
 
 Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
                           uint64_t group_epoch_len, const std::vector<int>& devices,
-                          const std::string& stream, bool replay) {
+                          const std::string& stream, bool replay, bool begin_ahead) {
   options.window = options.window_for(devices.size());  // what Server::options() says
   BATCHCAST_ASSIGN_OR_RETURN(InstanceLock l, InstanceLock::Acquire(options.name));
   lock.emplace(std::move(l));
@@ -138,6 +138,7 @@ Status Server::Impl::Init(std::vector<FieldSpec> specs, uint64_t epoch_len,
   sc.replay = replay;
   sc.resume_slots = resume_slots;
   sc.placement = options.placement;
+  sc.begin_ahead = begin_ahead;
   sched = std::make_unique<Scheduler>(sc);
 
   ControlLoopOptions co;
@@ -508,7 +509,9 @@ Result<std::unique_ptr<Server>> Server::StartRings(ServerOptions options,
   BATCHCAST_RETURN_IF_ERROR(impl->Init(first.fields(), sampler.epoch_len(),
                                        SmallestShard(first.size(), so), devices,
                                        StreamOf(options, first, so, sampler.epoch_len()),
-                                       /*replay=*/true));
+                                       /*replay=*/true,
+                                       // Note [Begun ahead]: not over shards
+                                       /*begin_ahead=*/first.sample_groups().empty()));
   impl->shard = shard;
   for (size_t i = 0; i < sources.size(); ++i) impl->rings[i].source = std::move(sources[i]);
   const Source& source = *impl->rings.front().source;
@@ -551,7 +554,8 @@ Result<std::unique_ptr<Server>> Server::StartExternal(ServerOptions options,
     id.Add("epoch_len", std::to_string(epoch_len));
     id.Add("fields", FieldsText(fields));
     BATCHCAST_RETURN_IF_ERROR(impl->Init(std::move(fields), epoch_len, epoch_len, devices,
-                                         id.ToString(), /*replay=*/false));
+                                         id.ToString(), /*replay=*/false,
+                                         /*begin_ahead=*/false));
     BC_LOG_INFO("server '{}' on {}: external producer, epoch of {} samples, batch {}, window {}",
                 options.name, impl->endpoint, epoch_len, options.batch_size, impl->options.window);
     BATCHCAST_RETURN_IF_ERROR(impl->StartThreads(SlotWriter::kExternal, std::nullopt));

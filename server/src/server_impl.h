@@ -95,7 +95,8 @@ struct Server::Impl {
   // what the Scheduler says (then the ring has options.resume_slots more
   // slots: Note [Resume]).
   Status Init(std::vector<FieldSpec> specs, uint64_t epoch_len, uint64_t group_epoch_len,
-              const std::vector<int>& devices, const std::string& stream, bool replay);
+              const std::vector<int>& devices, const std::string& stream, bool replay,
+              bool begin_ahead);
   // Makes each ring's publisher for `writer`, and its producer loop over
   // `sampler`'s epoch orders (shared by the rings) when Sources fill the
   // rings (rings[i].source set); then starts the threads.

@@ -51,6 +51,7 @@ struct TestConfig {
   uint32_t rings = 1;  // Note [Placement]
   uint64_t sample_bytes = 0;
   Placement placement = Placement::kRoundRobin;
+  bool begin_ahead = true;  // Note [Begun ahead]
 };
 
 class SchedulerTest : public ::testing::Test {
@@ -63,6 +64,7 @@ class SchedulerTest : public ::testing::Test {
     // Note [Placement]: several rings are the built-in producers' (BeginWork).
     config_.replay = t.rings > 1;
     config_.placement = t.placement;
+    config_.begin_ahead = t.begin_ahead;
     s_ = std::make_unique<Scheduler>(config_, &env_);
     produced_ = 0;  // a test may make a second scheduler
     placements.clear();

@@ -543,6 +543,30 @@ TEST_F(PlacementTest, BusyRingsBatchesAreBegunAheadAndATurnWaitIsCounted) {
   EXPECT_GT(Stats()["producer_blocked_s"].get<double>(), 0.0);
 }
 
+// Note [Begun ahead]: not where the rings read one sequential reader
+// (SchedulerConfig::begin_ahead false, tar shards): each ring begins its own
+// batches, in the stream's order.
+TEST_F(PlacementTest, NothingIsBegunAheadWhereTheRingsReadInStreamOrder) {
+  TestConfig t = Placed(Rings(2), Placement::kRoundRobin);
+  t.epoch_len = 1000;
+  t.begin_ahead = false;
+  MakeWithTwoReaders(t);
+  const std::optional<SlotGrant> b0 = Begin(0);
+  const std::optional<SlotGrant> b1 = Begin(1);
+  ASSERT_TRUE(b0 && b1);
+  EXPECT_EQ(Stats()["slots"]["writing"], 2) << "seq 8 not begun for ring 0";
+  EXPECT_EQ(s_->PredictNextBatch(0), std::optional<uint64_t>(8));
+  ASSERT_TRUE(s_->Commit(b1->slot).ok());
+  EXPECT_FALSE(Begin(1)) << "seq 8 is ring 0's, which has not begun it";
+  ASSERT_TRUE(s_->Commit(b0->slot).ok());
+  const std::optional<SlotGrant> b2 = Begin(0);
+  ASSERT_TRUE(b2);
+  EXPECT_EQ(b2->first_seq, 8u);
+  const std::optional<SlotGrant> b3 = Begin(1);
+  ASSERT_TRUE(b3);
+  EXPECT_EQ(b3->first_seq, 12u);
+}
+
 // Note [Begun ahead]: a ring's producer waiting for its turn behind a ring
 // that has a batch begun ahead is woken when that ring takes it: the ring
 // is busy again, so the waiting ring begins the ring's next batch ahead for
