@@ -205,7 +205,14 @@ def producer(binary, args, g, placement=None, grouped=False):
             "turn_wait_share_per_ring": turn_wait_shares(s0, s1, dt),
             "read_ahead_miss_share_per_ring": read_ahead_miss_shares(s0, s1),
             "slot_wait_share": (s1.get("producer_blocked_s", 0.0)
-                                - s0.get("producer_blocked_s", 0.0)) / dt}
+                                - s0.get("producer_blocked_s", 0.0)) / dt,
+            "mps": mps_state(s1)}
+
+
+def mps_state(stats):
+    """Whether the server ran under MPS, from its stats (docs/stats.md mps):
+    "on", "off" or "unknown"."""
+    return {True: "on", False: "off"}.get(stats.get("mps"), "unknown")
 
 
 def turn_wait_shares(before, after, dt):
@@ -411,7 +418,7 @@ def trainer_rates(binary, args, g, arch, batch, placement=None, queues=None):
         attached, attached_wait = trainers_at_once(args, g, arch, batch, name, produce=True,
                                                    queues=queues)
         t1, after = time.monotonic(), server.stats()
-        mps = {True: "on", False: "off"}.get(after.get("mps"), "unknown")
+        mps = mps_state(after)
     # Each ring's share of what was decoded while the trainers decoded their
     # rings (warm-ups included): a trainer whose ring took more decodes more.
     decoded = ring_deltas(stats0, after, "samples_decoded")
@@ -547,7 +554,8 @@ def producer_round(binary, args, counts, rep):
               + "; each ring waiting for its turn: "
               + percents(r["turn_wait_share_per_ring"])
               + "; batches not read ahead: "
-              + percents(r["read_ahead_miss_share_per_ring"]), flush=True)
+              + percents(r["read_ahead_miss_share_per_ring"])
+              + f" (MPS: {r['mps']})", flush=True)
         for i, shares in enumerate(r["stage_share_per_ring"]):
             print(f"  ring {i} stages: "
                   + ", ".join(f"{k} {v:.0%}" for k, v in shares.items() if v >= 0.01),

@@ -163,7 +163,8 @@ def test_by_round_robin_a_slow_ring_paces_the_others(monkeypatch, tmp_path, caps
     assert rounds[1]["read_ahead_miss_share_per_ring"] == [0.1, 0.0]  # 1 of its 10 batches
     printed = capsys.readouterr().out
     assert "; each ring waiting for its turn: " in printed
-    assert "; batches not read ahead: 10%, 0%" in printed
+    assert "; batches not read ahead: 10%, 0% (MPS: off)" in printed
+    assert [r["mps"] for r in rounds] == ["off", "off"]
 
 
 def test_both_placements_in_turn_in_every_round(monkeypatch, tmp_path):
