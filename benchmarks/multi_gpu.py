@@ -263,6 +263,17 @@ def given_less(epoch_share_per_ring, below=0.75):
     return [i for i, s in enumerate(epoch_share_per_ring) if g > 1 and s < below / g]
 
 
+def slowed_in_decode(rates, stage_shares, one, below=0.5, busy=0.9):
+    """The servers of a --separate run that decoded less than `below` of one
+    GPU's rate (`one`, this round's) while their thread was in nvJPEG's calls
+    at least `busy` of the interval: the hardware decode in that process ran
+    slow, not its reads or its reader. [] without a one-GPU rate."""
+    if not one:
+        return []
+    return [i for i, (rate, shares) in enumerate(zip(rates, stage_shares))
+            if rate < below * one and shares.get("hw_decode", 0.0) >= busy]
+
+
 def paced_by(stage_share_per_ring, stage="hw_decode", near=0.1, gap=0.2):
     """The rings that paced the others in a producer round: those within
     `near` of the largest share of `stage` (each ring's one thread in nvJPEG's
@@ -591,6 +602,12 @@ def producer_round(binary, args, counts, rep):
                   + (f"; each {min(sep['rate_per_server']) / one:.2f}-"
                      f"{max(sep['rate_per_server']) / one:.2f} of one GPU's rate" if one else ""),
                   flush=True)
+            sep["slowed_in_decode"] = slowed_in_decode(sep["rate_per_server"],
+                                                       sep["stage_share_per_server"], one)
+            if sep["slowed_in_decode"]:
+                print(f"  server(s) {', '.join(map(str, sep['slowed_in_decode']))} below half "
+                      "of one GPU's rate with their thread in nvJPEG's calls all along: the "
+                      "hardware decode in that process ran slow", flush=True)
     base = one_gpu_rate(results)
     for r in results:
         r["ratio"] = r["rate"] / base if base else None

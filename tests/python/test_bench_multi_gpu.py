@@ -123,6 +123,41 @@ def test_the_producer_part_runs_its_rounds_and_the_separate_servers(monkeypatch,
             assert r["separate"]["rate"] == sum(r["separate"]["rate_per_server"])
 
 
+def test_a_separate_server_whose_decode_ran_slow_is_named(monkeypatch, tmp_path, capsys):
+    fake_gpus(monkeypatch)
+
+    class SecondSeparateServerSlow(FakeServer):
+        """Server 1 of the separate servers publishes a tenth of the others'
+        rate, its thread in nvJPEG's calls 97 % of the interval as theirs."""
+        def __init__(self, binary, name, options, **kwargs):
+            super().__init__(binary, name, options, **kwargs)
+            self.slow, self.k = name.endswith("-s2-1"), 0
+
+        def stats(self):
+            stats = super().stats()
+            self.k += 1
+            stats["samples_published"] = (100 if self.slow else 1000) * self.k * self.rings
+            for ring in stats["rings"]:
+                ring["producer_stage_s"]["hw_decode"] = 0.97 * self.k
+            return stats
+
+    monkeypatch.setattr(multi_gpu, "ServerProcess", SecondSeparateServerSlow)
+    clock = iter(range(1000))
+    monkeypatch.setattr(multi_gpu.time, "monotonic", lambda: float(next(clock)))
+    out = tmp_path / "out.json"
+    monkeypatch.setattr(sys, "argv", ["multi_gpu.py", "--data", str(tmp_path), "--gpus", "1,2",
+                                      "--separate", "--skip", "trainers,ddp", "--json", str(out)])
+    assert multi_gpu.main() == 0
+    one, two = json.loads(out.read_text())["producer"]
+    assert two["separate"]["rate_per_server"] == [1000.0, 100.0]
+    assert two["separate"]["slowed_in_decode"] == [1]
+    assert "server(s) 1 below half of one GPU's rate" in capsys.readouterr().out
+    # Below half of one GPU's rate but not in its decode calls: not named.
+    assert multi_gpu.slowed_in_decode([1000.0, 100.0], [{"hw_decode": 0.97},
+                                                        {"hw_decode": 0.3}], 1000.0) == []
+    assert multi_gpu.slowed_in_decode([1000.0, 100.0], [{}, {}], None) == []
+
+
 def test_grouped_readers_run_after_each_count_as_ranks_of_one_group(monkeypatch, tmp_path):
     fake_gpus(monkeypatch)
     started = []
