@@ -99,17 +99,19 @@
 //
 // Note [Lag policy]
 // The producer is *blocked* from its first attempt that found no writable
-// slot (TryBeginBatch) until it gets one. When it has been blocked for
-// lag_timeout, Tick applies the policy to every attached consumer whose
-// cursor pins the oldest unleased slot: `skip` moves its cursor to the head
-// of the stream and marks it skipping (its cursor pins nothing until its next
-// NEXT; then, if the data it jumped to was overwritten meanwhile, it moves to
-// the join floor), counting the samples passed over; `evict` sends it
-// ResourceExhausted ("evicted ...") and detaches it. The clock restarts, so a
-// producer that stays blocked applies the policy again every lag_timeout.
-// `block` never applies anything. A group is a laggard when it needs the
-// oldest unleased slot; the policy then acts on the whole group (Note
-// [Consumer groups]). A group that is still forming is exempt under
+// slot (TryBeginBatch) until it gets one, or until it pauses because nobody
+// reads the stream (Note [Producer start and stream end]): a consumer that
+// joins after a pause is not charged for the wait before it. When it has been
+// blocked for lag_timeout, Tick applies the policy to every attached consumer
+// whose cursor pins the oldest unleased slot: `skip` moves its cursor to the
+// head of the stream and marks it skipping (its cursor pins nothing until its
+// next NEXT; then, if the data it jumped to was overwritten meanwhile, it
+// moves to the join floor), counting the samples passed over; `evict` sends
+// it ResourceExhausted ("evicted ...") and detaches it. The clock restarts,
+// so a producer that stays blocked applies the policy again every
+// lag_timeout. `block` never applies anything. A group is a laggard when it
+// needs the oldest unleased slot; the policy then acts on the whole group
+// (Note [Consumer groups]). A group that is still forming is exempt under
 // `block` (it may hold the producer until group_timeout); under `skip` and
 // `evict` it holds it at most lag_timeout, then its frontier skips to the
 // head as under `skip` (its ranks lose the same samples, so counts stay

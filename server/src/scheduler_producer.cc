@@ -89,6 +89,9 @@ Result<std::optional<SlotGrant>> Scheduler::TryBeginLocked(uint32_t epoch,
 
 std::optional<uint32_t> Scheduler::SharedSlotLocked(bool log_wait) {
   if (!MayWriteLocked()) {
+    // Paused, not blocked: no consumer holds the producer up, so neither the
+    // lag policy (Note [Lag policy]) nor producer_blocked_s counts this time.
+    EndBlockedLocked(env_->Now());
     if (log_wait && !started_ && !warned_waiting_) {
       BC_LOG_INFO("waiting for {} consumer(s) before the first write ({} connected)",
                   std::max<uint32_t>(1, config_.min_consumers), AttachedCount());

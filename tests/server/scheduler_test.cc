@@ -383,6 +383,29 @@ TEST_F(LagTest, EvictSendsAnErrorAndDetachesButKeepsLeases) {
   EXPECT_FALSE(s_->HasConsumer("slow"));
 }
 
+// A pause (nobody reads the stream) ends the producer's wait: a consumer that
+// joins later is judged by how long it alone held the producer, and the pause
+// is not counted as time blocked.
+TEST_F(LagTest, AConsumerJoiningAfterAPauseIsNotChargedForTheWaitBeforeIt) {
+  MakeAndFill({.window = 2,
+               .epoch_len = 100,
+               .lag_policy = LagPolicy::kEvict,
+               .lag_timeout = 100ms});  // [0,4) [4,8); "a" reads nothing
+  ASSERT_FALSE(Produce());
+  env_.now += 50ms;
+  s_->Bye("a", {});
+  ASSERT_FALSE(Produce()) << "nobody reads: the producer pauses";
+  env_.now += 10s;
+  MustJoin("b", {});  // from the oldest slot: it pins both
+  ASSERT_FALSE(Produce());
+  s_->Tick();
+  EXPECT_EQ(Stats()["consumers_evicted"], 0) << "b held the producer up for no time yet";
+  EXPECT_TRUE(Replies("b").empty());
+  EXPECT_LT(Stats()["producer_blocked_s"].get<double>(), 1.0) << "the pause is not a wait";
+  TickAfter(100ms);
+  ExpectOneError(Replies("b"), StatusCode::kResourceExhausted, "evicted by the server");
+}
+
 // When every slot is leased the policy has nobody to move: nothing happens.
 TEST_F(LagTest, NothingToSkipWhenEverySlotIsLeased) {
   MakeAndFill({.window = 2, .lag_policy = LagPolicy::kSkip, .lag_timeout = 100ms});
