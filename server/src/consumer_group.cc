@@ -156,7 +156,7 @@ ConsumerGroup::Determined ConsumerGroup::DetermineOne(const SlotTable& slots, ui
     case ConsumerCursor::Plan::Kind::kWait:
       return Determined::kWait;
     case ConsumerCursor::Plan::Kind::kEndOfEpoch: {
-      Entry e{true, f.epoch(), f.step(), {}, 0, 0, cut_from_lane};
+      Entry e{true, f.epoch(), f.step(), {}, 0, 0, cut_from_lane, f.skipped()};
       f.EndEpoch(stream_end);
       e.epoch_start = f.EpochStart();  // the next epoch's
       e.next = std::max(f.position(), e.epoch_start);
@@ -168,8 +168,8 @@ ConsumerGroup::Determined ConsumerGroup::DetermineOne(const SlotTable& slots, ui
   }
   // A whole round is published: cut it into one chunk of B samples per rank.
   const uint64_t end = f.EpochEnd(stream_end);
-  Entry e{false,          f.epoch(), f.step(),     std::vector<Chunk>(spec_.world_size),
-          f.EpochStart(), 0,         cut_from_lane};
+  Entry e{false,          f.epoch(), f.step(),      std::vector<Chunk>(spec_.world_size),
+          f.EpochStart(), 0,         cut_from_lane, f.skipped()};
   uint64_t from = f.position();
   for (Chunk& c : e.chunks) {
     c.first = slots.SkipHoles(from, end);
@@ -213,6 +213,7 @@ ConsumerGroup::Plan ConsumerGroup::PlanRank(uint32_t rank, const SlotTable& slot
   p.epoch_start = e.epoch_start;
   p.next_seq = e.next;
   p.lane = e.lane;
+  p.skipped = e.skipped;
   if (e.end_of_epoch) {
     p.kind = Plan::Kind::kEndOfEpoch;
   } else if (r.next >= left_at_) {

@@ -93,6 +93,9 @@ class ConsumerGroup {
     uint32_t count = 0;
     uint32_t epoch = 0;
     uint32_t step = 0;
+    // The group's skipped samples when the entry was determined: every rank
+    // reports the same for it, whenever it fetches it (Note [Resume]).
+    uint64_t skipped = 0;
     // Note [Resume]: where `epoch` starts (kEndOfEpoch: the next epoch),
     // where the group continues after this entry, and whether its round was
     // cut from the lane's slots.
@@ -179,6 +182,7 @@ class ConsumerGroup {
     uint64_t epoch_start = 0;   // Note [Resume]: where `epoch` starts (END_OF_EPOCH: the next),
     uint64_t next = 0;          // where the frontier went after it,
     bool lane = false;          // and whether it was cut from the lane
+    uint64_t skipped = 0;       // the frontier's skipped samples when it was determined
   };
   enum class Determined { kOne, kWait, kStreamEnded };
   // Determines the next entry from the frontier.

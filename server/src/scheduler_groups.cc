@@ -176,7 +176,7 @@ bool Scheduler::ServeRankLocked(Consumer& c) {
       c.pending.pop_front();
       return true;
     case Kind::kEndOfEpoch:
-      Send(c, proto::EndOfEpoch{rid, p.epoch, p.step, g.skipped(), p.epoch_start, p.next_seq});
+      Send(c, proto::EndOfEpoch{rid, p.epoch, p.step, p.skipped, p.epoch_start, p.next_seq});
       g.Delivered(c.rank);
       c.pending.pop_front();
       NotifyProducer();
@@ -216,7 +216,7 @@ bool Scheduler::ServeRankLocked(Consumer& c) {
   }
   if (RefuseOverLeasesLocked(c)) return true;
   SendBatchLocked(c, p.lane ? lane_->table() : slots_, p.from, p.count,
-                  BatchInfo{p.epoch, p.step, g.skipped(), p.epoch_start, p.next_seq});
+                  BatchInfo{p.epoch, p.step, p.skipped, p.epoch_start, p.next_seq});
   g.Delivered(c.rank);
   return true;
 }

@@ -373,6 +373,35 @@ TEST_F(GroupsTest, SkipMovesTheWholeGroup) {
   EXPECT_EQ(ConsumerStats("r1")["skipped"], 16);
 }
 
+// A round's batches carry the skipped count of when the round was cut, not
+// of when each rank fetched its chunk: ranks served one round on either side
+// of a skip report the same count, so the states they save after that step
+// are the same (Note [Resume]).
+TEST_F(GroupsTest, ARoundsRanksReportTheSameSkippedCountWhenASkipFallsBetweenThem) {
+  Make({.epoch_len = 100, .lag_policy = LagPolicy::kSkip});
+  MustJoin("r0", Rank("g", 0, 2));
+  MustJoin("r1", Rank("g", 1, 2));
+  MustJoin("u", {});
+  Pump();                                       // [0,16)
+  const proto::Batch first0 = NextBatch("r0");  // round 0: r0 [0,4), r1 [4,8)
+  Release("r0", first0);
+  for (int i = 0; i < 4; ++i) Release("u", NextBatch("u"));
+  Pump();  // [16,20) where r0's chunk was; r1's chunk pins [4,8)
+  TickAfter(100ms);
+  ASSERT_EQ(Stats()["skip_events"], 1);
+  const uint64_t skipped = GroupStats("g")["skipped"].get<uint64_t>();
+  ASSERT_GT(skipped, 0u);
+  const proto::Batch first1 = NextBatch("r1");
+  EXPECT_EQ(first1.step, first0.step);
+  EXPECT_EQ(first1.skipped, first0.skipped) << "the same round, cut before the skip";
+  EXPECT_EQ(first1.skipped, 0u);
+  Pump();
+  const proto::Batch second0 = NextBatch("r0");
+  const proto::Batch second1 = NextBatch("r1");
+  EXPECT_EQ(second0.skipped, skipped) << "the round cut after it";
+  EXPECT_EQ(second1.skipped, skipped);
+}
+
 // lag_policy=evict evicts every rank of a lagging group.
 TEST_F(GroupsTest, EvictEvictsEveryRank) {
   Make({.lag_policy = LagPolicy::kEvict});
