@@ -191,7 +191,10 @@ ConsumerGroup::Plan ConsumerGroup::PlanRank(uint32_t rank, const SlotTable& slot
   BATCHCAST_CHECK(r.state == RankState::kIn);
   Plan p;
   while (EntryAt(r.next) == nullptr) {
-    if (r.next - MinNext() >= max_ahead()) {
+    // A broken group serves no round beyond its leaver's (kBroken below), so
+    // a rank never waits in it for peers, absent ones included: they will
+    // not come (a new HELLO forms a new group).
+    if (!ended() && r.next - MinNext() >= max_ahead()) {
       peers_waiting_ = true;
       p.kind = Plan::Kind::kWaitForPeers;
       return p;

@@ -321,6 +321,21 @@ TEST_F(GroupsTest, ADeadRanksPeersGetItsBatchesThenAnError) {
   EXPECT_EQ(ReadToEnd("u", 20).substr(0, 11), "0+4 4+4 8+4");
 }
 
+// A group that breaks while still forming: a rank that was waiting for its
+// peers (ahead of the absent rank by its prefetch) gets Cancelled, never a
+// hang, though the absent rank will never join it.
+TEST_F(GroupsTest, ARankWaitingForPeersInAGroupThatBreaksWhileFormingGetsAnError) {
+  Make({.window = 8, .epoch_len = 100});
+  MustJoin("r0", Rank("g", 0, 3, 2));
+  MustJoin("r1", Rank("g", 1, 3, 2));  // rank 2 never joins
+  Pump();                              // [0,32): four rounds of 6 and more
+  for (int i = 0; i < 4; ++i) Release("r0", NextBatch("r0"));
+  EXPECT_TRUE(Next("r0").empty()) << "four rounds ahead of rank 2: it waits for its peers";
+  s_->Bye("r1", {});
+  TickAfter(100ms);
+  ExpectOneError(Replies("r0"), StatusCode::kCancelled, "group 'g' is broken: rank 1");
+}
+
 // A rank that says goodbye at the end of its reading: its peers still get
 // the end of the epoch (not a batch), and the stream's end.
 TEST_F(GroupsTest, AByeAtTheEndLetsThePeersFinishTheirEpoch) {
