@@ -88,6 +88,12 @@ void ConsumerGroup::Leave(uint32_t rank, const std::string& who_why) {
   Trim();
 }
 
+std::string ConsumerGroup::BrokenMessage() const {
+  return "group '" + spec_.name + "' is broken: " + left_reason_ +
+         "; this rank gets no batch its peer did not get, so that every rank keeps the same "
+         "count (a DDP job cannot go on without one of its ranks: restart all of them)";
+}
+
 std::string ConsumerGroup::RanksIn() const {
   std::vector<uint32_t> v;
   for (uint32_t r = 0; r < ranks_.size(); ++r) {

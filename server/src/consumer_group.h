@@ -65,6 +65,12 @@ class ConsumerGroup {
   void MarkFailed() { failed_ = true; }
   // Why a rank left (the first departure), for its peers' error.
   const std::string& left_reason() const { return left_reason_; }
+  // A rank left and the group did not fail: its peers get no round beyond
+  // the leaver's.
+  bool broken() const { return left_at_ != kNever && !failed_; }
+  // What a rank of a broken group is told (Cancelled) instead of a round its
+  // leaver did not get.
+  std::string BrokenMessage() const;
   // Rounds a rank may be ahead of its slowest peer: enough for its prefetch
   // in lockstep (DDP), few enough that a late or stalled rank pins little.
   uint64_t max_ahead() const { return uint64_t{max_prefetch_} + 2; }

@@ -116,6 +116,10 @@
 // `evict` it holds it at most lag_timeout, then its frontier skips to the
 // head as under `skip` (its ranks lose the same samples, so counts stay
 // equal; it is not evicted, since waiting for its ranks is not its fault).
+// A broken group (a rank left) serves no round beyond its leaver's, so under
+// `skip` and `evict` it ends instead: its ranks get the Cancelled they would
+// get after their last batch (a rank waiting in a collective for its dead
+// peer asks for nothing, and would hold everyone up until it gave up).
 //
 // Note [Producer start and stream end]
 // The producer writes its first batch once min_consumers consumers are
@@ -604,7 +608,8 @@ class Scheduler {
   // The consumer behind rank `rank` of `g` (nullptr if none).
   Consumer* RankConsumerLocked(const ConsumerGroup& g, uint32_t rank) BC_REQUIRES(mu_);
   const Consumer* RankConsumerLocked(const ConsumerGroup& g, uint32_t rank) const BC_REQUIRES(mu_);
-  // Lag policy for a group that needs the oldest unleased slot.
+  // Lag policy for a group that needs the oldest unleased slot (Note [Lag
+  // policy]): a broken one ends.
   void ApplyLagPolicyToGroupLocked(ConsumerGroup& g, uint64_t target) BC_REQUIRES(mu_);
   // "rank 2 (consumer 7 'x', pid 12)".
   static std::string RankName(const Consumer& c);

@@ -182,11 +182,7 @@ bool Scheduler::ServeRankLocked(Consumer& c) {
       NotifyProducer();
       return true;
     case Kind::kBroken: {
-      const std::string message =
-          "group '" + g.spec().name + "' is broken: " + g.left_reason() +
-          "; this rank gets no batch its peer did not get, so that every rank keeps the same "
-          "count (a DDP job cannot go on without one of its ranks: restart all of them)";
-      Send(c, proto::Error{0, StatusCode::kCancelled, message});
+      Send(c, proto::Error{0, StatusCode::kCancelled, g.BrokenMessage()});
       c.attached = false;  // ServeLocked removes it once its leases are released
       c.pending.clear();
       LeaveGroupLocked(c, "its group broke");
@@ -223,6 +219,14 @@ bool Scheduler::ServeRankLocked(Consumer& c) {
 
 void Scheduler::ApplyLagPolicyToGroupLocked(ConsumerGroup& g, uint64_t target) {
   const std::string& name = g.spec().name;
+  if (g.broken()) {
+    // Its ranks will get no round beyond the leaver's: neither skipping nor
+    // waiting helps, so they get now the Cancelled they would get later.
+    BC_LOG_WARN("group '{}' is broken and held the producer for {} ms: ending it", name,
+                config_.lag_timeout.count());
+    FailGroupLocked(g, StatusCode::kCancelled, g.BrokenMessage());
+    return;
+  }
   if (config_.lag_policy == LagPolicy::kEvict) {
     BC_LOG_WARN("group '{}' evicted: it blocked the producer for {} ms", name,
                 config_.lag_timeout.count());

@@ -73,7 +73,7 @@ void Scheduler::ApplyLagPolicyLocked(Clock::time_point now) {
     }
   }
   // Note [Consumer groups]: whole groups that need the slot; forming ones
-  // only skip, and only under skip and evict (Note [Lag policy]).
+  // only skip, broken ones end (Note [Lag policy]).
   std::vector<std::pair<uint64_t, bool>> lagging_groups;  // id, forming
   for (const auto& [id, g] : groups_) {
     const bool merging_owner = owner_lags && g->lane == LaneState::kOwner && g->cut_from_lane;
@@ -83,7 +83,7 @@ void Scheduler::ApplyLagPolicyLocked(Clock::time_point now) {
         !(merging_owner || g->Needs(oldest->first_seq, oldest->end(), FrontierPinsLocked(*g)))) {
       continue;
     }
-    if (g->complete()) {
+    if (g->complete() || g->broken()) {
       lagging_groups.emplace_back(id, false);
     } else if (!g->ended()) {
       lagging_groups.emplace_back(id, true);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "batchcast/server/server_options.h"
 #include "scheduler_fixture.h"
 
 namespace batchcast {
@@ -321,6 +322,37 @@ TEST_F(GroupsTest, ADeadRanksPeersGetItsBatchesThenAnError) {
   EXPECT_EQ(ReadToEnd("u", 20).substr(0, 11), "0+4 4+4 8+4");
 }
 
+// Under skip and evict a broken group whose remaining rank holds the
+// producer up (it still owes a batch its leaver got, but asks for nothing:
+// it may wait in a collective for the dead rank) ends after lag_timeout:
+// its rank gets the Cancelled it would get after that batch, and the others
+// go on. Under block it paces everyone, as any consumer does.
+TEST_F(GroupsTest, ABrokenGroupThatHoldsTheProducerEndsUnderSkipAndEvict) {
+  for (LagPolicy policy : {LagPolicy::kSkip, LagPolicy::kEvict, LagPolicy::kBlock}) {
+    SCOPED_TRACE(std::string(LagPolicyName(policy)));
+    Make({.epoch_len = 100, .lag_policy = policy});
+    MustJoin("r0", Rank("g", 0, 2));
+    MustJoin("r1", Rank("g", 1, 2));
+    MustJoin("u", {});
+    Pump();                          // [0,16)
+    Release("r1", NextBatch("r1"));  // round 0: r1 [4,8); r0's [0,4) still owed
+    s_->Bye("r1", {});
+    for (int i = 0; i < 4; ++i) Release("u", NextBatch("u"));
+    Pump();
+    Release("u", NextBatch("u"));
+    ASSERT_EQ(Pump(), 0) << "r0's chunk and the group's frontier pin the ring";
+    TickAfter(100ms);
+    if (policy == LagPolicy::kBlock) {
+      EXPECT_TRUE(Replies("r0").empty());
+      EXPECT_EQ(Pump(), 0);
+      continue;
+    }
+    ExpectOneError(Replies("r0"), StatusCode::kCancelled, "group 'g' is broken: rank 1");
+    EXPECT_GT(Pump(), 0) << "the others go on";
+    EXPECT_EQ(Stats()["groups"].size(), 0u);
+  }
+}
+
 // A group that breaks while still forming: a rank that was waiting for its
 // peers (ahead of the absent rank by its prefetch) gets Cancelled, never a
 // hang, though the absent rank will never join it.
@@ -489,7 +521,7 @@ TEST_F(GroupsTest, AGroupOfUnconfirmedRanksPinsNothing) {
 // rank that joins later starts there too: counts stay equal.
 TEST_F(GroupsTest, AFormingGroupHoldsTheProducerAtMostLagTimeoutUnderSkipAndEvict) {
   for (LagPolicy policy : {LagPolicy::kSkip, LagPolicy::kEvict}) {
-    SCOPED_TRACE(LagPolicyName(policy));
+    SCOPED_TRACE(std::string(LagPolicyName(policy)));
     Make({.lag_policy = policy, .lag_timeout = 100ms});
     MustJoin("r0", Rank("g", 0, 2));
     MustJoin("u", {});
