@@ -381,7 +381,8 @@ Status Session::ResumeLocked(const ConsumerPosition& place) {
                         .epoch_start = place.epoch_start,
                         .next_seq = place.next_seq,
                         .skipped = place.skipped,
-                        .world_size = place.world_size};
+                        .world_size = place.world_size,
+                        .batch_size = place.batch_size};
   if (r.next_seq < r.epoch_start) {
     return InvalidArgumentError("not a saved consumer position: next_seq " +
                                 std::to_string(r.next_seq) + " is before epoch_start " +

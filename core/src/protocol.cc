@@ -108,7 +108,7 @@ void Write(Writer&, const Stats&) {}
 void Write(Writer& w, const StatsReply& m) { w.PutString(m.json); }
 void Write(Writer& w, const Resume& m) {
   w.PutString(m.stream);
-  w.PutAll(m.epoch, m.step, m.epoch_start, m.next_seq, m.skipped, m.world_size);
+  w.PutAll(m.epoch, m.step, m.epoch_start, m.next_seq, m.skipped, m.world_size, m.batch_size);
 }
 void Write(Writer& w, const Resumed& m) { w.Put(m.next_seq); }
 void Write(Writer& w, const Attach& m) { w.PutAll(m.ring, m.pid); }
@@ -295,7 +295,8 @@ bool Read(Reader&, Stats&) { return true; }
 bool Read(Reader& r, StatsReply& m) { return r.GetString(m.json, kMaxJson); }
 bool Read(Reader& r, Resume& m) {
   if (!r.GetString(m.stream, kMaxString) || !r.Get(m.epoch) || !r.Get(m.step) ||
-      !r.Get(m.epoch_start) || !r.Get(m.next_seq) || !r.Get(m.skipped) || !r.Get(m.world_size)) {
+      !r.Get(m.epoch_start) || !r.Get(m.next_seq) || !r.Get(m.skipped) || !r.Get(m.world_size) ||
+      !r.Get(m.batch_size)) {
     return false;
   }
   if (m.world_size > kMaxWorldSize) {

@@ -43,7 +43,8 @@ namespace batchcast {
 //    attach socket.
 // 6: ATTACHED names the server's saved dataset listing (Note [Shared
 //    listing], sources/src/dataset_listing.cc).
-inline constexpr uint16_t kProtocolVersion = 6;
+// 7: RESUME carries the batch size the place was saved with.
+inline constexpr uint16_t kProtocolVersion = 7;
 
 namespace proto {
 
@@ -231,6 +232,10 @@ struct Resume {
   uint64_t next_seq = 0;
   uint64_t skipped = 0;
   uint32_t world_size = 0;  // its group's then (0: none)
+  // Its batch size then (0: unknown, taken to be the resuming consumer's):
+  // a group resumed with another counts the rounds left in the interrupted
+  // epoch in the new size (Note [Resume]).
+  uint32_t batch_size = 0;
   bool operator==(const Resume&) const = default;
 };
 struct Resumed {

@@ -32,10 +32,25 @@ void ConsumerGroup::Restart(uint64_t start) {
       ConsumerCursor(start, frontier_.epoch_len(), frontier_.batch_size(), frontier_.drop_last());
 }
 
-void ConsumerGroup::Resume(const ConsumerCursor& frontier) {
+void ConsumerGroup::Resume(const ConsumerCursor& frontier, uint32_t saved_batch) {
   BATCHCAST_CHECK(Fresh());
   BATCHCAST_CHECK(frontier.batch_size() == frontier_.batch_size() && frontier.drop_last());
   frontier_ = frontier;
+  if (saved_batch == 0 || saved_batch == spec_.batch_size) return;
+  // Each rank got `step` batches of saved_batch samples: ceil(step x
+  // saved_batch / B) rounds of the new size, so the epoch holds what is left
+  // of rounds_per_epoch after them. Rounding up never lets a rank get more
+  // samples in the epoch than rounds_per_epoch rounds hold, so the groups of
+  // every node (each on its shard) still stop at the same count.
+  const uint64_t step = frontier.step();
+  const uint64_t served = (step * saved_batch + spec_.batch_size - 1) / spec_.batch_size;
+  const uint64_t left = served >= rounds_per_epoch_ ? 0 : rounds_per_epoch_ - served;
+  resumed_epoch_ = ResumedEpoch{frontier.epoch(), step + left};
+}
+
+uint64_t ConsumerGroup::RoundsCap(uint32_t epoch) const {
+  return resumed_epoch_ && resumed_epoch_->epoch == epoch ? resumed_epoch_->rounds
+                                                          : rounds_per_epoch_;
 }
 
 bool ConsumerGroup::HoldsLaneRounds() const {
@@ -135,7 +150,7 @@ void ConsumerGroup::Settle(const SlotTable& slots, uint64_t stream_end) {
   ConsumerCursor& f = frontier_;
   if (f.EpochStart() >= stream_end) return;
   const uint64_t end = f.EpochEnd(stream_end);
-  if (f.step() >= rounds_per_epoch_) {
+  if (f.step() >= RoundsCap(f.epoch())) {
     // The smallest shard's count is reached: the rest of this (larger)
     // shard's epoch is dropped like the remainder.
     f.PassTo(end, stream_end);

@@ -137,8 +137,9 @@ class ConsumerGroup {
   // instead. REQUIRES: rounds() == 0 (nothing was determined for it).
   void Restart(uint64_t start);
   // Note [Resume]: the group continues from `frontier` (a cursor of batch
-  // world_size x batch size). REQUIRES: Fresh().
-  void Resume(const ConsumerCursor& frontier);
+  // world_size x batch size), whose step counts rounds of ranks' batches of
+  // `saved_batch` (0: this group's). REQUIRES: Fresh().
+  void Resume(const ConsumerCursor& frontier, uint32_t saved_batch);
   // Nothing was determined for it yet: no round, no END_OF_EPOCH.
   bool Fresh() const { return rounds_ == 0 && entries_.empty() && base_ == 0; }
   const ConsumerCursor& frontier_cursor() const { return frontier_; }
@@ -196,6 +197,9 @@ class ConsumerGroup {
   // Moves the frontier over holes, a known-short remainder and rounds beyond
   // rounds_per_epoch (Note [Consumer groups]).
   void Settle(const SlotTable& slots, uint64_t stream_end);
+  // The rounds `epoch` may hold: rounds_per_epoch, but in the epoch a group
+  // resumed in with another batch size (Resume).
+  uint64_t RoundsCap(uint32_t epoch) const;
   // The smallest `next` of the ranks that did not leave (kNever: none).
   uint64_t MinNext() const;
   // Drops the entries every remaining rank is past.
@@ -205,6 +209,13 @@ class ConsumerGroup {
   const uint64_t id_;
   const Spec spec_;
   const uint64_t rounds_per_epoch_;
+  // Note [Resume]: the epoch a group resumed in with another batch size, and
+  // the rounds it may hold (the saved step, then the rounds left after it).
+  struct ResumedEpoch {
+    uint32_t epoch = 0;
+    uint64_t rounds = 0;
+  };
+  std::optional<ResumedEpoch> resumed_epoch_;
   const Clock::time_point created_;
   ConsumerCursor frontier_;
   std::deque<Entry> entries_;

@@ -240,7 +240,9 @@
 // it). RESUME, before the consumer's first NEXT, puts its cursor (a group's
 // frontier) exactly there: the batches that follow are those it would have
 // got (another batch size continues from the same sample in batches of the
-// new size). Refused, naming what is wrong, and nothing moves: another
+// new size; a group's interrupted epoch then holds the rounds of the new size
+// left after the ranks' saved batches, counted up: ConsumerGroup::Resume).
+// Refused, naming what is wrong, and nothing moves: another
 // identity, another world size, a place outside its epoch, a rank whose
 // group resumed at another place (the first rank's RESUME places the group,
 // every later rank must bring the same place; a group that already cut a

@@ -262,8 +262,8 @@ Status Scheduler::Resume(const std::string& identity, const proto::Resume& place
       return InvalidArgumentError("cannot resume " + name + " at " + at + ": " + why);
     }
     g->Resume(ConsumerCursor::Resumed(L, static_cast<uint32_t>(round), true, place.epoch,
-                                      place.step, place.epoch_start, place.next_seq,
-                                      place.skipped));
+                                      place.step, place.epoch_start, place.next_seq, place.skipped),
+              place.batch_size);
     g->resumed = place;
     c->resumed = true;
     PlaceGroupLocked(*g);

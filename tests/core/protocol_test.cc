@@ -150,7 +150,7 @@ std::vector<Message> SampleMessages() {
   out.push_back(Bye{{12, 0xFFFFFFFFFFFFFFFFull, 1}});
   out.push_back(Stats{});
   out.push_back(StatsReply{R"({"consumers":[{"name":"a","delivered":12}],"produced":1024})"});
-  out.push_back(Resume{"source=synthetic;seed=3", 2, 40, 2562334, 2563614, 9, 8});
+  out.push_back(Resume{"source=synthetic;seed=3", 2, 40, 2562334, 2563614, 9, 8, 64});
   out.push_back(Resumed{2563614});
   out.push_back(Attach{1, 4242});
   Attached a;
@@ -340,16 +340,24 @@ TEST(ProtocolTest, HeaderLayout) {
 TEST(ProtocolTest, GoldenEncodings) {
   // Pins the little-endian wire format so that an accidental change is caught.
   EXPECT_EQ(EncodeBytes(EndOfEpoch{0x0102030405060708ull, 0x0A0B0C0D, 3, 0x1122, 0x33, 0x44}),
-            (Bytes{'B',  'C',  6, 0, 5, 0, 8,    7,    6, 5, 4, 3, 2, 1, 0x0D, 0x0C,
+            (Bytes{'B',  'C',  7, 0, 5, 0, 8,    7,    6, 5, 4, 3, 2, 1, 0x0D, 0x0C,
                    0x0B, 0x0A, 3, 0, 0, 0, 0x22, 0x11, 0, 0, 0, 0, 0, 0, 0x33, 0,
                    0,    0,    0, 0, 0, 0, 0x44, 0,    0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(EncodeBytes(Bye{{5}}),
-            (Bytes{'B', 'C', 6, 0, 9, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
+            (Bytes{'B', 'C', 7, 0, 9, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(EncodeBytes(Error{2, StatusCode::kNotFound, "ab"}),
-            (Bytes{'B', 'C', 6, 0, 6, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 'a', 'b'}));
+            (Bytes{'B', 'C', 7, 0, 6, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 'a', 'b'}));
   EXPECT_EQ(EncodeBytes(Release{{5}}),
-            (Bytes{'B', 'C', 6, 0, 7, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
-  EXPECT_EQ(EncodeBytes(Resumed{0x0102}), (Bytes{'B', 'C', 6, 0, 13, 0, 2, 1, 0, 0, 0, 0, 0, 0}));
+            (Bytes{'B', 'C', 7, 0, 7, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(EncodeBytes(Resumed{0x0102}), (Bytes{'B', 'C', 7, 0, 13, 0, 2, 1, 0, 0, 0, 0, 0, 0}));
+  // RESUME: the identity, then epoch, step, epoch start, next seq, skipped,
+  // world size and the batch size it was saved with.
+  const Bytes resume = EncodeBytes(Resume{"s", 1, 2, 3, 4, 5, 6, 64});
+  const Bytes resume_tail = {2, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0,  0, 0, 0,
+                             0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 64, 0, 0, 0};
+  ASSERT_GE(resume.size(), resume_tail.size());
+  EXPECT_TRUE(std::equal(resume_tail.begin(), resume_tail.end(),
+                         resume.end() - static_cast<std::ptrdiff_t>(resume_tail.size())));
   const Hello h{"n", 0x01020304, 32, true, JoinPolicy::kNextEpoch, 2, "", "g", 1, 3};
   // A segment: slot, offset, count, producer epoch, ring.
   Batch b;
@@ -358,7 +366,7 @@ TEST(ProtocolTest, GoldenEncodings) {
   const Bytes batch = EncodeBytes(b);
   const Bytes segment = {1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5, 0, 0, 0};
   EXPECT_NE(std::search(batch.begin(), batch.end(), segment.begin(), segment.end()), batch.end());
-  EXPECT_EQ(EncodeBytes(h), (Bytes{'B', 'C', 6, 0, 1,   0,  // header
+  EXPECT_EQ(EncodeBytes(h), (Bytes{'B', 'C', 7, 0, 1,   0,  // header
                                    1,   0,   0, 0, 'n',     // name
                                    4,   3,   2, 1,          // pid
                                    32,  0,   0, 0,          // batch_size

@@ -226,6 +226,55 @@ def test_a_group_of_two_resumes_every_rank_at_its_saved_round(tmp_path, monkeypa
         assert [g[0] for g in got[r]] == [e for e in range(last_epoch + 1) for _ in range(20)]
 
 
+def test_a_group_resumed_with_a_larger_batch_gets_the_rest_of_its_epoch(monkeypatch):
+    """Two ranks read 9 rounds of batch 16 and save; a restarted group of
+    batch 32 loads the state: each rank gets the rest of epoch 0 in batches of
+    32, its batch count going on from 9, and the two runs together hold
+    every sample of the epoch once but the dropped remainder (640 = 9 x 32 +
+    5 x 64 + 32)."""
+    monkeypatch.delenv("BATCHCAST_GROUP", raising=False)
+    name = H.unique_name("rgbatch")
+
+    def read(loaders, rounds=None):
+        """Each loader's (step, indices) in threads: `rounds` batches, or to
+        the end of its epoch."""
+        out = [[] for _ in loaders]
+
+        def run(loader, seen):
+            for _, _ in loader:
+                seen.append((loader.state_dict()["step"], loader.indices.tolist()))
+                if rounds is not None and len(seen) == rounds:
+                    break
+        threads = [threading.Thread(target=run, args=(ld, seen), daemon=True)
+                   for ld, seen in zip(loaders, out)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        return out
+
+    with batchcast.Server(synthetic=SAMPLES, size=SIZE, batch_size=BATCH, window=8, name=name):
+        first = [batchcast.Loader(name, batch_size=BATCH, timeout=60, group="job", rank=r,
+                                  world_size=2) for r in range(2)]
+        before = read(first, rounds=9)
+        state = first[0].state_dict()
+        assert state["batch_size"] == BATCH and state["step"] == 9
+        for loader in first:
+            loader.close()
+        again = [batchcast.Loader(name, batch_size=2 * BATCH, timeout=60, group="job-restart-1",
+                                  rank=r, world_size=2) for r in range(2)]
+        for loader in again:
+            loader.load_state_dict(state)
+        after = read(again)
+        for loader in again:
+            loader.close()
+    for r in range(2):
+        assert [len(i) for _, i in after[r]] == [2 * BATCH] * 5, f"rank {r}"
+        assert [step for step, _ in after[r]] == list(range(10, 15))
+    samples = [x for runs in (before, after) for seen in runs for _, i in seen for x in i]
+    assert len(samples) == len(set(samples)) == SAMPLES - 2 * BATCH
+
+
 def test_a_server_restarted_with_the_same_options_continues_exactly(tmp_path):
     H.require_server()
     name = H.unique_name("rserver")

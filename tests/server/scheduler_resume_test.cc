@@ -375,6 +375,45 @@ TEST_F(ResumeTest, AnotherBatchSizeContinuesFromTheSameSample) {
   EXPECT_EQ(Read("b2", 4), (std::vector<std::string>{"e0/2:8+3", "e0/3:11+3", "E0", "e1/0:16+3"}));
 }
 
+// A group saved after two rounds of batch 2 (epochs of 16, two ranks) and
+// resumed with batch 4 gets the rest of the interrupted epoch in rounds of
+// the new size (one: seqs 8..15), its batch numbers going on from the saved
+// count, then the next epoch.
+TEST_F(ResumeTest, AGroupResumedWithALargerBatchGetsTheRestOfItsEpoch) {
+  MakeReplay();
+  auto rank = [](const std::string& group, uint32_t r, uint32_t batch) {
+    JoinOptions o;
+    o.group = group;
+    o.rank = r;
+    o.world_size = 2;
+    o.batch = batch;
+    return o;
+  };
+  MustJoin("a", {});
+  MustJoin("r0", rank("job", 0, 2));
+  MustJoin("r1", rank("job", 1, 2));
+  proto::Message last0, last1;
+  Read("r0", 2, &last0);
+  Read("r1", 2, &last1);
+  proto::Resume place = PlaceAfter(last0, 2);
+  place.batch_size = 2;
+  ASSERT_EQ(place.step, 2u);
+  ASSERT_EQ(place.next_seq, 8u);
+  s_->Remove("r0", "killed");
+  s_->Remove("r1", "killed");
+  for (uint32_t r = 0; r < 2; ++r) {
+    JoinOptions o = rank("job2", r, 4);
+    o.confirm = false;
+    MustJoin("n" + std::to_string(r), o);
+    ASSERT_TRUE(Resume("n" + std::to_string(r), place).ok());
+  }
+  EXPECT_EQ(Read("n0", 2), (std::vector<std::string>{"e0/2:8+4", "E0"}));
+  EXPECT_EQ(Read("n1", 2), (std::vector<std::string>{"e0/2:12+4", "E0"}));
+  Read("a", 10);
+  EXPECT_EQ(Read("n0", 1), (std::vector<std::string>{"e1/0:16+4"}));
+  EXPECT_EQ(Read("n1", 1), (std::vector<std::string>{"e1/0:20+4"}));
+}
+
 TEST_F(ResumeTest, AGroupResumesEveryRankAtItsSavedRound) {
   MakeReplay();
   auto rank = [](uint32_t r) {

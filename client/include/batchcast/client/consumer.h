@@ -88,7 +88,7 @@ struct ConsumerPosition {
   uint64_t epoch_start = 0;  // the seq that epoch starts at
   uint64_t next_seq = 0;     // the seq it continues from
   uint64_t skipped = 0;      // samples it skipped (lag_policy skip)
-  uint32_t batch_size = 0;   // its batch size (informative: a resume may use another)
+  uint32_t batch_size = 0;   // its batch size (a resume may use another: docs/semantics.md)
   uint32_t world_size = 0;   // its group's ranks (0: no group); a resume needs the same
   uint32_t rank = 0;         // its rank (informative)
   bool operator==(const ConsumerPosition&) const = default;
