@@ -269,7 +269,9 @@
 //   lag policy and the other readers are as without it; readers in line pin
 //   nothing at all. A lane owner's batch (a group's round) must fit in the
 //   lane at once (Lane::SlotsFor), else its RESUME is refused naming the
-//   slots it needs.
+//   slots it needs; one accepted because the stream would move, which others
+//   began reading before it could (a slot still leased), gets that refusal
+//   as an error then (ReviewResumersLocked), not a wait while they read.
 // - *Merge*: once the lane's next seq q lies in the shared run (it caught up
 //   from behind, or the shared stream reached it from below), merge_at = q
 //   and the owner pins the shared stream from q (Note [Leases] (b)), so q

@@ -175,6 +175,7 @@ bool Scheduler::ReviewResumersLocked() {
   // rounds cut from it).
   bool lane_free = lane_ && lane_->Free();
   for (const auto& [_, g] : groups_) lane_free = lane_free && !g->HoldsLaneRounds();
+  std::vector<std::pair<Lane::Owner, std::string>> refused;
   for (auto it = lane_line_.begin(); it != lane_line_.end();) {
     const Lane::Owner o = *it;
     const std::optional<uint64_t> place = PlaceOfLocked(o);
@@ -201,7 +202,32 @@ bool Scheduler::ReviewResumersLocked() {
                           o.group != 0 ? "a group" : "a consumer", *place, lane_->slots());
       continue;
     }
+    // Accepted while nobody else read the stream, which would move to it
+    // (MoveStreamLocked); others read it now, and the lane cannot take its
+    // batches: it would wait as long as they read. It is told why instead.
+    if (std::string why = UnservablePlaceLocked(*place, samples, o); !why.empty()) {
+      it = lane_line_.erase(it);
+      SetLaneStateLocked(o, LaneState::kNone);
+      refused.emplace_back(o, "cannot resume at seq " + std::to_string(*place) +
+                                  ": others began reading the stream before it could move "
+                                  "there; " +
+                                  std::move(why));
+      changed = true;
+      continue;
+    }
     ++it;
+  }
+  // After the walk: failing a reader changes the line.
+  for (const auto& [o, message] : refused) {
+    if (o.group != 0) {
+      if (auto g = groups_.find(o.group); g != groups_.end()) {
+        FailGroupLocked(*g->second, StatusCode::kInvalidArgument, message);
+      }
+    } else if (Consumer* c = Find(o.identity); c != nullptr && c->attached) {
+      BC_LOG_WARN("consumer {} '{}': {}", c->id, c->name, message);
+      Send(*c, proto::Error{0, StatusCode::kInvalidArgument, message});
+      DetachLocked(*c, message);
+    }
   }
   return changed;
 }

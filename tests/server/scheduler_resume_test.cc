@@ -505,6 +505,33 @@ TEST_F(ResumeTest, APlaceTheServerCannotServeIsRefused) {
   EXPECT_NE(s.message().find("needs 3 resume slots"), std::string::npos) << s.message();
 }
 
+// A place behind the ring is accepted while nobody else reads the stream,
+// which then moves there once no batch is held. If another consumer starts
+// reading first, the stream cannot move, and with no resume slots for the
+// reader's batches it would wait as long as that consumer reads: it is told
+// why instead.
+TEST_F(ResumeTest, AResumerTheStreamCanNoLongerMoveToIsToldWhy) {
+  MakeReplay(/*lane_slots=*/0);
+  MustJoin("a", {});
+  Read("a", 30);
+  std::vector<proto::Message> r = Next("a");
+  while (r.empty() && !Work().empty()) r = Replies("a");
+  ASSERT_EQ(r.size(), 1u);
+  const auto* held = std::get_if<proto::Batch>(&r[0]);
+  ASSERT_NE(held, nullptr) << Describe(r);
+  s_->Bye("a", {held->lease_id});  // a closed loader whose last batch is still in use
+  MustJoin("b", {.confirm = false});
+  ASSERT_TRUE(Resume("b", Place(0, 1, 0, 4)).ok()) << "nobody else reads: the stream will move";
+  EXPECT_EQ(Stats()["stream_moves"], 0) << "not while a's batch is held";
+  MustJoin("c", {});
+  EXPECT_FALSE(Read("c", 2).empty());
+  EXPECT_TRUE(Next("b").empty());
+  TickAfter(100ms);
+  ExpectOneError(Replies("b"), StatusCode::kInvalidArgument, "--resume-slots 0");
+  EXPECT_EQ(ConsumerStats("b"), nullptr) << "detached and without leases: gone";
+  EXPECT_FALSE(Read("c", 2).empty()) << "c reads on";
+}
+
 TEST_F(ResumeTest, AnExternalProducerCannotReplay) {
   Make({});
   config_.stream = kStream;
