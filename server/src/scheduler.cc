@@ -425,6 +425,11 @@ void Scheduler::DetachLocked(Consumer& c, const std::string& why) {
   if (c.leases.empty()) RemoveLocked(c.identity, "left the stream");
 }
 
+void Scheduler::FailConsumerLocked(Consumer& c, StatusCode code, const std::string& message) {
+  Send(c, proto::Error{0, code, message});
+  DetachLocked(c, message);
+}
+
 void Scheduler::Bye(const std::string& identity, const std::vector<uint64_t>& kept_leases) {
   MutexLock lock(&mu_);
   Consumer* c = Find(identity);

@@ -588,6 +588,10 @@ class Scheduler {
   void UnpinLocked(const std::vector<uint32_t>& slots) BC_REQUIRES(mu_);
   // Takes `c` off the stream (Note [Leases]); `why` for its group's peers.
   void DetachLocked(Consumer& c, const std::string& why) BC_REQUIRES(mu_);
+  // Tells `c` `message` (an Error with `code` that ends its session) and
+  // detaches it for that reason.
+  void FailConsumerLocked(Consumer& c, StatusCode code, const std::string& message)
+      BC_REQUIRES(mu_);
 
   // ---- groups (scheduler_groups.cc, Note [Consumer groups]) ----
   // The group a HELLO joins (found or created), or why it may not.

@@ -114,8 +114,7 @@ void Scheduler::FailGroupLocked(ConsumerGroup& g, StatusCode code, const std::st
   for (const std::string& identity : ranks) {
     Consumer* c = Find(identity);
     if (c == nullptr || !c->attached) continue;
-    Send(*c, proto::Error{0, code, message});
-    DetachLocked(*c, message);
+    FailConsumerLocked(*c, code, message);
   }
 }
 

@@ -225,8 +225,7 @@ bool Scheduler::ReviewResumersLocked() {
       }
     } else if (Consumer* c = Find(o.identity); c != nullptr && c->attached) {
       BC_LOG_WARN("consumer {} '{}': {}", c->id, c->name, message);
-      Send(*c, proto::Error{0, StatusCode::kInvalidArgument, message});
-      DetachLocked(*c, message);
+      FailConsumerLocked(*c, StatusCode::kInvalidArgument, message);
     }
   }
   return changed;
