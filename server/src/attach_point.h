@@ -31,7 +31,8 @@
 //     and no sample is lost or repeated. A holder that is alive but does
 //     not answer is waited for, never written under (its late writes would
 //     land in a slot that may hold a newer batch by then); the log names it
-//     every `work_timeout`.
+//     every `work_timeout`. For the same reason a holder whose fill failed
+//     waits for its stream before it sends ERROR.
 //  4. One holder per ring; another ATTACH gets an ERROR naming the holder.
 //     A tar-shard dataset is refused (its shards are read once, through one
 //     reader the rings share: MakeSources).

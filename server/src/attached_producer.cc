@@ -206,6 +206,9 @@ void AttachedProducer::Impl::Run() {
     uint32_t valid = 0;
     Status s = CatchAll("the attached producer", [&] { return Fill(*work, valid); });
     if (!s.ok()) {
+      // Note [Attached producers], 3: the server writes this slot itself
+      // once it reads ERROR, so what a failed Fill queued must land first.
+      if (stream) (void)stream->Synchronize();
       Send(proto::Error{0, s.code(), s.message()});
       End(std::move(s));
       break;
