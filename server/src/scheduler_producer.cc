@@ -170,6 +170,9 @@ void Scheduler::EndStream() {
 void Scheduler::Stop() {
   MutexLock lock(&mu_);
   stopped_ = true;
+  // A stopped producer waits for nothing: its waits end in the stats here.
+  EndBlockedLocked(env_->Now());
+  for (uint32_t ring = 0; ring < ring_work_.size(); ++ring) RingWaitsForTurnLocked(ring, false);
   NotifyProducer();
 }
 

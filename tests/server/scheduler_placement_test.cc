@@ -543,6 +543,46 @@ TEST_F(PlacementTest, BusyRingsBatchesAreBegunAheadAndATurnWaitIsCounted) {
   EXPECT_GT(Stats()["producer_blocked_s"].get<double>(), 0.0);
 }
 
+// A stopped server's producers wait for nothing: the waits in progress
+// end at Stop, and neither turn_wait_s nor producer_blocked_s grows after it.
+TEST_F(PlacementTest, WaitsEndWhenTheServerStops) {
+  TestConfig t = Placed(Rings(2), Placement::kRoundRobin);
+  t.epoch_len = 1000;
+  MakeWithTwoReaders(t);
+  const std::optional<SlotGrant> b0 = Begin(0);
+  ASSERT_TRUE(b0 && Begin(1));
+  env_.now += 10ms;
+  ASSERT_TRUE(s_->Commit(b0->slot).ok());
+  for (uint64_t seq : {8, 16}) {  // seq 8 begun ahead for it, then its own
+    const std::optional<SlotGrant> b = Begin(0);
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->first_seq, seq);
+    env_.now += 10ms;
+    ASSERT_TRUE(s_->Commit(b->slot).ok());
+  }
+  EXPECT_FALSE(Begin(0)) << "seq 20 is ring 1's turn";
+  env_.now += 5ms;
+  s_->Stop();
+  const double turn = Stats()["rings"][0]["turn_wait_s"].get<double>();
+  EXPECT_DOUBLE_EQ(turn, 0.005);
+  env_.now += 1s;
+  EXPECT_DOUBLE_EQ(Stats()["rings"][0]["turn_wait_s"].get<double>(), turn);
+
+  t.window = 2;
+  MakeWithTwoReaders(t);
+  const std::optional<SlotGrant> c0 = Begin(0);
+  ASSERT_TRUE(c0 && Begin(1));
+  env_.now += 10ms;
+  ASSERT_TRUE(s_->Commit(c0->slot).ok());
+  EXPECT_FALSE(Begin(0)) << "no slot free";
+  env_.now += 10ms;
+  s_->Stop();
+  const double blocked = Stats()["producer_blocked_s"].get<double>();
+  EXPECT_DOUBLE_EQ(blocked, 0.010);
+  env_.now += 1s;
+  EXPECT_DOUBLE_EQ(Stats()["producer_blocked_s"].get<double>(), blocked);
+}
+
 // Note [Begun ahead]: not where the rings read one sequential reader
 // (SchedulerConfig::begin_ahead false, tar shards): each ring begins its own
 // batches, in the stream's order.
