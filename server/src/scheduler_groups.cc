@@ -185,6 +185,7 @@ bool Scheduler::ServeRankLocked(Consumer& c) {
       c.attached = false;  // ServeLocked removes it once its leases are released
       c.pending.clear();
       LeaveGroupLocked(c, "its group broke");
+      NotifyProducer();  // a detached rank no longer holds the window back
       return true;
     }
     case Kind::kWaitForPeers:
