@@ -57,7 +57,58 @@ class PlacementTest : public SchedulerTest {
     Make(t);
     MustJoin("a", On(0));
     MustJoin("b", On(1));
+  }  // Two rings taking the stream's batches (of 4 seqs) in turn, `window`
+  // slots, long epochs, a reader on each ring.
+  void MakeTwoRingsInTurn(uint32_t window) {
+    TestConfig t = Placed(Rings(2), Placement::kRoundRobin);
+    t.epoch_len = 1000;
+    t.window = window;
+    MakeWithTwoReaders(t);
   }
+  double TurnWait(uint32_t ring) { return Stats()["rings"][ring]["turn_wait_s"].get<double>(); }
+  // With MakeTwoRingsInTurn(8), Note [Begun ahead]: ring 1 begins seq 4 (and
+  // seq 8 for ring 0, busy with seq 0); ring 0 writes seqs 0, 8 and 16 in
+  // 10 ms each (seq 12 begun for ring 1 meanwhile), then waits for its turn:
+  // seq 20 is ring 1's, which still writes seq 4. Returns that grant
+  // (nullopt, a failure added, where a step went otherwise).
+  std::optional<SlotGrant> RingZeroWaitsForItsTurn() {
+    const std::optional<SlotGrant> b0 = Begin(0);
+    const std::optional<SlotGrant> b1 = Begin(1);
+    if (!b0 || !b1) {
+      ADD_FAILURE() << "the rings' first batches were not granted";
+      return std::nullopt;
+    }
+    EXPECT_EQ(s_->PredictNextBatch(0), std::optional<uint64_t>(8)) << "begun for it";
+    EXPECT_EQ(Stats()["slots"]["writing"], 3);
+    env_.now += 10ms;
+    EXPECT_TRUE(s_->Commit(b0->slot).ok());
+    for (uint64_t seq : {8, 16}) {
+      const std::optional<SlotGrant> b = Begin(0);
+      if (!b) {
+        ADD_FAILURE() << "seq " << seq << " was not granted to ring 0";
+        return std::nullopt;
+      }
+      EXPECT_EQ(b->first_seq, seq);
+      env_.now += 10ms;
+      EXPECT_TRUE(s_->Commit(b->slot).ok());
+    }
+    EXPECT_FALSE(Begin(0)) << "seq 20 is ring 1's, which has seq 12 begun ahead already";
+    return b1;
+  }
+  // With MakeTwoRingsInTurn(2): each ring begins a batch, ring 0 writes its
+  // in 10 ms, and no slot is free (the readers read neither), 10 ms on.
+  void FillTheWindow() {
+    const std::optional<SlotGrant> c0 = Begin(0);
+    if (!c0 || !Begin(1)) {
+      ADD_FAILURE() << "the rings' first batches were not granted";
+      return;
+    }
+    env_.now += 10ms;
+    EXPECT_TRUE(s_->Commit(c0->slot).ok());
+    EXPECT_FALSE(Begin(0)) << "no slot free: both hold batches the readers have not read";
+    env_.now += 10ms;
+  }
+
   JoinOptions On(uint32_t ring) {
     JoinOptions o;
     o.ring = ring;
@@ -484,33 +535,12 @@ TEST_F(PlacementTest, OutOfOrderCommitsPublishInOrder) {
 // turn_wait_s (a wait in progress included). A wait for a free slot is not
 // one (producer_blocked_s).
 TEST_F(PlacementTest, BusyRingsBatchesAreBegunAheadAndATurnWaitIsCounted) {
-  TestConfig t = Placed(Rings(2), Placement::kRoundRobin);
-  t.epoch_len = 1000;
-  MakeWithTwoReaders(t);
-  const auto turn_wait = [&](uint32_t ring) {
-    return Stats()["rings"][ring]["turn_wait_s"].get<double>();
-  };
-  // Ring 0 writes a batch in 10 ms, ring 1 in 40: batches of 4 seqs, in turn.
-  const std::optional<SlotGrant> b0 = Begin(0);
-  const std::optional<SlotGrant> b1 = Begin(1);  // and seq 8 for ring 0, busy
-  ASSERT_TRUE(b0 && b1);
-  EXPECT_EQ(s_->PredictNextBatch(0), std::optional<uint64_t>(8)) << "begun for it";
-  EXPECT_EQ(Stats()["slots"]["writing"], 3);
-  env_.now += 10ms;
-  ASSERT_TRUE(s_->Commit(b0->slot).ok());
-  const std::optional<SlotGrant> b2 = Begin(0);  // and seq 12 for ring 1
-  ASSERT_TRUE(b2);
-  EXPECT_EQ(b2->first_seq, 8u);
-  env_.now += 10ms;
-  ASSERT_TRUE(s_->Commit(b2->slot).ok());
-  const std::optional<SlotGrant> b4 = Begin(0);
-  ASSERT_TRUE(b4);
-  EXPECT_EQ(b4->first_seq, 16u);
-  env_.now += 10ms;
-  ASSERT_TRUE(s_->Commit(b4->slot).ok());
-  EXPECT_FALSE(Begin(0)) << "seq 20 is ring 1's, which has seq 12 begun ahead already";
+  MakeTwoRingsInTurn(8);
+  // Ring 0 writes a batch in 10 ms, ring 1 in 40.
+  const std::optional<SlotGrant> b1 = RingZeroWaitsForItsTurn();
+  ASSERT_TRUE(b1);
   env_.now += 5ms;
-  EXPECT_DOUBLE_EQ(turn_wait(0), 0.005) << "the wait so far";
+  EXPECT_DOUBLE_EQ(TurnWait(0), 0.005) << "the wait so far";
   env_.now += 5ms;
   ASSERT_TRUE(s_->Commit(b1->slot).ok());
   const std::optional<SlotGrant> b3 = Begin(1);
@@ -520,67 +550,42 @@ TEST_F(PlacementTest, BusyRingsBatchesAreBegunAheadAndATurnWaitIsCounted) {
   ASSERT_TRUE(b6);
   EXPECT_EQ(b6->first_seq, 24u);
   env_.now += 1s;
-  EXPECT_DOUBLE_EQ(turn_wait(0), 0.010);
-  EXPECT_DOUBLE_EQ(turn_wait(1), 0.0);
+  EXPECT_DOUBLE_EQ(TurnWait(0), 0.010);
+  EXPECT_DOUBLE_EQ(TurnWait(1), 0.0);
   EXPECT_EQ(Stats()["rings"][1]["read_ahead_misses"], 0);
 
   // A ring without readers never has a turn: it does not wait for one.
+  TestConfig t = Placed(Rings(2), Placement::kRoundRobin);
+  t.epoch_len = 1000;
   Make(t);
   MustJoin("b", On(1));
   EXPECT_FALSE(Begin(0));
   env_.now += 1s;
-  EXPECT_DOUBLE_EQ(turn_wait(0), 0.0);
+  EXPECT_DOUBLE_EQ(TurnWait(0), 0.0);
 
-  t.window = 2;
-  MakeWithTwoReaders(t);
-  const std::optional<SlotGrant> c0 = Begin(0);
-  ASSERT_TRUE(c0 && Begin(1));
-  env_.now += 10ms;
-  ASSERT_TRUE(s_->Commit(c0->slot).ok());
-  EXPECT_FALSE(Begin(0)) << "no slot free: both hold batches the readers have not read";
-  env_.now += 10ms;
-  EXPECT_DOUBLE_EQ(turn_wait(0), 0.0);
+  MakeTwoRingsInTurn(2);
+  FillTheWindow();
+  EXPECT_DOUBLE_EQ(TurnWait(0), 0.0);
   EXPECT_GT(Stats()["producer_blocked_s"].get<double>(), 0.0);
 }
 
 // A stopped server's producers wait for nothing: the waits in progress
 // end at Stop, and neither turn_wait_s nor producer_blocked_s grows after it.
 TEST_F(PlacementTest, WaitsEndWhenTheServerStops) {
-  TestConfig t = Placed(Rings(2), Placement::kRoundRobin);
-  t.epoch_len = 1000;
-  MakeWithTwoReaders(t);
-  const std::optional<SlotGrant> b0 = Begin(0);
-  ASSERT_TRUE(b0 && Begin(1));
-  env_.now += 10ms;
-  ASSERT_TRUE(s_->Commit(b0->slot).ok());
-  for (uint64_t seq : {8, 16}) {  // seq 8 begun ahead for it, then its own
-    const std::optional<SlotGrant> b = Begin(0);
-    ASSERT_TRUE(b);
-    EXPECT_EQ(b->first_seq, seq);
-    env_.now += 10ms;
-    ASSERT_TRUE(s_->Commit(b->slot).ok());
-  }
-  EXPECT_FALSE(Begin(0)) << "seq 20 is ring 1's turn";
+  MakeTwoRingsInTurn(8);
+  ASSERT_TRUE(RingZeroWaitsForItsTurn());
   env_.now += 5ms;
   s_->Stop();
-  const double turn = Stats()["rings"][0]["turn_wait_s"].get<double>();
-  EXPECT_DOUBLE_EQ(turn, 0.005);
+  EXPECT_DOUBLE_EQ(TurnWait(0), 0.005);
   env_.now += 1s;
-  EXPECT_DOUBLE_EQ(Stats()["rings"][0]["turn_wait_s"].get<double>(), turn);
+  EXPECT_DOUBLE_EQ(TurnWait(0), 0.005);
 
-  t.window = 2;
-  MakeWithTwoReaders(t);
-  const std::optional<SlotGrant> c0 = Begin(0);
-  ASSERT_TRUE(c0 && Begin(1));
-  env_.now += 10ms;
-  ASSERT_TRUE(s_->Commit(c0->slot).ok());
-  EXPECT_FALSE(Begin(0)) << "no slot free";
-  env_.now += 10ms;
+  MakeTwoRingsInTurn(2);
+  FillTheWindow();
   s_->Stop();
-  const double blocked = Stats()["producer_blocked_s"].get<double>();
-  EXPECT_DOUBLE_EQ(blocked, 0.010);
+  EXPECT_DOUBLE_EQ(Stats()["producer_blocked_s"].get<double>(), 0.010);
   env_.now += 1s;
-  EXPECT_DOUBLE_EQ(Stats()["producer_blocked_s"].get<double>(), blocked);
+  EXPECT_DOUBLE_EQ(Stats()["producer_blocked_s"].get<double>(), 0.010);
 }
 
 // Note [Begun ahead]: not where the rings read one sequential reader
