@@ -120,6 +120,10 @@
 // `skip` and `evict` it ends instead: its ranks get the Cancelled they would
 // get after their last batch (a rank waiting in a collective for its dead
 // peer asks for nothing, and would hold everyone up until it gave up).
+// A ring still writing the stream's next batch, the batches after it filling
+// the window (they publish in order), holds the producer up by itself: no
+// consumer pins an unleased slot then, so none is skipped or evicted, and
+// the log names the ring.
 //
 // Note [Producer start and stream end]
 // The producer writes its first batch once min_consumers consumers are

@@ -49,9 +49,19 @@ void Scheduler::ApplyLagPolicyLocked(Clock::time_point now) {
   const SlotTable::Slot* oldest = slots_.OldestUnleased();
   if (oldest == nullptr) {
     if (!warned_all_leased_) {
-      BC_LOG_WARN(
-          "producer blocked: every slot is being written or leased; a consumer holds "
-          "batches without releasing them");
+      // Batches publish in order (Note [Placement]): a ring still writing the
+      // stream's next batch holds back the ones after it, and the consumers
+      // wait for it; none of them holds the producer up.
+      if (const SlotTable::Slot* next = slots_.Writing(slots_.published())) {
+        BC_LOG_WARN(
+            "producer blocked: ring {} still writes seqs [{}, {}), the stream's next batch, and "
+            "the batches after it fill the window; no consumer holds the producer up",
+            next->ring, next->first_seq, next->end());
+      } else {
+        BC_LOG_WARN(
+            "producer blocked: every slot is being written or leased; a consumer holds "
+            "batches without releasing them");
+      }
       warned_all_leased_ = true;
     }
     return;

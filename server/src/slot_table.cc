@@ -48,6 +48,13 @@ const SlotTable::Slot* SlotTable::OldestUnleased() const {
   return nullptr;
 }
 
+const SlotTable::Slot* SlotTable::Writing(uint64_t seq) const {
+  for (const Slot& s : slots_) {
+    if (s.state == State::kWriting && s.first_seq == seq) return &s;
+  }
+  return nullptr;
+}
+
 SlotGrant SlotTable::Begin(uint32_t slot, uint32_t epoch, std::span<const int64_t> indices,
                            uint32_t ring) {
   SlotGrant g = Begin(slot, epoch, static_cast<uint32_t>(indices.size()), ring);

@@ -110,6 +110,8 @@ class SlotTable {
   // The oldest ready, published slot that no lease pins (what the lag policy
   // frees), or nullptr when every such slot is leased or being written.
   const Slot* OldestUnleased() const;
+  // The slot being written that begins at `seq`, or nullptr.
+  const Slot* Writing(uint64_t seq) const;
 
   // Starts writing the next indices.size() seqs (from next_seq()) of
   // producer epoch `epoch` into `slot` of ring `ring` (Note [Placement]).

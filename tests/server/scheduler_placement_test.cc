@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "../sources/log_capture.h"
 #include "scheduler_fixture.h"
 
 namespace batchcast {
@@ -57,7 +58,8 @@ class PlacementTest : public SchedulerTest {
     Make(t);
     MustJoin("a", On(0));
     MustJoin("b", On(1));
-  }  // Two rings taking the stream's batches (of 4 seqs) in turn, `window`
+  }
+  // Two rings taking the stream's batches (of 4 seqs) in turn, `window`
   // slots, long epochs, a reader on each ring.
   void MakeTwoRingsInTurn(uint32_t window) {
     TestConfig t = Placed(Rings(2), Placement::kRoundRobin);
@@ -571,6 +573,38 @@ TEST_F(PlacementTest, BusyRingsBatchesAreBegunAheadAndATurnWaitIsCounted) {
 
 // A stopped server's producers wait for nothing: the waits in progress
 // end at Stop, and neither turn_wait_s nor producer_blocked_s grows after it.
+// Note [Lag policy]: a ring still writing the stream's next batch, with the
+// batches after it filling the window (they publish in order), holds the
+// producer up; the consumers waiting for that batch do not. No policy
+// applies to them, and the log names the ring, not a consumer.
+TEST_F(PlacementTest, ASlowRingIsNotBlamedOnTheConsumers) {
+  for (LagPolicy policy : {LagPolicy::kSkip, LagPolicy::kEvict}) {
+    SCOPED_TRACE(policy == LagPolicy::kSkip ? "skip" : "evict");
+    TestConfig t = Placed(Rings(2), Placement::kRoundRobin);
+    t.epoch_len = 1000;
+    t.window = 2;
+    t.lag_policy = policy;
+    t.lag_timeout = 100ms;
+    MakeWithTwoReaders(t);
+    const std::optional<SlotGrant> slow = Begin(0);  // seq 0, not finished
+    const std::optional<SlotGrant> b1 = Begin(1);    // seq 4
+    ASSERT_TRUE(slow && b1);
+    ASSERT_TRUE(s_->Commit(b1->slot).ok());
+    EXPECT_TRUE(Next("a").empty()) << "seq 0 is not written yet";
+    EXPECT_TRUE(Next("b").empty());
+    EXPECT_FALSE(Begin(1)) << "no slot free";
+    testing::LogCapture log;
+    TickAfter(150ms);
+    EXPECT_EQ(Stats()["skip_events"], 0);
+    EXPECT_EQ(Stats()["consumers_evicted"], 0);
+    EXPECT_EQ(log.Count("a consumer holds batches"), 0) << log.text();
+    EXPECT_EQ(log.Count("ring 0 still writes seqs [0, 4)"), 1) << log.text();
+    ASSERT_TRUE(s_->Commit(slow->slot).ok());
+    EXPECT_EQ(Describe(Replies("a")), "0+4") << "each gets the batch it waited for";
+    EXPECT_EQ(Describe(Replies("b")), "0+4");
+  }
+}
+
 TEST_F(PlacementTest, WaitsEndWhenTheServerStops) {
   MakeTwoRingsInTurn(8);
   ASSERT_TRUE(RingZeroWaitsForItsTurn());
