@@ -97,8 +97,9 @@ class PlacementTest : public SchedulerTest {
     EXPECT_FALSE(Begin(0)) << "seq 20 is ring 1's, which has seq 12 begun ahead already";
     return b1;
   }
-  // With MakeTwoRingsInTurn(2): each ring begins a batch, ring 0 writes its
-  // in 10 ms, and no slot is free (the readers read neither), 10 ms on.
+  // With MakeTwoRingsInTurn(2): each ring begins a batch, ring 0 finishes
+  // its batch in 10 ms, and then no slot is free (the readers read neither)
+  // for 10 ms more.
   void FillTheWindow() {
     const std::optional<SlotGrant> c0 = Begin(0);
     if (!c0 || !Begin(1)) {
