@@ -20,6 +20,7 @@ ConsumerGroup::ConsumerGroup(uint64_t id, Spec spec, uint64_t start, uint64_t ep
     : id_(id),
       spec_(std::move(spec)),
       rounds_per_epoch_(rounds_per_epoch),
+      welcome_start_(start),
       created_(created),
       frontier_(start, epoch_len, spec_.world_size * spec_.batch_size, /*drop_last=*/true),
       ranks_(spec_.world_size) {

@@ -45,6 +45,11 @@ class ConsumerGroup {
   const Spec& spec() const { return spec_; }
   uint64_t rounds_per_epoch() const { return rounds_per_epoch_; }
   Clock::time_point created() const { return created_; }
+  // Where WELCOME tells every rank it starts: the group's start when its
+  // first rank joined, kept when the frontier skips or the group restarts
+  // before its first round, so that the places its ranks save before their
+  // first batch are the same and the group resumes from them (Note [Resume]).
+  uint64_t welcome_start() const { return welcome_start_; }
 
   // ---- membership ----
   // InvalidArgument naming the difference when `hello` does not match the
@@ -209,6 +214,7 @@ class ConsumerGroup {
   const uint64_t id_;
   const Spec spec_;
   const uint64_t rounds_per_epoch_;
+  const uint64_t welcome_start_;
   // Note [Resume]: the epoch a group resumed in with another batch size, and
   // the rounds it may hold (the saved step, then the rounds left after it).
   struct ResumedEpoch {

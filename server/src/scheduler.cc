@@ -137,7 +137,7 @@ Result<Scheduler::Admission> Scheduler::AddConsumer(const std::string& identity,
   c.last_seen = c.joined = env_->Now();
   Admission a;
   a.consumer_id = c.id;
-  a.start = start;
+  a.start = group != nullptr ? group->welcome_start() : start;
   a.batches_per_epoch =
       ConsumerCursor::BatchesPerEpoch(config_.epoch_len, hello.batch_size, hello.drop_last);
   if (group != nullptr) {

@@ -393,7 +393,7 @@ class Scheduler {
   struct Admission {
     uint64_t consumer_id = 0;
     uint64_t batches_per_epoch = 0;
-    uint64_t start = 0;  // where its epoch 0 starts (its group's)
+    uint64_t start = 0;  // where its epoch 0 starts (a group rank: ConsumerGroup::welcome_start)
   };
   // Registers a consumer behind ZeroMQ identity `identity`. `same_host`: the
   // peer came over ipc://, so its HELLO pid is one of this machine's; if that

@@ -542,6 +542,44 @@ TEST_F(GroupsTest, AFormingGroupHoldsTheProducerAtMostLagTimeoutUnderSkipAndEvic
   }
 }
 
+// Every rank of a group is welcomed at the same start, also when the group
+// skipped or restarted before its last rank joined: the places its ranks
+// save before their first batch are the same, so the group resumes from
+// them (Note [Resume]).
+TEST_F(GroupsTest, EveryRankIsWelcomedAtTheSameStart) {
+  Make({.lag_policy = LagPolicy::kSkip, .lag_timeout = 100ms});
+  Result<Scheduler::Admission> r0 = Join("r0", Rank("g", 0, 2));
+  ASSERT_TRUE(r0.ok());
+  MustJoin("u", {});
+  Pump();
+  for (int i = 0; i < 4; ++i) Release("u", NextBatch("u"));
+  EXPECT_EQ(Pump(), 0) << "the forming group pins its start";
+  TickAfter(100ms);
+  ASSERT_EQ(GroupStats("g")["frontier"], 16) << "the forming group skipped";
+  Result<Scheduler::Admission> r1 = Join("r1", Rank("g", 1, 2));
+  ASSERT_TRUE(r1.ok());
+  EXPECT_EQ(r1->start, r0->start);
+
+  Make({});
+  JoinOptions silent = Rank("g", 0, 2);
+  silent.confirm = false;
+  r0 = Join("r0", silent);
+  ASSERT_TRUE(r0.ok());
+  MustJoin("u", {});
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(Produce()) << i;
+    std::vector<proto::Message> r = Next("u");
+    if (!r.empty() && std::holds_alternative<proto::EndOfEpoch>(r[0])) r = Next("u");
+    ASSERT_EQ(r.size(), 1u) << Describe(r);
+    Release("u", std::get<proto::Batch>(r[0]));
+  }
+  s_->Touch("r0");
+  ASSERT_EQ(GroupStats("g")["frontier"], 16) << "the group restarted where the ring is";
+  r1 = Join("r1", Rank("g", 1, 2));
+  ASSERT_TRUE(r1.ok());
+  EXPECT_EQ(r1->start, r0->start);
+}
+
 // Under block a forming group is exempt: it may hold the producer until
 // group_timeout.
 TEST_F(GroupsTest, AFormingGroupHoldsTheProducerUnderBlock) {
