@@ -21,6 +21,17 @@ using namespace scheduler_test;
 
 class GroupsTest : public SchedulerTest {
  protected:
+  // The producer writes `batches` batches, each read and released by `id`
+  // at once (END_OF_EPOCH passed over).
+  void ReadAlone(const std::string& id, int batches) {
+    for (int i = 0; i < batches; ++i) {
+      ASSERT_TRUE(Produce()) << i;
+      std::vector<proto::Message> r = Next(id);
+      if (!r.empty() && std::holds_alternative<proto::EndOfEpoch>(r[0])) r = Next(id);
+      ASSERT_EQ(r.size(), 1u) << Describe(r);
+      Release(id, std::get<proto::Batch>(r[0]));
+    }
+  }
   // What one consumer saw: the indices of each finished epoch, the batches
   // in each, and the error that ended its reading.
   struct Seen {
@@ -504,13 +515,7 @@ TEST_F(GroupsTest, AGroupOfUnconfirmedRanksPinsNothing) {
   r0.confirm = false;
   MustJoin("r0", r0);
   MustJoin("u", {});
-  for (int i = 0; i < 8; ++i) {
-    ASSERT_TRUE(Produce()) << i;
-    std::vector<proto::Message> r = Next("u");
-    if (!r.empty() && std::holds_alternative<proto::EndOfEpoch>(r[0])) r = Next("u");
-    ASSERT_EQ(r.size(), 1u) << Describe(r);
-    Release("u", std::get<proto::Batch>(r[0]));
-  }  // the ring is [16,20) ... [28,32)
+  ReadAlone("u", 8);  // the ring is [16,20) ... [28,32)
   s_->Touch("r0");
   EXPECT_EQ(GroupStats("g")["frontier"], 16) << "the newest unbroken run starts at 16";
   EXPECT_FALSE(Produce()) << "the group pins its start now";
@@ -566,13 +571,7 @@ TEST_F(GroupsTest, EveryRankIsWelcomedAtTheSameStart) {
   r0 = Join("r0", silent);
   ASSERT_TRUE(r0.ok());
   MustJoin("u", {});
-  for (int i = 0; i < 8; ++i) {
-    ASSERT_TRUE(Produce()) << i;
-    std::vector<proto::Message> r = Next("u");
-    if (!r.empty() && std::holds_alternative<proto::EndOfEpoch>(r[0])) r = Next("u");
-    ASSERT_EQ(r.size(), 1u) << Describe(r);
-    Release("u", std::get<proto::Batch>(r[0]));
-  }
+  ReadAlone("u", 8);
   s_->Touch("r0");
   ASSERT_EQ(GroupStats("g")["frontier"], 16) << "the group restarted where the ring is";
   r1 = Join("r1", Rank("g", 1, 2));
