@@ -94,6 +94,16 @@ class SchedulerTest : public ::testing::Test {
     return a;
   }
   void MustJoin(const std::string& id, JoinOptions o) { ASSERT_TRUE(Join(id, o).ok()); }
+  // Rank `rank` of group `group` of `world` ranks, batch `batch`.
+  static JoinOptions Rank(const std::string& group, uint32_t rank, uint32_t world,
+                          uint32_t batch = 4) {
+    JoinOptions o;
+    o.group = group;
+    o.rank = rank;
+    o.world_size = world;
+    o.batch = batch;
+    return o;
+  }
   // Make(t); the consumers `ids` join with the default JoinOptions; the
   // producer fills the ring (Pump).
   void MakeAndFill(const TestConfig& t, std::initializer_list<const char*> ids = {"a"}) {

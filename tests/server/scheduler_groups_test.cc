@@ -44,15 +44,6 @@ class GroupsTest : public SchedulerTest {
     std::optional<proto::Error> error;
   };
 
-  JoinOptions Rank(const std::string& group, uint32_t rank, uint32_t world, uint32_t batch = 4) {
-    JoinOptions o;
-    o.group = group;
-    o.rank = rank;
-    o.world_size = world;
-    o.batch = batch;
-    return o;
-  }
-
   // Reads with every consumer in `ids` (one NEXT in flight each, every
   // batch released at once) until each has seen `epochs` END_OF_EPOCHs or an
   // error, producing whenever nobody can move; stops when stuck (false).

@@ -117,12 +117,10 @@ class PlacementTest : public SchedulerTest {
     o.ring = ring;
     return o;
   }
+  // Rank `rank` of group "g" on ring `ring`.
   JoinOptions Rank(uint32_t rank, uint32_t ring, uint32_t batch = 4, uint32_t world = 2) {
-    JoinOptions o = On(ring);
-    o.group = "g";
-    o.rank = rank;
-    o.world_size = world;
-    o.batch = batch;
+    JoinOptions o = SchedulerTest::Rank("g", rank, world, batch);
+    o.ring = ring;
     return o;
   }
 

@@ -381,17 +381,9 @@ TEST_F(ResumeTest, AnotherBatchSizeContinuesFromTheSameSample) {
 // count, then the next epoch.
 TEST_F(ResumeTest, AGroupResumedWithALargerBatchGetsTheRestOfItsEpoch) {
   MakeReplay();
-  auto rank = [](const std::string& group, uint32_t r, uint32_t batch) {
-    JoinOptions o;
-    o.group = group;
-    o.rank = r;
-    o.world_size = 2;
-    o.batch = batch;
-    return o;
-  };
   MustJoin("a", {});
-  MustJoin("r0", rank("job", 0, 2));
-  MustJoin("r1", rank("job", 1, 2));
+  MustJoin("r0", Rank("job", 0, 2, 2));
+  MustJoin("r1", Rank("job", 1, 2, 2));
   proto::Message last0, last1;
   Read("r0", 2, &last0);
   Read("r1", 2, &last1);
@@ -402,7 +394,7 @@ TEST_F(ResumeTest, AGroupResumedWithALargerBatchGetsTheRestOfItsEpoch) {
   s_->Remove("r0", "killed");
   s_->Remove("r1", "killed");
   for (uint32_t r = 0; r < 2; ++r) {
-    JoinOptions o = rank("job2", r, 4);
+    JoinOptions o = Rank("job2", r, 2, 4);
     o.confirm = false;
     MustJoin("n" + std::to_string(r), o);
     ASSERT_TRUE(Resume("n" + std::to_string(r), place).ok());
@@ -416,14 +408,7 @@ TEST_F(ResumeTest, AGroupResumedWithALargerBatchGetsTheRestOfItsEpoch) {
 
 TEST_F(ResumeTest, AGroupResumesEveryRankAtItsSavedRound) {
   MakeReplay();
-  auto rank = [](uint32_t r) {
-    JoinOptions o;
-    o.group = "job";
-    o.rank = r;
-    o.world_size = 2;
-    o.batch = 2;
-    return o;
-  };
+  auto rank = [](uint32_t r) { return Rank("job", r, 2, 2); };
   MustJoin("a", {});
   MustJoin("r0", rank(0));
   MustJoin("r1", rank(1));
